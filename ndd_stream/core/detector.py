@@ -1,0 +1,283 @@
+"""The DDD detector (Fig. 2, §3.6) with exact candidate pruning.
+
+For each document, in arrival order: compute its signature, find every earlier
+document of its scope and window with doc_q >= threshold, report the best one
+(highest doc_q, ties to the earliest arrival), then index the document. Pruning
+never changes a decision (tests compare against brute force):
+
+* prefix filtering: a pair with doc_q >= t shares a q-gram among the first
+  ``prefix_length(|X|, t)`` q-grams of each side under a common total order
+  (:mod:`ndd_stream.core.order`), so only prefixes are indexed and probed;
+* the length filter of :func:`size_bounds`;
+* verification computes |A ∩ B| exactly on the 64-bit codes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ndd_stream.core.document import Decision, Document, Policy, Status
+from ndd_stream.core.normalize import normal_form
+from ndd_stream.core.order import FrequencyBook, OrderVersion
+from ndd_stream.core.qgrams import Codes, fmix64, signature
+from ndd_stream.core.similarity import intersection_size, prefix_length, size_bounds
+from ndd_stream.core.store import NullStore, StateStore, StoredDocument
+from ndd_stream.core.window import ScopeWindow, ShortDoc, WindowDoc
+
+SECONDS_PER_HOUR = 3600
+
+
+@dataclass(frozen=True)
+class DetectorConfig:
+    """Parameters of the detection itself (the service's Settings map onto these)."""
+
+    q: int = 4
+    threshold: float = 0.8
+    window_hours: int = 24  # w: a document of hour H meets hours H-w .. H
+    case_sensitive: bool = False
+    index_duplicates: bool = True  # Fig. 2 indexes every document; False: unique ones only
+    order_bits: int = 22  # size of the q-gram frequency sketch (2**bits counters)
+    cache_signatures: int = 2048  # recently verified signatures kept in memory
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.threshold <= 1.0:
+            raise ValueError(f"threshold must be in (0, 1], got {self.threshold}")
+        if self.q < 1:
+            raise ValueError(f"q must be >= 1, got {self.q}")
+        if self.window_hours < 0:
+            raise ValueError(f"window_hours must be >= 0, got {self.window_hours}")
+
+
+def hour_of(timestamp: float) -> int:
+    return math.floor(timestamp / SECONDS_PER_HOUR)
+
+
+@dataclass
+class DetectorStats:
+    decided: int = 0
+    candidates: int = 0
+    verified: int = 0
+    by_status: dict[str, int] = field(default_factory=dict)
+
+
+class Detector:
+    """Decides documents one at a time; state is per scope and persisted to a StateStore."""
+
+    def __init__(
+        self,
+        config: DetectorConfig | None = None,
+        store: StateStore | None = None,
+        normalizer: Callable[[str], str] | None = None,
+    ) -> None:
+        self.config = config or DetectorConfig()
+        self.store: StateStore = store if store is not None else NullStore()
+        self._normal_form = normalizer or (
+            lambda text: normal_form(text, case_sensitive=self.config.case_sensitive)
+        )
+        self._windows: dict[str, ScopeWindow] = {}
+        self._book = FrequencyBook(bits=self.config.order_bits)
+        self._cache: OrderedDict[tuple[str, int], Codes] = OrderedDict()
+        self.stats = DetectorStats()
+
+    # -- public API ---------------------------------------------------------------------
+
+    def decide(self, doc: Document) -> Decision:
+        """Decide one document and record it (the whole of Fig. 2 for one item)."""
+        window = self._window(doc.scope)
+        previous = window.decisions.get(doc.identity)
+        if previous is not None:
+            return _replayed(previous)
+        hour = hour_of(doc.timestamp)
+        for expired in window.advance(hour):
+            self.store.drop_hour(doc.scope, expired)
+        nf = self._normal_form(doc.text)
+        number = window.next_number
+        window.next_number += 1
+        decision, sig = self._judge(window, doc, hour, nf)
+        indexed = self._index(window, doc, hour, nf, sig, decision)
+        window.remember(decision, hour)
+        self.store.add(
+            StoredDocument(
+                scope=doc.scope,
+                number=number,
+                hour=hour,
+                channel=doc.channel,
+                timestamp=doc.timestamp,
+                nf=nf if indexed else "",
+                indexed=indexed,
+                decision=decision,
+            )
+        )
+        self._count(decision)
+        return decision
+
+    def restore(self) -> int:
+        """Rebuild the in-memory window from the store (after a restart); returns documents.
+
+        Replays the stored records in arrival order. Decisions are not recomputed: the
+        stored ones are authoritative, so replayed items get their original decision.
+        The q-gram order is relearned from the stored texts first (two passes), which
+        only affects speed.
+        """
+        records = list(self.store.load())
+        for rec in records:
+            if rec.indexed:
+                self._book.count(fmix64(signature(rec.nf, self.config.q)))
+        if records:
+            self._book.snapshot()
+        for rec in records:
+            window = self._window(rec.scope)
+            window.advance(rec.hour)
+            window.next_number = max(window.next_number, rec.number + 1)
+            if window.is_late(rec.hour):
+                continue
+            if rec.indexed:
+                sig = signature(rec.nf, self.config.q)
+                self._add_to_window(window, rec.decision.identity, rec.channel,
+                                    rec.timestamp, rec.hour, rec.nf, sig)
+            window.remember(rec.decision, rec.hour)
+        return len(records)
+
+    def windows(self) -> Iterator[ScopeWindow]:
+        return iter(self._windows.values())
+
+    def window_documents(self) -> int:
+        return sum(w.document_count for w in self._windows.values())
+
+    # -- the decision -------------------------------------------------------------------
+
+    def _judge(
+        self, window: ScopeWindow, doc: Document, hour: int, nf: str
+    ) -> tuple[Decision, Codes | None]:
+        base = {"identity": doc.identity, "scope": doc.scope, "hour": hour}
+        if window.is_late(hour):
+            return Decision(status=Status.UNIQUE, similarity=0.0, policy=Policy.LATE, **base), None
+        if not nf:
+            return Decision(status=Status.UNIQUE, similarity=0.0, policy=Policy.EMPTY, **base), None
+        if len(nf) < self.config.q:
+            match = self._short_match(window, hour, nf)
+            if match is None:
+                return Decision(status=Status.UNIQUE, similarity=0.0, policy=Policy.SHORT, **base), None
+            return Decision(
+                status=Status.EXACT_DUPLICATE, similarity=1.0, duplicate_of=match.identity,
+                matched_channel=match.channel, matched_timestamp=match.timestamp,
+                policy=Policy.SHORT, **base,
+            ), None
+        sig = signature(nf, self.config.q)
+        best = self._best_match(window, hour, sig)
+        if best is None:
+            return Decision(status=Status.UNIQUE, similarity=0.0, **base), sig
+        shared, match = best
+        size = max(sig.size, match.size)
+        status = Status.EXACT_DUPLICATE if shared == size else Status.NEAR_DUPLICATE
+        return Decision(
+            status=status, similarity=shared / size, duplicate_of=match.identity,
+            matched_channel=match.channel, matched_timestamp=match.timestamp, **base,
+        ), sig
+
+    def _best_match(
+        self, window: ScopeWindow, hour: int, sig: Codes
+    ) -> tuple[int, WindowDoc] | None:
+        t = self.config.threshold
+        versions = window.live_versions()
+        if not versions:
+            return None
+        mixed = fmix64(sig)
+        length = prefix_length(sig.size, t)
+        probes = [v.prefix(mixed, length) for v in versions]
+        keys = np.unique((np.concatenate(probes) if len(probes) > 1 else probes[0]) >> np.uint64(32))
+        positions = window.docs_of_postings(window.index.lookup(keys.astype(np.uint32)))
+        self.stats.candidates += int(positions.size)
+        lo_size, hi_size = size_bounds(sig.size, t)
+        lo_hour = hour - self.config.window_hours
+        best: tuple[int, WindowDoc] | None = None
+        best_sim = -1.0
+        for pos in positions.tolist():  # ascending = arrival order: ties keep the earliest
+            cand = window.docs[pos]
+            if not (lo_hour <= cand.hour <= hour and lo_size <= cand.size <= hi_size):
+                continue
+            self.stats.verified += 1
+            shared = intersection_size(sig, self._signature_of(window, pos))
+            denom = max(sig.size, cand.size)
+            sim = shared / denom
+            if sim >= t and sim > best_sim:
+                best, best_sim = (shared, cand), sim
+        return best
+
+    def _short_match(self, window: ScopeWindow, hour: int, nf: str) -> ShortDoc | None:
+        for h in range(hour - self.config.window_hours, hour + 1):
+            found = window.short_by_hour.get(h, {}).get(nf)
+            if found is not None:
+                return found
+        return None
+
+    # -- indexing -----------------------------------------------------------------------
+
+    def _index(
+        self, window: ScopeWindow, doc: Document, hour: int, nf: str,
+        sig: Codes | None, decision: Decision,
+    ) -> bool:
+        if decision.policy in (Policy.LATE, Policy.EMPTY):
+            return False
+        if decision.is_duplicate and not self.config.index_duplicates:
+            return False
+        if sig is None:  # short text: indexed by its normal form
+            window.short_by_hour.setdefault(hour, {}).setdefault(
+                nf, ShortDoc(doc.identity, doc.channel, doc.timestamp)
+            )
+            return True
+        self._add_to_window(window, doc.identity, doc.channel, doc.timestamp, hour, nf, sig)
+        return True
+
+    def _add_to_window(
+        self, window: ScopeWindow, identity: str, channel: str, timestamp: float,
+        hour: int, nf: str, sig: Codes,
+    ) -> None:
+        if sig.size == 0:  # short text on restore
+            window.short_by_hour.setdefault(hour, {}).setdefault(
+                nf, ShortDoc(identity, channel, timestamp)
+            )
+            return
+        mixed = fmix64(sig)
+        version: OrderVersion = self._book.current
+        prefix = version.prefix(mixed, prefix_length(sig.size, self.config.threshold))
+        keys = np.unique((prefix >> np.uint64(32)).astype(np.uint32))
+        window.add(
+            WindowDoc(identity, channel, timestamp, hour, int(sig.size), version.number, nf, 0),
+            keys, version,
+        )
+        self._book.count(mixed)
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _signature_of(self, window: ScopeWindow, pos: int) -> Codes:
+        key = (window.scope, window.doc_base + pos)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            return cached
+        sig = signature(window.docs[pos].nf, self.config.q)
+        self._cache[key] = sig
+        if len(self._cache) > self.config.cache_signatures:
+            self._cache.popitem(last=False)
+        return sig
+
+    def _window(self, scope: str) -> ScopeWindow:
+        window = self._windows.get(scope)
+        if window is None:
+            window = self._windows[scope] = ScopeWindow(scope, self.config.window_hours)
+        return window
+
+    def _count(self, decision: Decision) -> None:
+        self.stats.decided += 1
+        key = decision.status.value
+        self.stats.by_status[key] = self.stats.by_status.get(key, 0) + 1
+
+
+def _replayed(decision: Decision) -> Decision:
+    return replace(decision, replayed=True)

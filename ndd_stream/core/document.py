@@ -1,0 +1,74 @@
+"""What goes into the detector and what comes out of it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Status(StrEnum):
+    UNIQUE = "unique"
+    NEAR_DUPLICATE = "near_duplicate"
+    EXACT_DUPLICATE = "exact_duplicate"
+
+
+class Policy(StrEnum):
+    """Why a decision did not come from a plain doc_q comparison (empty when it did)."""
+
+    NONE = ""
+    SHORT = "short"  # normal form shorter than q: exact match of normal forms
+    EMPTY = "empty"  # no letters or digits at all: unique, never matched nor indexed
+    LATE = "late"  # the item's whole window has expired: unique, not indexed
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One news item, already validated: ``text`` is the extracted plain text."""
+
+    identity: str
+    scope: str
+    channel: str
+    timestamp: float  # event time, epoch seconds
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The detector's verdict on one document, with the explanation of a match."""
+
+    identity: str
+    status: Status
+    similarity: float  # doc_q with the best match; 0.0 when unique
+    duplicate_of: str | None = None
+    matched_channel: str | None = None
+    matched_timestamp: float | None = None
+    scope: str = ""
+    hour: int = 0
+    policy: Policy = Policy.NONE
+    replayed: bool = False  # True: identity seen before, original decision returned
+
+    @property
+    def is_duplicate(self) -> bool:
+        return self.status is not Status.UNIQUE
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["status"] = self.status.value
+        out["policy"] = self.policy.value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Decision:
+        return cls(
+            identity=str(data["identity"]),
+            status=Status(data["status"]),
+            similarity=float(data["similarity"]),
+            duplicate_of=data.get("duplicate_of"),
+            matched_channel=data.get("matched_channel"),
+            matched_timestamp=data.get("matched_timestamp"),
+            scope=str(data.get("scope", "")),
+            hour=int(data.get("hour", 0)),
+            policy=Policy(data.get("policy", "")),
+            replayed=bool(data.get("replayed", False)),
+        )

@@ -1,0 +1,98 @@
+"""The global order of q-grams used by prefix filtering: rare first, frozen per version.
+
+Prefix filtering is exact for *any* total order, provided the indexed side and the
+probing side use the same one; it is fast only if the order puts rare q-grams first,
+so that prefixes share few postings. Rarity is learned from the stream: a count
+sketch of q-gram occurrences is snapshotted into an immutable :class:`OrderVersion`
+after 256, 1k, 4k, 16k and 64k documents, then every ``resnapshot_every`` documents.
+Each indexed document remembers its version, and a probe computes its prefix under
+every version still alive in the window (rarely more than two). The order never
+changes a decision, only the number of candidates to verify.
+
+The rank of a q-gram is (frequency class, fmix64(code)): the class is the bit length
+of its sketched count, and fmix64 is a bijection, so the order is total.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ndd_stream.core.qgrams import Codes
+
+_SNAPSHOTS_AT = (256, 1024, 4096, 16384, 65536)
+
+
+@dataclass(frozen=True)
+class OrderVersion:
+    """An immutable rarity table: ``classes[mixed >> shift]`` is a q-gram's class."""
+
+    number: int
+    classes: npt.NDArray[np.uint8] | None  # None: no statistics yet, pure hash order
+    shift: int
+
+    def rank(self, mixed: Codes) -> Codes:
+        """Composite rank (class in the top 6 bits, then the mixed code's top 58 bits)."""
+        if self.classes is None:
+            return mixed
+        cls = self.classes[mixed >> np.uint64(self.shift)].astype(np.uint64)
+        return (cls << np.uint64(58)) | (mixed >> np.uint64(6))
+
+    def prefix(self, mixed: Codes, length: int) -> Codes:
+        """The ``length`` smallest elements of ``mixed`` under this order (any order within)."""
+        if length >= mixed.size:
+            return mixed
+        if length <= 0:
+            return mixed[:0]
+        rank = self.rank(mixed)
+        if self.classes is None:
+            return np.partition(mixed, length - 1)[:length]
+        part = np.argpartition(rank, length - 1)
+        chosen = part[:length]
+        kth = rank[part[length - 1]]
+        if np.count_nonzero(rank == kth) > 1:
+            # Two codes share a rank (their mixed values agree in the top 58 bits, p ~ 2**-58):
+            # break the tie by the full mixed value so both sides pick the same prefix.
+            order = np.lexsort((mixed, rank))
+            chosen = order[:length]
+        return mixed[chosen]
+
+
+class FrequencyBook:
+    """Counts q-gram occurrences in a sketch and hands out order versions."""
+
+    def __init__(self, bits: int = 22, resnapshot_every: int = 100_000) -> None:
+        self._bits = bits
+        self._shift = 64 - bits
+        self._counts = np.zeros(1 << bits, dtype=np.uint32)
+        self._documents = 0
+        self._resnapshot_every = resnapshot_every
+        self._next_snapshot = _SNAPSHOTS_AT[0]
+        self.current = OrderVersion(0, None, self._shift)
+
+    @property
+    def documents(self) -> int:
+        return self._documents
+
+    def count(self, mixed: Codes) -> None:
+        """Record one document's distinct q-grams; may freeze a new current version."""
+        slots = mixed >> np.uint64(self._shift)
+        self._counts[slots] += np.uint32(1)
+        self._documents += 1
+        if self._documents >= self._next_snapshot:
+            self.snapshot()
+
+    def snapshot(self) -> OrderVersion:
+        """Freeze the current counts into a new version and make it current."""
+        counts = self._counts
+        classes = np.zeros(counts.size, dtype=np.uint8)
+        nz = counts > 0
+        classes[nz] = np.floor(np.log2(counts[nz])).astype(np.uint8) + 1
+        self.current = OrderVersion(self.current.number + 1, classes, self._shift)
+        later = [n for n in _SNAPSHOTS_AT if n > self._documents]
+        self._next_snapshot = (
+            later[0] if later else self._documents + self._resnapshot_every
+        )
+        return self.current

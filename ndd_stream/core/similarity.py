@@ -1,0 +1,64 @@
+"""doc_q (Def. 3.32) and the exact integer bounds that candidate pruning rests on."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ndd_stream.core.qgrams import Codes
+
+
+def intersection_size(a: Codes, b: Codes) -> int:
+    """|A ∩ B| for two sorted arrays of distinct codes (binary search of the smaller)."""
+    if a.size > b.size:
+        a, b = b, a
+    if a.size == 0:
+        return 0
+    idx = np.searchsorted(b, a)
+    idx[idx == b.size] = 0
+    return int(np.count_nonzero(b[idx] == a))
+
+
+def doc_q(a: Codes, b: Codes) -> float:
+    """|A ∩ B| / max(|A|, |B|); 0.0 when both signatures are empty."""
+    denom = max(a.size, b.size)
+    if denom == 0:
+        return 0.0
+    return intersection_size(a, b) / denom
+
+
+def is_match(shared: int, size_a: int, size_b: int, threshold: float) -> bool:
+    """Def. 3.33 with the exact float rule of doc_q: shared / max >= threshold."""
+    denom = max(size_a, size_b)
+    return denom > 0 and shared / denom >= threshold
+
+
+def min_overlap(size: int, threshold: float) -> int:
+    """Smallest o with o / size >= threshold: a match with a set of ``size`` needs that many
+    shared q-grams whatever the other set's size (the max() denominator is never smaller)."""
+    if size == 0:
+        return 0
+    o = max(0, math.ceil(threshold * size) - 1)
+    while o / size < threshold:
+        o += 1
+    return o
+
+
+def prefix_length(size: int, threshold: float) -> int:
+    """How many q-grams (under the global order) to index or probe so that any pair with
+    doc_q >= threshold shares one of them (prefix filtering, Bayardo et al. 2007)."""
+    if size == 0:
+        return 0
+    return min(size, size - min_overlap(size, threshold) + 1)
+
+
+def size_bounds(size: int, threshold: float) -> tuple[int, int]:
+    """Length filter: a set of ``size`` can only match sets whose size lies in these bounds."""
+    if threshold <= 0.0:
+        return 0, 2**62
+    lo = min_overlap(size, threshold)
+    hi = math.floor(size / threshold) + 1
+    while hi > size and size / hi < threshold:
+        hi -= 1
+    return lo, hi

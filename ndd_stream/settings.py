@@ -1,0 +1,123 @@
+"""The one settings object of the service.
+
+Built once at the entry point (CLI) from ``NDD_*`` environment variables, an
+optional ``.env``-style file and CLI overrides, then passed down. Frozen, so no
+component can change another's view of the configuration.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ExtractMode = Literal["raw", "tags", "main"]
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+class Settings(BaseSettings):
+    """Every knob of ndd-stream. Environment variable = ``NDD_`` + upper-case field name."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="NDD_", frozen=True, extra="forbid", env_file=None, validate_default=True
+    )
+
+    # --- Kafka connection -------------------------------------------------------------
+    brokers: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers, comma separated.")
+    security_protocol: SecurityProtocol = Field(
+        "PLAINTEXT", description="Kafka security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."
+    )
+    sasl_mechanism: SaslMechanism = Field(
+        "PLAIN", description="SASL mechanism when security_protocol is SASL_*."
+    )
+    sasl_username: str | None = Field(None, description="SASL user name.")
+    sasl_password: SecretStr | None = Field(
+        None, description="SASL password (never logged; shown as '**********')."
+    )
+    ssl_cafile: Path | None = Field(None, description="CA bundle (PEM) to verify the brokers.")
+    ssl_certfile: Path | None = Field(None, description="Client certificate (PEM) for mutual TLS.")
+    ssl_keyfile: Path | None = Field(None, description="Client private key (PEM) for mutual TLS.")
+    ssl_check_hostname: bool = Field(True, description="Verify the broker host name against its certificate.")
+
+    # --- Topics -----------------------------------------------------------------------
+    app_id: str = Field(
+        "ndd-stream", description="Faust application id: consumer group and internal topic prefix."
+    )
+    raw_topics: str = Field("news.raw", description="Raw input topics, comma separated.")
+    raw_topic_pattern: str | None = Field(
+        None, description="Regex of raw input topics; replaces raw_topics when set."
+    )
+    unique_topic: str = Field("news.unique", description="Output topic for items routed unique.")
+    duplicate_topic: str = Field(
+        "news.duplicate", description="Output topic for near and exact duplicates."
+    )
+    dlq_topic: str = Field("news.dlq", description="Dead-letter topic for items that fail validation.")
+    decisions_topic: str | None = Field(
+        "news.decisions", description="Audit topic (one compact record per item); empty disables it."
+    )
+    topics_file: Path | None = Field(
+        None, description="Topic definitions (YAML); default: the bundled topics/ definitions."
+    )
+
+    # --- Detection (see ndd_stream.core) ----------------------------------------------
+    threshold: float = Field(0.8, ge=0.0, le=1.0, description="doc_q threshold for a near duplicate.")
+    q: int = Field(4, ge=1, le=16, description="q-gram length.")
+    window_hours: int = Field(24, ge=0, le=24 * 30, description="Hours before the item's hour in its window.")
+    case_sensitive: bool = Field(
+        False, description="Keep letter case (True reproduces the paper exactly; default folds case)."
+    )
+    extract: ExtractMode = Field(
+        "tags", description="Text extraction: raw (as is), tags (strip HTML), main (main content only)."
+    )
+    scope: str = Field(
+        "channel",
+        description="Comparison scope: 'channel', 'global', or the name of another item field.",
+    )
+    scope_map: dict[str, str] = Field(
+        default_factory=dict,
+        description="JSON object mapping a scope value (e.g. a channel) to a dedup group.",
+    )
+    index_duplicates: bool = Field(
+        True, description="Index every item after its decision (Fig. 2); False indexes unique ones only."
+    )
+
+    # --- Item fields ------------------------------------------------------------------
+    id_field: str = Field("id", description="Identity field; missing -> topic/partition/offset.")
+    channel_field: str = Field("channel", description="Channel field.")
+    title_field: str | None = Field("title", description="Title field, prepended to the text.")
+    text_fields: str = Field(
+        "text,body,content", description="Body fields, comma separated, first present wins."
+    )
+    timestamp_fields: str = Field(
+        "timestamp,published_at",
+        description="Event-time fields, comma separated (ISO-8601 or epoch seconds).",
+    )
+    max_item_bytes: int = Field(
+        2_000_000, ge=1024, description="Items larger than this go to the DLQ (reason oversized)."
+    )
+    max_future_seconds: int = Field(
+        86_400,
+        ge=0,
+        description="Event times this far past the wall clock go to the DLQ; 0 disables the check.",
+    )
+
+    # --- Worker -----------------------------------------------------------------------
+    data_dir: Path = Field(Path("ndd-data"), description="State directory (RocksDB, one store per partition).")
+    partitions: int = Field(8, ge=1, description="Partitions of the internal (scope-keyed) topic.")
+    standby_replicas: int = Field(0, ge=0, description="Faust standby replicas per partition.")
+    web_host: str = Field("0.0.0.0", description="Bind address of /metrics and /health.")
+    web_port: int = Field(6066, ge=0, le=65535, description="Port of /metrics and /health.")
+    session_timeout_s: float = Field(30.0, gt=0, description="Kafka consumer session timeout (s).")
+    log_level: str = Field("INFO", description="Log level.")
+
+    def raw_topic_list(self) -> list[str]:
+        return [t.strip() for t in self.raw_topics.split(",") if t.strip()]
+
+    def text_field_list(self) -> list[str]:
+        return [t.strip() for t in self.text_fields.split(",") if t.strip()]
+
+    def timestamp_field_list(self) -> list[str]:
+        return [t.strip() for t in self.timestamp_fields.split(",") if t.strip()]
