@@ -13,6 +13,9 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ndd_stream.core.detector import DetectorConfig
+from ndd_stream.core.items import ItemFormat
+
 ExtractMode = Literal["raw", "tags", "main"]
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -121,3 +124,26 @@ class Settings(BaseSettings):
 
     def timestamp_field_list(self) -> list[str]:
         return [t.strip() for t in self.timestamp_fields.split(",") if t.strip()]
+
+    def detector_config(self) -> DetectorConfig:
+        return DetectorConfig(
+            q=self.q,
+            threshold=self.threshold,
+            window_hours=self.window_hours,
+            case_sensitive=self.case_sensitive,
+            index_duplicates=self.index_duplicates,
+        )
+
+    def item_format(self) -> ItemFormat:
+        return ItemFormat(
+            id_field=self.id_field,
+            channel_field=self.channel_field,
+            title_field=self.title_field or None,
+            text_fields=tuple(self.text_field_list()),
+            timestamp_fields=tuple(self.timestamp_field_list()),
+            extract=self.extract,
+            scope=self.scope,
+            scope_map=dict(self.scope_map),
+            max_item_bytes=self.max_item_bytes,
+            max_future_seconds=self.max_future_seconds,
+        )

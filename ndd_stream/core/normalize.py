@@ -29,4 +29,8 @@ def normal_form(text: str, case_sensitive: bool = False) -> str:
     if not case_sensitive:
         # casefold can leave non-NFKC sequences (e.g. U+0130), so normalise once more.
         text = unicodedata.normalize("NFKC", text.casefold())
-    return _NOT_LETTER_MARK_DIGIT.sub("", text)
+    out = _NOT_LETTER_MARK_DIGIT.sub("", text)
+    # Removing a space can bring a letter next to a combining mark ("A´" -> "a" + U+0301):
+    # recompose, so the normal form of a normal form is itself.
+    recomposed = unicodedata.normalize("NFKC", out)
+    return out if recomposed == out else _NOT_LETTER_MARK_DIGIT.sub("", recomposed)

@@ -1,0 +1,107 @@
+"""The ``ndd-stream`` command line. Each subcommand builds the one Settings object
+(environment ``NDD_*`` plus its options) and hands it to the code that does the work."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ndd_stream import __version__
+from ndd_stream.core.extract import EXTRACT_MODES
+from ndd_stream.settings import Settings
+
+Handler = Callable[[argparse.Namespace, Settings], int]
+
+# CLI option -> Settings field, for the detection and item-format options.
+_DETECTION_OPTIONS: dict[str, dict[str, Any]] = {
+    "threshold": {"type": float, "help": "doc_q threshold of a near duplicate (default 0.8)"},
+    "q": {"type": int, "help": "q-gram length (default 4)"},
+    "window_hours": {"type": int, "help": "hours before the item's hour in its window (24)"},
+    "scope": {"help": "comparison scope: channel (default), global, or a field name"},
+    "extract": {"choices": EXTRACT_MODES, "help": "text extraction mode (default tags)"},
+    "id_field": {"help": "identity field (default id)"},
+    "channel_field": {"help": "channel field (default channel)"},
+    "title_field": {"help": "title field (default title; empty for none)"},
+    "text_fields": {"help": "body fields, comma separated (default text,body,content)"},
+    "timestamp_fields": {"help": "event-time fields (default timestamp,published_at)"},
+}
+
+
+def _add_detection_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("detection (override NDD_* variables)")
+    for name, kwargs in _DETECTION_OPTIONS.items():
+        group.add_argument("--" + name.replace("_", "-"), dest=name, default=None, **kwargs)
+    group.add_argument("--case-sensitive", dest="case_sensitive", action="store_true",
+                       default=None, help="keep letter case (the paper's exact normal form)")
+
+
+def build_settings(args: argparse.Namespace) -> Settings:
+    """Settings from the environment, overridden by the options given on the command line."""
+    fields = Settings.model_fields
+    overrides = {k: v for k, v in vars(args).items() if k in fields and v is not None}
+    return Settings(**overrides)
+
+
+def _cmd_dedup(args: argparse.Namespace, settings: Settings) -> int:
+    from ndd_stream.dedup import dedup_file
+
+    summary = dedup_file(args.input, args.output, settings.detector_config(),
+                         settings.item_format())
+    from ndd_stream.jsonio import dumps
+
+    sys.stderr.write("summary: " + dumps(summary.as_dict()).decode() + "\n")
+    return 0
+
+
+def make_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
+    parser = argparse.ArgumentParser(
+        prog="ndd-stream",
+        description="Streaming near-duplicate filter for news (DDD, q-gram doc_q, 24 h window).",
+    )
+    parser.add_argument("--version", action="version", version=f"ndd-stream {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    handlers: dict[str, Handler] = {}
+
+    p = sub.add_parser("dedup", help="decide a JSONL file of items offline, in file order")
+    p.add_argument("input", type=Path, help="JSONL file of news items")
+    p.add_argument("-o", "--output", type=Path, default=None,
+                   help="decisions JSONL (default: stdout)")
+    _add_detection_options(p)
+    handlers["dedup"] = _cmd_dedup
+
+    for register in _extra_commands():
+        register(sub, handlers)
+    return parser, handlers
+
+
+def _extra_commands() -> list[Callable[[Any, dict[str, Handler]], None]]:
+    """Subcommands living in their own modules (worker, topics, produce, tail, demo, eval)."""
+    registrars: list[Callable[[Any, dict[str, Handler]], None]] = []
+    try:
+        from ndd_stream.commands import register_all
+    except ImportError:
+        return registrars
+    registrars.append(register_all)
+    return registrars
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser, handlers = make_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = build_settings(args)
+    except ValidationError as exc:
+        parser.error(f"invalid settings:\n{exc}")
+    try:
+        return handlers[args.command](args, settings)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

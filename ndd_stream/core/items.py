@@ -1,0 +1,176 @@
+"""From raw item bytes to a validated :class:`Document`, or a machine-readable reason.
+
+Shared by the offline ``dedup`` command and the worker, so both accept and reject
+exactly the same items. Results follow bytewax's split into ok and err: a
+:class:`Document` or an :class:`Invalid` carrying one of :data:`REASONS`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ndd_stream.core.document import Document
+from ndd_stream.core.extract import ExtractMode, extract_text
+from ndd_stream.jsonio import JSONDecodeError, loads
+
+REASONS = (
+    "oversized",  # more bytes than max_item_bytes
+    "invalid_utf8",  # bytes are not UTF-8
+    "not_json",  # not parseable as JSON (includes nesting deeper than the parser allows)
+    "not_object",  # JSON, but not an object
+    "bad_field_type",  # id, channel, title or text of an unusable type
+    "missing_text",  # none of the text fields is present
+    "empty_text",  # text present but blank after extraction
+    "missing_timestamp",  # no timestamp field and no fallback (e.g. the Kafka timestamp)
+    "bad_timestamp",  # timestamp present but not ISO-8601 / epoch seconds, or not finite
+    "future_timestamp",  # more than max_future_seconds past the wall clock
+)
+
+
+@dataclass(frozen=True)
+class ItemFormat:
+    """How to read an item: field names, extraction, scope and limits."""
+
+    id_field: str = "id"
+    channel_field: str = "channel"
+    title_field: str | None = "title"
+    text_fields: tuple[str, ...] = ("text", "body", "content")
+    timestamp_fields: tuple[str, ...] = ("timestamp", "published_at")
+    extract: ExtractMode = "tags"
+    scope: str = "channel"  # "channel", "global", or another field's name
+    scope_map: dict[str, str] = field(default_factory=dict)
+    max_item_bytes: int = 2_000_000
+    max_future_seconds: int = 86_400  # 0 disables the check
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """A rejected item: the reason (one of REASONS) and a human-readable detail."""
+
+    reason: str
+    detail: str
+
+
+def parse_item(
+    raw: bytes,
+    fmt: ItemFormat,
+    position: str,
+    fallback_timestamp: float | None = None,
+    now: float | None = None,
+) -> Document | Invalid:
+    """Validate one raw item. ``position`` becomes the identity when the item has no id."""
+    if len(raw) > fmt.max_item_bytes:
+        return Invalid("oversized", f"{len(raw)} bytes > max_item_bytes={fmt.max_item_bytes}")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Invalid("invalid_utf8", str(exc))
+    try:
+        obj = loads(raw)
+    except (JSONDecodeError, RecursionError) as exc:
+        return Invalid("not_json", str(exc)[:200])
+    if not isinstance(obj, dict):
+        return Invalid("not_object", f"JSON {type(obj).__name__}, expected an object")
+    return parse_object(obj, fmt, position, fallback_timestamp, now)
+
+
+def parse_object(
+    obj: dict[str, Any],
+    fmt: ItemFormat,
+    position: str,
+    fallback_timestamp: float | None = None,
+    now: float | None = None,
+) -> Document | Invalid:
+    identity = obj.get(fmt.id_field)
+    if identity is None:
+        identity = position
+    elif isinstance(identity, bool) or not isinstance(identity, str | int):
+        return Invalid("bad_field_type", f"{fmt.id_field!r} must be a string or integer")
+    channel = obj.get(fmt.channel_field, "")
+    if channel is None:
+        channel = ""
+    if not isinstance(channel, str | int) or isinstance(channel, bool):
+        return Invalid("bad_field_type", f"{fmt.channel_field!r} must be a string")
+    body_field = next((f for f in fmt.text_fields if obj.get(f) is not None), None)
+    title = obj.get(fmt.title_field) if fmt.title_field else None
+    if body_field is None and title is None:
+        return Invalid("missing_text", f"none of {', '.join(fmt.text_fields)} present")
+    parts: list[str] = []
+    for name, value in ((fmt.title_field, title), (body_field, obj.get(body_field or ""))):
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            return Invalid("bad_field_type", f"{name!r} must be a string")
+        parts.append(extract_text(value, fmt.extract))
+    text = "\n".join(parts)
+    if not text.strip():
+        return Invalid("empty_text", "no text after extraction")
+    ts = _timestamp(obj, fmt, fallback_timestamp)
+    if isinstance(ts, Invalid):
+        return ts
+    if fmt.max_future_seconds:
+        limit = (time.time() if now is None else now) + fmt.max_future_seconds
+        if ts > limit:
+            return Invalid("future_timestamp", f"{ts:.0f} is more than "
+                           f"{fmt.max_future_seconds}s past the wall clock")
+    return Document(
+        identity=str(identity),
+        scope=_scope(obj, fmt, str(channel)),
+        channel=str(channel),
+        timestamp=ts,
+        text=text,
+    )
+
+
+def _scope(obj: dict[str, Any], fmt: ItemFormat, channel: str) -> str:
+    if fmt.scope == "global":
+        value = "global"
+    elif fmt.scope == "channel":
+        value = channel
+    else:
+        value = str(obj.get(fmt.scope, ""))
+    return fmt.scope_map.get(value, value)
+
+
+def _timestamp(obj: dict[str, Any], fmt: ItemFormat, fallback: float | None) -> float | Invalid:
+    name = next((f for f in fmt.timestamp_fields if obj.get(f) is not None), None)
+    if name is None:
+        if fallback is None:
+            return Invalid("missing_timestamp", f"none of {', '.join(fmt.timestamp_fields)}")
+        return fallback
+    ts = parse_timestamp(obj[name])
+    if ts is None:
+        return Invalid("bad_timestamp", f"{name}={str(obj[name])[:60]!r}")
+    return ts
+
+
+def parse_timestamp(value: object) -> float | None:
+    """Epoch seconds from epoch seconds (int, float or numeric string) or ISO-8601.
+
+    Naive ISO times are taken as UTC. Returns None when unusable.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        ts = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            ts = float(text)
+        except ValueError:
+            try:
+                parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            except ValueError:
+                return None
+            if parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=UTC)
+            ts = parsed.timestamp()
+    else:
+        return None
+    if not math.isfinite(ts) or abs(ts) > 1e11:  # beyond year 5000: not a timestamp
+        return None
+    return ts

@@ -1,0 +1,101 @@
+"""``ndd-stream dedup``: run a JSONL file of news items through the core, in file order.
+
+Streams the input: memory is bounded by the window, not by the file. Writes one JSON
+record per input line (a decision, or ``status: invalid`` with the reason) and a
+summary on stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+from ndd_stream.core.detector import Detector, DetectorConfig
+from ndd_stream.core.document import Decision
+from ndd_stream.core.items import Invalid, ItemFormat, parse_item
+from ndd_stream.jsonio import dumps_line
+
+
+@dataclass
+class DedupSummary:
+    lines: int = 0
+    statuses: Counter[str] = field(default_factory=Counter)
+    invalid: Counter[str] = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "lines": self.lines,
+            "statuses": dict(self.statuses),
+            "invalid": dict(self.invalid),
+            "seconds": round(self.seconds, 3),
+            "items_per_second": round(self.lines / self.seconds, 1) if self.seconds else None,
+        }
+
+
+def decision_record(line: int, decision: Decision) -> dict[str, Any]:
+    record: dict[str, Any] = {"line": line}
+    record.update(decision.as_dict())
+    return record
+
+
+def run_dedup(
+    source: IO[bytes],
+    sink: IO[bytes],
+    config: DetectorConfig,
+    fmt: ItemFormat,
+    errors: IO[str] | None = None,
+    progress_total: int | None = None,
+) -> DedupSummary:
+    """Decide every line of ``source``; write records to ``sink``; report bad lines."""
+    detector = Detector(config)
+    summary = DedupSummary()
+    start = time.perf_counter()
+    console = Console(stderr=True)
+    show = progress_total is not None and console.is_terminal
+    bar = (
+        Progress(TextColumn("dedup"), BarColumn(), TextColumn("{task.completed:,} lines"),
+                 TimeRemainingColumn(), console=console, transient=True)
+        if show else nullcontext()
+    )
+    with bar as progress:
+        task = progress.add_task("dedup", total=progress_total) if progress is not None else None
+        for number, raw in enumerate(source, start=1):
+            summary.lines += 1
+            raw = raw.rstrip(b"\r\n")
+            if not raw.strip():
+                continue
+            item = parse_item(raw, fmt, position=f"line:{number}")
+            if isinstance(item, Invalid):
+                summary.invalid[item.reason] += 1
+                if errors is not None:
+                    errors.write(f"line {number}: {item.reason}: {item.detail}\n")
+                sink.write(dumps_line({"line": number, "status": "invalid",
+                                       "reason": item.reason, "detail": item.detail}))
+            else:
+                decision = detector.decide(item)
+                summary.statuses[decision.status.value] += 1
+                sink.write(dumps_line(decision_record(number, decision)))
+            if progress is not None and task is not None:
+                progress.update(task, advance=len(raw) + 1)
+    summary.seconds = time.perf_counter() - start
+    return summary
+
+
+def dedup_file(
+    path: Path, output: Path | None, config: DetectorConfig, fmt: ItemFormat
+) -> DedupSummary:
+    """The CLI entry: file in, decisions to ``output`` (stdout if None), summary to stderr."""
+    sink_cm = open(output, "wb") if output else nullcontext(sys.stdout.buffer)  # noqa: SIM115
+    with open(path, "rb") as source, sink_cm as sink:
+        summary = run_dedup(source, sink, config, fmt, errors=sys.stderr,
+                            progress_total=path.stat().st_size)
+    return summary

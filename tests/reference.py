@@ -1,0 +1,75 @@
+"""A brute-force DDD reference: all-pairs doc_q over the window, straight from the
+definitions (Def. 3.32-3.33, §3.6), with Python sets of q-gram strings and no pruning.
+
+Kept deliberately naive; the detector must agree with it decision for decision.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ndd_stream.core.document import Document
+from ndd_stream.core.normalize import normal_form
+
+
+@dataclass(frozen=True)
+class RefDecision:
+    identity: str
+    status: str
+    duplicate_of: str | None
+    similarity: float
+
+
+def qgram_set(nf: str, q: int) -> set[str]:
+    return {nf[i : i + q] for i in range(len(nf) - q + 1)}
+
+
+def brute_force(
+    docs: list[Document],
+    q: int = 4,
+    threshold: float = 0.8,
+    window_hours: int = 24,
+    case_sensitive: bool = False,
+    index_duplicates: bool = True,
+) -> list[RefDecision]:
+    indexed: list[tuple[Document, int, str, set[str]]] = []
+    watermark: dict[str, int] = {}
+    seen: dict[tuple[str, str], RefDecision] = {}
+    hour_of_seen: dict[tuple[str, str], int] = {}
+    out: list[RefDecision] = []
+    for doc in docs:
+        hour = math.floor(doc.timestamp / 3600)
+        key = (doc.scope, doc.identity)
+        wm = max(watermark.get(doc.scope, hour), hour)
+        watermark[doc.scope] = wm
+        oldest = wm - window_hours
+        if key in seen and hour_of_seen[key] >= oldest:
+            out.append(seen[key])
+            continue
+        nf = normal_form(doc.text, case_sensitive)
+        grams = qgram_set(nf, q)
+        best: tuple[float, str] | None = None
+        if hour >= oldest and nf:
+            for other, other_hour, other_nf, other_grams in indexed:
+                if other.scope != doc.scope or not (max(hour - window_hours, oldest)
+                                                    <= other_hour <= hour):
+                    continue
+                if len(nf) < q or len(other_nf) < q:
+                    sim = 1.0 if (len(nf) < q and other_nf == nf) else 0.0
+                else:
+                    sim = len(grams & other_grams) / max(len(grams), len(other_grams))
+                if sim >= threshold and sim > (best[0] if best else -1.0):
+                    best = (sim, other.identity)
+        if best is None:
+            decision = RefDecision(doc.identity, "unique", None, 0.0)
+        else:
+            exact = best[0] == 1.0
+            decision = RefDecision(doc.identity, "exact_duplicate" if exact else "near_duplicate",
+                                   best[1], best[0])
+        out.append(decision)
+        seen[key] = decision
+        hour_of_seen[key] = hour
+        if hour >= oldest and nf and (decision.status == "unique" or index_duplicates):
+            indexed.append((doc, hour, nf, grams))
+    return out

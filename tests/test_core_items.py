@@ -1,0 +1,74 @@
+"""Item validation: every kind of bad input gets its machine-readable reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from ndd_stream.core.document import Document
+from ndd_stream.core.items import Invalid, ItemFormat, parse_item, parse_timestamp
+
+FMT = ItemFormat(max_item_bytes=10_000)
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"x" * 20_000, "oversized"),
+        (b'{"text": "\xff\xfe"}', "invalid_utf8"),
+        (b"not json at all", "not_json"),
+        (b"[" * 3000 + b"]" * 3000, "not_object"),
+        (b"[1, 2]", "not_object"),
+        (b'{"id": [1], "text": "a", "timestamp": 1}', "bad_field_type"),
+        (b'{"text": 42, "timestamp": 1}', "bad_field_type"),
+        (b'{"timestamp": 1}', "missing_text"),
+        (b'{"text": "<p> </p>", "timestamp": 1}', "empty_text"),
+        (b'{"text": "ok"}', "missing_timestamp"),
+        (b'{"text": "ok", "timestamp": "yesterday"}', "bad_timestamp"),
+        (b'{"text": "ok", "timestamp": 1e300}', "bad_timestamp"),
+        (b'{"text": "ok", "timestamp": 4000000000}', "future_timestamp"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_bad_items_are_rejected_with_a_reason(raw: bytes, reason: str) -> None:
+    result = parse_item(raw, FMT, "p", now=1_700_000_000)
+    assert isinstance(result, Invalid) and result.reason == reason
+
+
+def test_a_good_item_becomes_a_document() -> None:
+    raw = (b'{"id": 7, "channel": "ansa", "title": "Rome &amp; Milan", '
+           b'"body": "<p>Trains <b>stop</b></p><script>x()</script>", '
+           b'"published_at": "2026-03-01T10:00:00+01:00"}')
+    doc = parse_item(raw, FMT, "p", now=1_800_000_000)
+    assert doc == Document("7", "ansa", "ansa", 1772355600.0, "Rome & Milan\nTrains  stop")
+
+
+def test_identity_falls_back_to_position_and_scope_map_groups_channels() -> None:
+    fmt = ItemFormat(scope_map={"ansa": "italy", "agi": "italy"})
+    doc = parse_item(b'{"channel": "agi", "text": "x", "timestamp": 5}', fmt, "raw[0]@12")
+    assert isinstance(doc, Document) and (doc.identity, doc.scope) == ("raw[0]@12", "italy")
+    glob = parse_item(b'{"channel": "agi", "text": "x", "timestamp": 5}',
+                      ItemFormat(scope="global"), "p")
+    assert isinstance(glob, Document) and glob.scope == "global"
+
+
+def test_fallback_timestamp_is_used_only_when_the_item_has_none() -> None:
+    doc = parse_item(b'{"text": "x"}', FMT, "p", fallback_timestamp=123.0)
+    assert isinstance(doc, Document) and doc.timestamp == 123.0
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(1700000000, 1700000000.0), ("1700000000.5", 1700000000.5),
+     ("2023-11-14T22:13:20Z", 1700000000.0), ("2023-11-14T22:13:20", 1700000000.0),
+     (True, None), ("", None), (float("nan"), None), (None, None)],
+)
+def test_timestamp_formats(value: object, expected: float | None) -> None:
+    assert parse_timestamp(value) == expected
+
+
+def test_deeply_nested_objects_are_harmless() -> None:
+    """Only top-level fields are read, and size is capped before parsing, so nesting is
+    accepted (policy) rather than rejected."""
+    nested = b'{"a": ' * 1000 + b"1" + b"}" * 1000
+    raw = b'{"text": "story", "timestamp": 1, "extra": ' + nested + b"}"
+    assert isinstance(parse_item(raw, FMT, "p"), Document)
