@@ -89,12 +89,12 @@ class Detector:
     def decide(self, doc: Document) -> Decision:
         """Decide one document and record it (the whole of Fig. 2 for one item)."""
         window = self._window(doc.scope)
-        previous = window.decisions.get(doc.identity)
-        if previous is not None:
-            return _replayed(previous)
         hour = hour_of(doc.timestamp)
         for expired in window.advance(hour):
             self.store.drop_hour(doc.scope, expired)
+        previous = window.decisions.get(doc.identity)
+        if previous is not None:
+            return _replayed(previous)
         nf = self._normal_form(doc.text)
         number = window.next_number
         window.next_number += 1
