@@ -1,0 +1,474 @@
+"""The Helm chart helm/ndd-stream: lint and render it with the Helm Go SDK
+(helm-python-sdk), validate every rendered object against the Kubernetes 1.30 OpenAPI
+schemas (kubernetes-validate, offline) and assert the deployment properties the chart
+promises: StatefulSet with a PVC per pod, hardened pods, probes on /health, Kafka
+credentials from Secrets only, a pre-install/pre-upgrade topics Job, metrics Service,
+optional ServiceMonitor, PodDisruptionBudget, NOTES on scaling.
+
+Needs: pip install helm-python-sdk kubernetes-validate
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+helm = pytest.importorskip("helm_python", reason="pip install helm-python-sdk")
+kv = pytest.importorskip("kubernetes_validate", reason="pip install kubernetes-validate")
+
+from ndd_stream.settings import Settings  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CHART = ROOT / "helm" / "ndd-stream"
+CI_VALUES = sorted((CHART / "ci").glob("*.yaml"))
+KUBE_VERSION = "1.30.0"
+RELEASE = "news"
+NAMESPACE = "ndd"
+UID = 10001
+
+Obj = dict[str, Any]
+
+# Settings the chart sets itself (never through config).
+CHART_OWNED = {
+    "brokers", "security_protocol", "sasl_mechanism", "sasl_username", "sasl_password",
+    "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname", "data_dir",
+    "web_host", "web_port", "topics_file",
+}  # fmt: skip
+SECRET_ENV = {"NDD_SASL_USERNAME", "NDD_SASL_PASSWORD"}
+
+
+# --- helpers -------------------------------------------------------------------------
+
+
+def load_values(path: Path) -> Obj:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def render(values: Obj | None = None) -> tuple[list[Obj], str]:
+    """Render like `helm install`: every object of every template, and NOTES.txt."""
+    with helm.Chart.load(CHART) as chart:
+        out = chart.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+    notes = ""
+    objects: list[Obj] = []
+    for path, text in sorted(out.items()):
+        if path.endswith("NOTES.txt"):
+            notes = text
+            continue
+        for doc in yaml.safe_load_all(text):
+            if doc:
+                assert isinstance(doc, dict), f"{path}: not a mapping"
+                objects.append(doc)
+    return objects, notes
+
+
+def by_kind(objects: list[Obj], kind: str) -> list[Obj]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def one(objects: list[Obj], kind: str) -> Obj:
+    found = by_kind(objects, kind)
+    assert len(found) == 1, f"expected one {kind}, got {len(found)}"
+    return found[0]
+
+
+def pod_specs(objects: list[Obj]) -> Iterator[tuple[str, Obj]]:
+    for o in objects:
+        if o["kind"] in {"StatefulSet", "Job", "Deployment", "DaemonSet"}:
+            yield o["kind"], o["spec"]["template"]["spec"]
+
+
+def env_dict(container: Obj) -> dict[str, Obj]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def settings_from_env(env: dict[str, Obj], monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """Build the Settings a container would build from its environment."""
+    for name in list(os.environ):
+        if name.startswith("NDD_"):
+            monkeypatch.delenv(name)
+    for name, var in env.items():
+        if "value" in var:
+            monkeypatch.setenv(name, str(var["value"]))
+        else:  # from a Secret: any string will do
+            monkeypatch.setenv(name, "from-secret")
+    return fresh_settings()
+
+
+def fresh_settings() -> Settings:
+    """Settings from the current environment (the plain call, spelled for mypy)."""
+    no_overrides: dict[str, Any] = {}
+    return Settings(**no_overrides)
+
+
+CASES = [pytest.param(None, id="default")] + [pytest.param(p, id=p.stem) for p in CI_VALUES]
+
+
+@pytest.fixture(scope="module", params=CASES)
+def case(request: pytest.FixtureRequest) -> tuple[Obj, list[Obj], str]:
+    path: Path | None = request.param
+    values = load_values(path) if path else {}
+    objects, notes = render(values or None)
+    return values, objects, notes
+
+
+# --- lint, schema, Kubernetes validation --------------------------------------------------
+
+
+def test_ci_values_file_present() -> None:
+    names = [p.name for p in CI_VALUES]
+    assert "values-sasl.yaml" in names
+
+
+@pytest.mark.parametrize("path", [None, *CI_VALUES], ids=["default", *[p.stem for p in CI_VALUES]])
+def test_helm_lint_strict(path: Path | None) -> None:
+    values = load_values(path) if path else None
+    report = helm.lint(CHART, values, strict=True, kube_version=f"v{KUBE_VERSION}")
+    assert report["total_charts_linted"] == 1
+    assert not report["errors"], report
+    problems = [m for m in report["messages"] if m["severity"] >= 2]
+    assert not problems, problems
+
+
+def test_every_object_is_valid_kubernetes(case: tuple[Obj, list[Obj], str]) -> None:
+    _, objects, _ = case
+    assert objects
+    for obj in objects:
+        if obj["apiVersion"].startswith("monitoring.coreos.com/"):
+            continue  # a CRD: checked structurally in test_service_monitor
+        try:
+            kv.validate(obj, KUBE_VERSION, strict=True)
+        except kv.ValidationError as exc:  # pragma: no cover - shows the failing object
+            pytest.fail(f"{obj['kind']}/{obj['metadata']['name']}: {exc}")
+        assert obj["metadata"]["name"].startswith(f"{RELEASE}-ndd-stream")
+        assert obj["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE
+
+
+def test_kinds(case: tuple[Obj, list[Obj], str]) -> None:
+    values, objects, _ = case
+    kinds = sorted(o["kind"] for o in objects)
+    expected = {"StatefulSet", "Service", "Job", "PodDisruptionBudget", "ServiceAccount"}
+    assert expected <= set(kinds)
+    assert "Deployment" not in kinds
+    assert "Secret" not in kinds, "the chart never creates Secrets: credentials are referenced"
+    assert len(by_kind(objects, "Service")) == 2  # headless + metrics
+    sm_enabled = bool(values.get("serviceMonitor", {}).get("enabled"))
+    assert bool(by_kind(objects, "ServiceMonitor")) == sm_enabled
+
+
+# --- StatefulSet and pods ---------------------------------------------------------------
+
+
+def test_statefulset_has_state_pvc_per_pod(case: tuple[Obj, list[Obj], str]) -> None:
+    values, objects, _ = case
+    sts = one(objects, "StatefulSet")
+    spec = sts["spec"]
+    assert spec["replicas"] == values.get("replicaCount", 1)
+    headless = [s for s in by_kind(objects, "Service") if s["spec"].get("clusterIP") == "None"]
+    assert [s["metadata"]["name"] for s in headless] == [spec["serviceName"]]
+    claims = spec["volumeClaimTemplates"]
+    assert [c["metadata"]["name"] for c in claims] == ["state"]
+    claim = claims[0]["spec"]
+    assert claim["accessModes"] == ["ReadWriteOnce"]
+    size = values.get("persistence", {}).get("size", "10Gi")
+    assert claim["resources"]["requests"]["storage"] == size
+    assert set(spec["persistentVolumeClaimRetentionPolicy"]) == {"whenDeleted", "whenScaled"}
+    pod = spec["template"]["spec"]
+    assert "state" not in {v["name"] for v in pod["volumes"]}, "state must come from the PVC"
+    worker = pod["containers"][0]
+    mounts = {m["name"]: m["mountPath"] for m in worker["volumeMounts"]}
+    assert mounts["state"] == "/var/lib/ndd-stream"
+    assert env_dict(worker)["NDD_DATA_DIR"]["value"] == mounts["state"]
+    assert worker["args"] == ["worker"]
+    assert sts["spec"]["selector"]["matchLabels"].items() <= (
+        spec["template"]["metadata"]["labels"].items()
+    )
+
+
+def test_pods_are_hardened(case: tuple[Obj, list[Obj], str]) -> None:
+    _, objects, _ = case
+    specs = list(pod_specs(objects))
+    assert {k for k, _ in specs} == {"StatefulSet", "Job"}
+    for kind, pod in specs:
+        psc = pod["securityContext"]
+        assert psc["runAsNonRoot"] is True, kind
+        assert psc["runAsUser"] == UID and psc["runAsUser"] != 0, kind
+        assert psc["fsGroup"] == UID, kind
+        assert psc["seccompProfile"]["type"] == "RuntimeDefault", kind
+        assert pod["automountServiceAccountToken"] is False, kind
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert "emptyDir" in volumes["tmp"], kind
+        for c in pod["containers"]:
+            sc = c["securityContext"]
+            assert sc["runAsNonRoot"] is True, kind
+            assert sc["allowPrivilegeEscalation"] is False, kind
+            assert sc["readOnlyRootFilesystem"] is True, kind
+            assert sc.get("privileged", False) is False, kind
+            assert sc["capabilities"]["drop"] == ["ALL"], kind
+            assert not sc["capabilities"].get("add"), kind
+            mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+            assert mounts["/tmp"]["name"] == "tmp", kind
+            assert "/var/lib/ndd-stream" in mounts, kind  # the only other writable place
+            for key in ("requests", "limits"):
+                assert {"cpu", "memory"} <= set(c["resources"][key]), (kind, key)
+
+
+def test_probes_on_health(case: tuple[Obj, list[Obj], str]) -> None:
+    _, objects, _ = case
+    worker = one(objects, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+    ports = {p["name"]: p["containerPort"] for p in worker["ports"]}
+    assert ports == {"http": 6066}
+    assert env_dict(worker)["NDD_WEB_PORT"]["value"] == "6066"
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        get = worker[probe]["httpGet"]
+        assert get["path"] == "/health", probe
+        assert get["port"] == "http", probe
+
+
+def test_metrics_service_and_pdb(case: tuple[Obj, list[Obj], str]) -> None:
+    _, objects, _ = case
+    sts = one(objects, "StatefulSet")
+    pod_labels = sts["spec"]["template"]["metadata"]["labels"]
+    metrics = [s for s in by_kind(objects, "Service") if s["spec"].get("clusterIP") != "None"]
+    assert len(metrics) == 1
+    svc = metrics[0]
+    assert svc["spec"]["selector"].items() <= pod_labels.items()
+    assert [(p["name"], p["targetPort"]) for p in svc["spec"]["ports"]] == [
+        ("http-metrics", "http")
+    ]
+    pdb = one(objects, "PodDisruptionBudget")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == sts["spec"]["selector"]["matchLabels"]
+
+
+def test_service_monitor() -> None:
+    values = load_values(CHART / "ci" / "values-sasl.yaml")
+    objects, _ = render(values)
+    sm = one(objects, "ServiceMonitor")
+    assert sm["apiVersion"] == "monitoring.coreos.com/v1"
+    assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    svc = next(s for s in by_kind(objects, "Service") if s["spec"].get("clusterIP") != "None")
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    headless = next(s for s in by_kind(objects, "Service") if s["spec"].get("clusterIP") == "None")
+    assert (
+        not sm["spec"]["selector"]["matchLabels"].items() <= headless["metadata"]["labels"].items()
+    )
+    assert sm["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    (endpoint,) = sm["spec"]["endpoints"]
+    assert endpoint["port"] == svc["spec"]["ports"][0]["name"]
+    assert endpoint["path"] == "/metrics"
+    assert endpoint["interval"] == "15s"
+
+
+# --- topics hook Job ------------------------------------------------------------------
+
+
+def test_topics_job_is_a_pre_install_hook(case: tuple[Obj, list[Obj], str]) -> None:
+    values, objects, _ = case
+    job = one(objects, "Job")
+    ann = job["metadata"]["annotations"]
+    assert set(ann["helm.sh/hook"].split(",")) == {"pre-install", "pre-upgrade"}
+    assert "before-hook-creation" in ann["helm.sh/hook-delete-policy"]
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    assert "serviceAccountName" not in pod  # the release's account does not exist yet
+    (c,) = pod["containers"]
+    assert c["args"][:2] == ["topics", "apply"]
+    sts_worker = one(objects, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+    assert c["image"] == sts_worker["image"]
+    job_env, worker_env = env_dict(c), env_dict(sts_worker)
+    assert job_env == worker_env, "the Job and the workers must see the same topics/Kafka"
+    override = values.get("topics", {}).get("override")
+    hook_cms = [
+        cm
+        for cm in by_kind(objects, "ConfigMap")
+        if "helm.sh/hook" in cm["metadata"].get("annotations", {})
+    ]
+    if override:
+        assert job_env["NDD_TOPICS_FILE"]["value"] == "/etc/ndd-stream/topics/news.yaml"
+        (cm,) = hook_cms
+        assert int(cm["metadata"]["annotations"]["helm.sh/hook-weight"]) < int(
+            ann["helm.sh/hook-weight"]
+        ), "the override ConfigMap must exist before the Job"
+        assert cm["data"]["news.yaml"].strip() == override.strip()
+        vol = next(v for v in pod["volumes"] if v["name"] == "topics")
+        assert vol["configMap"]["name"] == cm["metadata"]["name"]
+    else:
+        assert "NDD_TOPICS_FILE" not in job_env  # definitions bundled in the image
+        assert not hook_cms
+
+
+def test_topics_job_can_be_disabled() -> None:
+    objects, notes = render({"topics": {"apply": False}})
+    assert not by_kind(objects, "Job")
+    assert "topics.apply=false" in notes
+
+
+# --- settings and credentials ---------------------------------------------------------
+
+
+def test_env_maps_to_settings(
+    case: tuple[Obj, list[Obj], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every NDD_* variable the chart sets is a real setting and parses."""
+    values, objects, _ = case
+    fields = set(Settings.model_fields)
+    for _, pod in pod_specs(objects):
+        for c in pod["containers"]:
+            env = env_dict(c)
+            for name in env:
+                assert name.startswith("NDD_"), name
+                assert name[4:].lower() in fields, f"{name} is no ndd-stream setting"
+            settings = settings_from_env(env, monkeypatch)
+            assert str(settings.data_dir) == "/var/lib/ndd-stream"
+            assert settings.web_port == 6066
+    worker = one(objects, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+    settings = settings_from_env(env_dict(worker), monkeypatch)
+    for key, value in values.get("config", {}).items():
+        field = re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+        assert getattr(settings, field) == value, key
+
+
+def test_chart_defaults_match_settings_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    """config in values.yaml repeats the Settings defaults; it must not drift from them."""
+    config = load_values(CHART / "values.yaml")["config"]
+    objects, _ = render()
+    worker = one(objects, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+    from_chart = settings_from_env(env_dict(worker), monkeypatch)
+    for name in list(os.environ):
+        if name.startswith("NDD_"):
+            monkeypatch.delenv(name)
+    defaults = fresh_settings()
+    assert config, "values.yaml config is empty"
+    for key in config:
+        field = re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()
+        assert field in Settings.model_fields, key
+        assert field not in CHART_OWNED, key
+        assert getattr(from_chart, field) == getattr(defaults, field), field
+
+
+def test_sasl_ssl_credentials_come_from_secrets(case: tuple[Obj, list[Obj], str]) -> None:
+    values, objects, _ = case
+    kafka = values.get("kafka", {})
+    protocol = kafka.get("securityProtocol", "PLAINTEXT")
+    for kind, pod in pod_specs(objects):
+        (c,) = pod["containers"]
+        env = env_dict(c)
+        assert env["NDD_SECURITY_PROTOCOL"]["value"] == protocol
+        for name, var in env.items():
+            if re.search(r"PASSWORD|USERNAME|SECRET|TOKEN|KEY$", name):
+                assert "value" not in var, f"{kind}: {name} carries a literal value"
+        if protocol.startswith("SASL_"):
+            secret = kafka["sasl"]["existingSecret"]
+            for name, key in (
+                ("NDD_SASL_USERNAME", "usernameKey"),
+                ("NDD_SASL_PASSWORD", "passwordKey"),
+            ):
+                ref = env[name]["valueFrom"]["secretKeyRef"]
+                assert ref == {"name": secret, "key": kafka["sasl"][key]}, (kind, name)
+            assert env["NDD_SASL_MECHANISM"]["value"] == kafka["sasl"]["mechanism"]
+        else:
+            assert not SECRET_ENV & set(env)
+        if protocol.endswith("SSL") and kafka.get("tls", {}).get("caSecret"):
+            ca = env["NDD_SSL_CAFILE"]["value"]
+            vol = next(v for v in pod["volumes"] if v["name"] == "kafka-ca")
+            assert vol["secret"]["secretName"] == kafka["tls"]["caSecret"]
+            mount = next(m for m in c["volumeMounts"] if m["name"] == "kafka-ca")
+            assert mount["readOnly"] is True
+            assert ca == f"{mount['mountPath']}/{kafka['tls']['caKey']}"
+
+
+def _walk(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _walk(v, f"{path}.{k}")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _walk(v, f"{path}[{i}]")
+    else:
+        yield path, node
+
+
+@pytest.mark.parametrize("path", [CHART / "values.yaml", *CI_VALUES], ids=lambda p: p.name)
+def test_no_secrets_in_values(path: Path) -> None:
+    values = load_values(path)
+    for where, value in _walk(values):
+        leaf = where.rsplit(".", 1)[-1].lower()
+        names_a_key = leaf.endswith("key")  # e.g. kafka.sasl.passwordKey: a key *in* a Secret
+        if re.search(r"password|passwd|secret_?value|token|private", leaf) and not names_a_key:
+            pytest.fail(f"{path.name}: {where} looks like a credential")
+        if isinstance(value, str):
+            assert "BEGIN" not in value or "PRIVATE KEY" not in value, where
+    for env in values.get("extraEnv", []):
+        assert env["name"] not in SECRET_ENV or "value" not in env
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"kafka": {"sasl": {"password": "hunter2"}}}, "password"),
+        ({"kafka": {"password": "hunter2"}}, "password"),
+        ({"config": {"saslPassword": "hunter2"}}, "saslPassword"),
+        ({"config": {"sasl_password": "hunter2"}}, "sasl_password"),
+        ({"config": {"brokers": "elsewhere:9092"}}, "brokers"),
+        ({"kafka": {"securityProtocol": "SASL_SSL"}}, "existingSecret"),
+        ({"extraEnv": [{"name": "NDD_SASL_PASSWORD", "value": "hunter2"}]}, "extraEnv"),
+        ({"kafka": {"securityProtocol": "TLS"}}, "securityProtocol"),
+    ],
+    ids=[
+        "sasl-password", "kafka-password", "config-password", "config-snake-password",
+        "config-brokers", "sasl-without-secret", "extraenv-literal", "bad-protocol",
+    ],
+)  # fmt: skip
+def test_rejected_values(values: Obj, message: str) -> None:
+    with pytest.raises(helm.HelmError) as err:
+        render(values)
+    assert message in str(err.value)
+
+
+def test_large_integers_stay_integers(monkeypatch: pytest.MonkeyPatch) -> None:
+    objects, _ = render({"config": {"maxItemBytes": 4000000, "scopeMap": {"a": "g"}}})
+    worker = one(objects, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
+    env = env_dict(worker)
+    assert env["NDD_MAX_ITEM_BYTES"]["value"] == "4000000"
+    settings = settings_from_env(env, monkeypatch)
+    assert settings.max_item_bytes == 4_000_000
+    assert settings.scope_map == {"a": "g"}
+
+
+def test_persistence_disabled_uses_empty_dir() -> None:
+    objects, notes = render({"persistence": {"enabled": False}})
+    spec = one(objects, "StatefulSet")["spec"]
+    assert "volumeClaimTemplates" not in spec
+    state = next(v for v in spec["template"]["spec"]["volumes"] if v["name"] == "state")
+    assert "emptyDir" in state
+    assert "rebuilt from Kafka" in notes
+    for obj in objects:
+        kv.validate(obj, KUBE_VERSION, strict=True)
+
+
+# --- NOTES ----------------------------------------------------------------------------
+
+
+def test_notes_explain_scaling(case: tuple[Obj, list[Obj], str]) -> None:
+    values, _, notes = case
+    partitions = values.get("config", {}).get("partitions", 8)
+    assert f"keep replicaCount <= {partitions}" in notes
+    assert "changelog" in notes
+    assert "Standby replicas" in notes
+    assert "kubectl -n ndd scale statefulset/news-ndd-stream" in notes
+    assert "WARNING" not in notes
+
+
+def test_notes_warn_about_idle_pods() -> None:
+    _, notes = render({"replicaCount": 10, "config": {"partitions": 4, "standbyReplicas": 1}})
+    assert "WARNING: replicaCount (10) is larger than config.partitions (4)" in notes
+    _, notes = render({"replicaCount": 1, "config": {"standbyReplicas": 1}})
+    assert "WARNING: standbyReplicas (1) needs at least 2 pods" in notes
