@@ -1,0 +1,138 @@
+"""``ndd-stream eval CORPUS [--methods ...] [--thresholds ...] [--extract MODE] [-o DIR]``.
+
+Wire into the main CLI with :func:`add_eval_parser` (sub-command) or call :func:`eval_main`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ndd_stream.eval.corpus import JsonlFields
+from ndd_stream.eval.extraction import extraction_modes
+from ndd_stream.eval.methods.registry import DEFAULT_METHODS, FACTORIES
+from ndd_stream.eval.runner import DEFAULT_THRESHOLDS, EvalConfig
+
+DEFAULT_EXTRACT = "main"
+DEFAULT_DDD_THRESHOLD = 0.3
+
+
+def parse_thresholds(values: list[str]) -> tuple[float, ...]:
+    """Numbers, or ``start:stop:step`` ranges (stop included), all in (0, 1]."""
+    out: list[float] = []
+    for value in values:
+        for part in value.split(","):
+            if not part.strip():
+                continue
+            if ":" in part:
+                start, stop, step = (float(x) for x in part.split(":"))
+                if step <= 0:
+                    raise argparse.ArgumentTypeError(f"step must be positive in {part!r}")
+                k = 0
+                while start + k * step <= stop + 1e-9:
+                    out.append(round(start + k * step, 6))
+                    k += 1
+            else:
+                out.append(float(part))
+    bad = [t for t in out if not 0.0 < t <= 1.0]
+    if bad or not out:
+        raise argparse.ArgumentTypeError(f"thresholds must be in (0, 1]: {bad or values}")
+    return tuple(sorted(set(out)))
+
+
+def _configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("corpus", type=Path, help="folder of cluster folders, or a .jsonl file")
+    parser.add_argument(
+        "--methods", nargs="+", default=list(DEFAULT_METHODS), choices=list(FACTORIES),
+        metavar="METHOD", help=f"methods to compare (default: all): {', '.join(FACTORIES)}",
+    )
+    parser.add_argument(
+        "--thresholds", nargs="+", default=None, metavar="T",
+        help="similarity thresholds of the sweep: numbers or start:stop:step "
+        "(default 0.02:1.0:0.02)",
+    )
+    parser.add_argument(
+        "--extract", default=DEFAULT_EXTRACT, choices=list(extraction_modes()),
+        help=f"text extraction for HTML items (default: {DEFAULT_EXTRACT})",
+    )
+    parser.add_argument("-o", "--output", type=Path, default=Path("eval-report"),
+                        help="report directory (default: ./eval-report)")
+    parser.add_argument("--order", choices=["random", "timestamp"], default="random",
+                        help="stream order: seeded random, or the items' timestamp field")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random stream order")
+    parser.add_argument("--window-hours", type=int, default=24, help="detection window")
+    parser.add_argument("--ddd-threshold", type=float, default=DEFAULT_DDD_THRESHOLD,
+                        help="DDD operating threshold also run through the core Detector")
+    jsonl = parser.add_argument_group("JSONL corpora")
+    jsonl.add_argument("--text-field", default="text")
+    jsonl.add_argument("--cluster-field", default="cluster")
+    jsonl.add_argument("--id-field", default="id")
+    jsonl.add_argument("--timestamp-field", default="timestamp")
+    jsonl.add_argument("--title-field", default="title")
+    jsonl.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    parser.set_defaults(handler=_run)
+
+
+def add_eval_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> argparse.ArgumentParser:
+    """Add the ``eval`` sub-command to an existing CLI."""
+    parser = subparsers.add_parser(
+        "eval", help="measure detection quality on a labelled corpus, against the seeds' methods",
+        description=__doc__,
+    )
+    _configure(parser)
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ndd_stream.eval.report import write_reports
+    from ndd_stream.eval.runner import run
+
+    try:
+        thresholds = parse_thresholds(args.thresholds) if args.thresholds else DEFAULT_THRESHOLDS
+    except (argparse.ArgumentTypeError, ValueError) as exc:
+        print(f"ndd-stream eval: {exc}", file=sys.stderr)
+        return 2
+    config = EvalConfig(
+        corpus=args.corpus,
+        methods=tuple(dict.fromkeys(args.methods)),
+        thresholds=thresholds,
+        extract=args.extract,
+        order=args.order,
+        seed=args.seed,
+        window_hours=args.window_hours,
+        ddd_threshold=args.ddd_threshold,
+        fields=JsonlFields(
+            text=args.text_field,
+            cluster=args.cluster_field,
+            identity=args.id_field,
+            timestamp=args.timestamp_field,
+            title=args.title_field,
+        ),
+        progress=False if args.no_progress else None,
+    )
+    try:
+        result = run(config)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"ndd-stream eval: {exc}", file=sys.stderr)
+        return 2
+    paths = write_reports(result, args.output)
+    for s in result.corpus.skipped:
+        print(f"skipped {s.source}: {s.reason}", file=sys.stderr)
+    print(paths["markdown"].read_text(encoding="utf-8"))
+    print(f"reports: {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
+    return 0
+
+
+def eval_main(argv: list[str]) -> int:
+    """Stand-alone entry point: ``eval_main(["CORPUS", "-o", "out"])``."""
+    parser = argparse.ArgumentParser(prog="ndd-stream eval", description=__doc__)
+    _configure(parser)
+    args = parser.parse_args(argv)
+    return int(args.handler(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(eval_main(sys.argv[1:]))
