@@ -1,0 +1,1 @@
+"""Persistent state stores (RocksDB through rocksdict), outside the pure core."""

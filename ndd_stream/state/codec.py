@@ -1,0 +1,79 @@
+"""Byte layouts of persisted state, versioned. Documented in docs/STATE.md.
+
+Document key (v1):   b"d" | u16 BE len(scope) | scope UTF-8 | i64 BE hour+2**63 | u64 BE number
+Document value (v1): b"\\x01" | JSON {"n", "h", "c", "t", "nf", "i", "d": decision}
+Marker key:          b"m:marker"   value: b"\\x01" | JSON {name: int}
+Format key:          b"m:format"   value: b"ndd-state-1"
+
+Big-endian fixed-width integers make RocksDB's byte order equal (scope, hour, number)
+order, so one hour of one scope is a contiguous key range: dropped with a single
+range delete. The hour is offset by 2**63 so negative hours sort correctly.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from ndd_stream.core.document import Decision
+from ndd_stream.core.store import StoredDocument
+from ndd_stream.jsonio import dumps, loads
+
+FORMAT = b"ndd-state-1"
+FORMAT_KEY = b"m:format"
+MARKER_KEY = b"m:marker"
+DOC_PREFIX = b"d"
+DOC_END = b"e"  # first byte after every document key
+_V1 = b"\x01"
+_HOUR_BIAS = 1 << 63
+
+
+class CorruptRecord(ValueError):
+    """A stored record has an unknown version or does not decode."""
+
+
+def scope_prefix(scope: str) -> bytes:
+    raw = scope.encode("utf-8")
+    return DOC_PREFIX + struct.pack(">H", len(raw)) + raw
+
+
+def hour_prefix(scope: str, hour: int) -> bytes:
+    return scope_prefix(scope) + struct.pack(">Q", hour + _HOUR_BIAS)
+
+
+def document_key(doc: StoredDocument) -> bytes:
+    return hour_prefix(doc.scope, doc.hour) + struct.pack(">Q", doc.number)
+
+
+def encode_document(doc: StoredDocument) -> bytes:
+    return _V1 + dumps({
+        "n": doc.number, "h": doc.hour, "c": doc.channel, "t": doc.timestamp,
+        "nf": doc.nf, "i": doc.indexed, "d": doc.decision.as_dict(),
+    })
+
+
+def decode_document(key: bytes, value: bytes) -> StoredDocument:
+    if not value.startswith(_V1):
+        raise CorruptRecord(f"unknown document record version {value[:1]!r}")
+    try:
+        (length,) = struct.unpack(">H", key[1:3])
+        scope = key[3 : 3 + length].decode("utf-8")
+        data = loads(value[1:])
+        return StoredDocument(
+            scope=scope, number=int(data["n"]), hour=int(data["h"]), channel=str(data["c"]),
+            timestamp=float(data["t"]), nf=str(data["nf"]), indexed=bool(data["i"]),
+            decision=Decision.from_dict(data["d"]),
+        )
+    except (KeyError, ValueError, TypeError, struct.error) as exc:
+        raise CorruptRecord(f"undecodable document record: {exc}") from exc
+
+
+def encode_marker(marker: dict[str, int]) -> bytes:
+    return _V1 + dumps(marker)
+
+
+def decode_marker(value: bytes | None) -> dict[str, int]:
+    if not value:
+        return {}
+    if not value.startswith(_V1):
+        raise CorruptRecord(f"unknown marker version {value[:1]!r}")
+    return {str(k): int(v) for k, v in loads(value[1:]).items()}
