@@ -1,0 +1,260 @@
+"""docker-compose.yml and deploy/prometheus.yml.
+
+No Docker engine is needed: `docker-compose config` (Debian's docker-compose package)
+parses, interpolates and validates the file against the Compose specification it
+ships, and the resolved model is validated again, with jsonschema, against that
+specification file. Then the promises of the setup are asserted: single-node Kafka in
+KRaft mode from apache/kafka with a healthcheck, a one-shot `topics apply`, a `worker`
+that scales (no container_name, no fixed host port, its own anonymous state volume per
+replica), a loader of the bundled sample feed, and Prometheus behind a profile.
+
+Needs: apt-get install -y docker-compose
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ndd_stream.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE = ROOT / "docker-compose.yml"
+PROMETHEUS = ROOT / "deploy" / "prometheus.yml"
+STATE_DIR = "/var/lib/ndd-stream"
+SAMPLE_FEED = "/usr/share/ndd-stream/sample_feed.jsonl"
+SPEC_CANDIDATES = [
+    Path("/usr/lib/python3/dist-packages/compose/config/compose_spec.json"),
+    Path("/usr/local/lib/python3/dist-packages/compose/config/compose_spec.json"),
+]
+
+Obj = dict[str, Any]
+
+
+def docker_compose() -> list[str]:
+    exe = shutil.which("docker-compose")
+    if exe:
+        return [exe]
+    pytest.skip("docker-compose not installed: apt-get install -y docker-compose")
+
+
+def clean_env() -> dict[str, str]:
+    """No NDD_*/KAFKA_* overrides from the caller's shell leak into the check."""
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
+    return {k: v for k, v in os.environ.items() if k in keep}
+
+
+def compose_config(*args: str, file: Path = COMPOSE) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*docker_compose(), "--project-directory", str(ROOT), "-f", str(file), *args, "config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=clean_env(),
+        cwd=ROOT,
+    )
+
+
+@pytest.fixture(scope="module")
+def resolved() -> Obj:
+    """The model after docker-compose validated and resolved it, all profiles on."""
+    proc = compose_config("--profile", "monitoring")
+    assert proc.returncode == 0, proc.stderr
+    assert "WARNING" not in proc.stderr, proc.stderr
+    data = yaml.safe_load(proc.stdout)
+    assert isinstance(data, dict)
+    return data
+
+
+@pytest.fixture(scope="module")
+def raw() -> Obj:
+    data = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def service(model: Obj, name: str) -> Obj:
+    svc = model["services"][name]
+    assert isinstance(svc, dict)
+    return svc
+
+
+def env(svc: Obj) -> dict[str, str]:
+    raw_env = svc.get("environment") or {}
+    if isinstance(raw_env, list):
+        raw_env = dict(item.split("=", 1) for item in raw_env)
+    return {k: str(v) for k, v in raw_env.items()}
+
+
+def ndd_services(model: Obj) -> Iterator[tuple[str, Obj]]:
+    for name, svc in model["services"].items():
+        if str(svc.get("image", "")).startswith("ndd-stream") or "build" in svc:
+            yield name, svc
+
+
+# --- the real tool ---------------------------------------------------------------------
+
+
+def test_docker_compose_config_accepts_the_file() -> None:
+    for args in ((), ("--profile", "monitoring")):
+        proc = compose_config(*args)
+        assert proc.returncode == 0, proc.stderr
+        services = yaml.safe_load(proc.stdout)["services"]
+        assert {"kafka", "topics", "worker", "loader"} <= set(services)
+
+
+def test_docker_compose_config_is_live(tmp_path: Path) -> None:
+    """The validator really validates: a broken file fails."""
+    bad = tmp_path / "docker-compose.yml"
+    bad.write_text(
+        "services:\n  a:\n    image: x\n    depends_on:\n      b: {condition: when_ready}\n"
+        "  b:\n    image: y\n",
+        encoding="utf-8",
+    )
+    proc = compose_config(file=bad)
+    assert proc.returncode != 0
+    assert "condition" in proc.stderr
+
+
+def test_resolved_model_matches_the_compose_spec(resolved: Obj, raw: Obj) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    spec_path = next((p for p in SPEC_CANDIDATES if p.exists()), None)
+    if spec_path is None:
+        pytest.skip(
+            "compose_spec.json ships with docker-compose: apt-get install -y docker-compose"
+        )
+    spec = json.loads(spec_path.read_text(encoding="utf-8"))
+    spec.pop("$schema", None)
+    validator = jsonschema.Draft7Validator(spec)
+    for model in (resolved, raw):
+        errors = sorted(validator.iter_errors(model), key=lambda e: list(e.path))
+        assert not errors, [f"{list(e.path)}: {e.message}" for e in errors]
+
+
+# --- Kafka ----------------------------------------------------------------------------
+
+
+def test_kafka_is_single_node_kraft(resolved: Obj) -> None:
+    kafka = service(resolved, "kafka")
+    assert kafka["image"].startswith("apache/kafka:")
+    assert not kafka["image"].endswith(":latest")
+    e = env(kafka)
+    assert set(e["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
+    assert e["KAFKA_CONTROLLER_QUORUM_VOTERS"] == f"{e['KAFKA_NODE_ID']}@kafka:9093"
+    assert "zookeeper" not in json.dumps(kafka).lower()
+    for key in ("KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR", "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"):
+        assert e[key] == "1", key
+    assert e["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false", "topics come from topics/"
+    listeners = dict(x.split("://") for x in e["KAFKA_ADVERTISED_LISTENERS"].split(","))
+    assert listeners["INTERNAL"] == "kafka:19092"
+    assert e["KAFKA_LOG_DIRS"] == "/var/lib/kafka/data"
+    assert any(str(v).endswith(":/var/lib/kafka/data:rw") for v in kafka["volumes"])
+    check = kafka["healthcheck"]
+    assert "kafka-broker-api-versions.sh" in " ".join(check["test"])
+    assert check["retries"] >= 5
+
+
+# --- ndd-stream services -------------------------------------------------------------
+
+
+def test_all_ndd_services_use_one_image_and_real_settings(resolved: Obj) -> None:
+    fields = set(Settings.model_fields)
+    images = set()
+    names = []
+    for name, svc in ndd_services(resolved):
+        names.append(name)
+        images.add(svc["image"])
+        e = env(svc)
+        assert e["NDD_BROKERS"] == "kafka:19092", name
+        for var in e:
+            assert var.startswith("NDD_") and var[4:].lower() in fields, (name, var)
+            assert "PASSWORD" not in var, (name, var)
+    assert sorted(names) == ["loader", "topics", "worker"]
+    assert len(images) == 1
+    builders = [n for n, s in resolved["services"].items() if "build" in s]
+    assert builders == ["worker"], "one service builds the image, the others reuse it"
+    assert service(resolved, "worker")["build"]["context"] == str(ROOT)
+
+
+def test_topics_service_is_one_shot(resolved: Obj) -> None:
+    topics = service(resolved, "topics")
+    assert topics["command"] == ["topics", "apply"]
+    assert topics["depends_on"]["kafka"]["condition"] == "service_healthy"
+    assert topics.get("restart", "no") == "no"
+
+
+def test_worker_scales(resolved: Obj, raw: Obj) -> None:
+    worker = service(resolved, "worker")
+    assert worker["command"] == ["worker"]
+    assert "container_name" not in worker
+    assert "hostname" not in worker
+    for port in worker.get("ports", []):
+        assert "published" not in port, "a fixed host port would break --scale"
+        assert port["target"] == Settings.model_fields["web_port"].default
+    assert worker["depends_on"]["topics"]["condition"] == "service_completed_successfully"
+    assert worker["depends_on"]["kafka"]["condition"] == "service_healthy"
+    # one anonymous volume per replica for the state directory: no named volume, no bind
+    assert raw["services"]["worker"]["volumes"] == [STATE_DIR]
+    (volume,) = worker["volumes"]
+    assert volume in (STATE_DIR, f"{STATE_DIR}:rw"), volume
+    assert STATE_DIR not in json.dumps(resolved.get("volumes", {}))
+    # hardened like the Helm chart: read-only root, writable /tmp and state only
+    assert worker["read_only"] is True
+    assert worker["tmpfs"] == ["/tmp"]
+    assert worker["cap_drop"] == ["ALL"]
+    assert "no-new-privileges:true" in worker["security_opt"]
+
+
+def test_loader_streams_the_bundled_sample_feed(resolved: Obj) -> None:
+    loader = service(resolved, "loader")
+    assert loader["command"] == ["produce", SAMPLE_FEED]
+    assert loader["depends_on"]["topics"]["condition"] == "service_completed_successfully"
+    assert loader.get("restart", "no") == "no"
+    # the image puts the package's sample feed at that path
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    assert re.search(rf"^COPY ndd_stream/data/sample_feed\.jsonl {re.escape(SAMPLE_FEED)}$",
+                     dockerfile, re.MULTILINE)  # fmt: skip
+
+
+def test_one_shots_have_no_healthcheck(resolved: Obj) -> None:
+    for name in ("topics", "loader"):
+        check = service(resolved, name)["healthcheck"]
+        assert check.get("disable") is True or check.get("test") == ["NONE"], name
+
+
+def test_peek_shows_decisions(resolved: Obj) -> None:
+    peek = service(resolved, "peek")
+    assert peek["image"] == service(resolved, "kafka")["image"]
+    cmd = peek["command"]
+    assert cmd[0].endswith("kafka-console-consumer.sh")
+    topic = cmd[cmd.index("--topic") + 1]
+    assert topic == Settings.model_fields["decisions_topic"].default
+
+
+# --- Prometheus ---------------------------------------------------------------------------
+
+
+def test_prometheus_is_optional_and_scrapes_every_worker(raw: Obj, resolved: Obj) -> None:
+    prom = service(resolved, "prometheus")
+    assert prom["profiles"] == ["monitoring"]
+    assert "monitoring" not in json.dumps(
+        {k: v for k, v in raw["services"].items() if k != "prometheus"}
+    )
+    assert not prom["image"].endswith(":latest")
+    mounts = [str(v) for v in raw["services"]["prometheus"]["volumes"]]
+    assert mounts == ["./deploy/prometheus.yml:/etc/prometheus/prometheus.yml:ro"]
+    config = yaml.safe_load(PROMETHEUS.read_text(encoding="utf-8"))
+    (job,) = config["scrape_configs"]
+    assert job["metrics_path"] == "/metrics"
+    (sd,) = job["dns_sd_configs"]
+    assert sd["names"] == ["worker"] and sd["type"] == "A"
+    assert sd["port"] == Settings.model_fields["web_port"].default
