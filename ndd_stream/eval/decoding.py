@@ -25,6 +25,7 @@ _BOMS: tuple[tuple[bytes, str], ...] = (
 _DECLARED = re.compile(rb"""(?:charset|encoding)\s*=\s*["']?\s*([A-Za-z0-9_.:-]{2,40})""", re.I)
 # Browsers read the Latin-1 label as windows-1252 (WHATWG); so do we.
 _ALIASES = {"iso-8859-1": "cp1252", "latin-1": "cp1252", "latin1": "cp1252", "us-ascii": "cp1252"}
+_WESTERN = {"cp1252", "latin_1", "iso8859_15"}
 _HIGH_BYTES = bytes(range(128, 256))
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f\ufffd]")
 
@@ -71,6 +72,23 @@ def _sparse_high_bytes(data: bytes) -> bool:
     return high <= max(8, len(data) // 200)
 
 
+def _detected(data: bytes) -> str | None:
+    """charset-normalizer's pick; among equally plausible ones, windows-1252 first.
+
+    Latin-script text often fits cp1250, cp1252 and cp1257 equally well (same mess and
+    coherence); the web's most common legacy encoding is then the likeliest by far.
+    """
+    matches = list(from_bytes(data))
+    if not matches:
+        return None
+    best = matches[0]
+    for match in matches:
+        tied = match.chaos <= best.chaos and match.coherence >= best.coherence - 0.01
+        if tied and _WESTERN & set(match.could_be_from_charset):
+            return "cp1252"
+    return best.encoding
+
+
 def _garbled(text: str) -> bool:
     """Too many control or replacement characters for human-written text."""
     sample = text[:20000]
@@ -104,11 +122,11 @@ def decode_bytes(data: bytes) -> Decoded:
             return _checked(data.decode("cp1252"), "cp1252")
         except UnicodeDecodeError:
             pass
-    best = from_bytes(data[:200_000]).best()
-    if best is None or best.encoding is None:
+    encoding = _detected(data[:200_000])
+    if encoding is None:
         return Decoded(None, None, "undecodable: no plausible text encoding")
     try:
-        return _checked(data.decode(best.encoding), best.encoding)
+        return _checked(data.decode(encoding), encoding)
     except (UnicodeDecodeError, LookupError) as exc:
         return Decoded(None, None, f"undecodable: {exc.__class__.__name__}")
 

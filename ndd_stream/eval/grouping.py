@@ -11,6 +11,8 @@ from collections.abc import Iterable
 import numpy as np
 import numpy.typing as npt
 
+from ndd_stream.eval.metrics import SCORE_EPSILON
+
 
 class UnionFind:
     """Disjoint sets over 0..n-1 with path halving and union by size."""
@@ -51,5 +53,5 @@ def group_edges(n: int, edges: Iterable[tuple[int, int]]) -> list[int]:
 
 def group_scores(matrix: npt.NDArray[np.float32], threshold: float) -> list[int]:
     """Clusters of the pairs scoring at least ``threshold``."""
-    ii, jj = np.nonzero(np.triu(matrix >= threshold, 1))
+    ii, jj = np.nonzero(np.triu(matrix >= threshold - SCORE_EPSILON, 1))
     return group_edges(matrix.shape[0], zip(ii.tolist(), jj.tolist(), strict=True))

@@ -1,6 +1,7 @@
 """Precision/recall/F1 of pairwise decisions and of stream routing, and the adjusted Rand index.
 
-Conventions: precision is 1 when nothing was predicted (no false claims), recall is 1 when
+Scores are float32, so a threshold t accepts scores >= t - SCORE_EPSILON (a doc_q of exactly
+0.9 is 0.89999998 in float32). Conventions: precision is 1 when nothing was predicted (no false claims), recall is 1 when
 there was nothing to find, F1 is their harmonic mean (0 when both are 0).
 """
 
@@ -13,6 +14,8 @@ from math import comb
 
 import numpy as np
 import numpy.typing as npt
+
+SCORE_EPSILON = 1e-6
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,7 @@ def pairwise_sweep(
     out: list[Confusion] = []
     for t in thresholds:
         # number of pairs with score >= t (scores sorted descending)
-        k = int(np.searchsorted(-sorted_scores, -t, side="right"))
+        k = int(np.searchsorted(-sorted_scores, -(t - SCORE_EPSILON), side="right"))
         tp = int(tp_cum[k])
         out.append(Confusion(tp=tp, fp=k - tp, fn=positives - tp))
     return out

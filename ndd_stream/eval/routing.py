@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ndd_stream.eval.documents import EvalDoc
-from ndd_stream.eval.metrics import Route
+from ndd_stream.eval.metrics import SCORE_EPSILON, Route
 
 SYNTHETIC_START = 1_700_000_000.0  # 2023-11-14T22:13:20Z; any fixed epoch works
 
@@ -70,7 +70,7 @@ def routes_at(best: BestEarlier, stream: Sequence[EvalDoc], threshold: float) ->
     out = []
     for k, d in enumerate(stream):
         j = int(best.index[k])
-        if j >= 0 and best.score[k] >= threshold:
+        if j >= 0 and best.score[k] >= threshold - SCORE_EPSILON:
             out.append(Route(d.identity, stream[j].identity, float(best.score[k])))
         else:
             out.append(Route(d.identity, None, 0.0))

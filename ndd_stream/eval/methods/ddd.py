@@ -51,9 +51,9 @@ class DDD(Method):
         sigs = [signature(normal_form(t, self.case_sensitive), self.q) for t in texts]
         n = len(docs)
         rng = np.random.default_rng(0)
-        sample = rng.integers(0, n, size=(min(2000, n * n), 2)) if n > 1 else np.zeros((0, 2))
+        sample = rng.integers(0, max(n, 1), size=(min(2000, n * n), 2), dtype=np.int64)
         for i, j in sample.tolist():
-            if i != j and abs(float(matrix[i, j]) - doc_q(sigs[i], sigs[j])) > 1e-6:
+            if int(i) != int(j) and abs(float(matrix[i, j]) - doc_q(sigs[i], sigs[j])) > 1e-6:
                 raise AssertionError(f"doc_q mismatch for pair {i}, {j}")
         return PairScores(matrix, all_pairs_count(n), [f"{len(sample)} pairs checked with doc_q"])
 
