@@ -39,7 +39,8 @@ def test_corrupt_files_are_reported_and_skipped(tmp_path: Path) -> None:
     root = write_cluster_corpus(tmp_path / "c", clusters=2, size=2)
     (root / "c0" / "empty.html").write_bytes(b"")
     (root / "c0" / "blank.txt").write_bytes(b"  \r\n\t ")
-    (root / "c1" / "image.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + os.urandom(500))
+    png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + os.urandom(500)
+    (root / "c1" / "image.png").write_bytes(png)
     (root / "c1" / "noise.html").write_bytes(bytes(range(128, 256)) * 8)
     corpus = load_corpus(root)
     reasons = {s.source: s.reason for s in corpus.skipped}

@@ -122,11 +122,11 @@ def decode_bytes(data: bytes) -> Decoded:
             return _checked(data.decode("cp1252"), "cp1252")
         except UnicodeDecodeError:
             pass
-    encoding = _detected(data[:200_000])
-    if encoding is None:
+    detected = _detected(data[:200_000])
+    if detected is None:
         return Decoded(None, None, "undecodable: no plausible text encoding")
     try:
-        return _checked(data.decode(encoding), encoding)
+        return _checked(data.decode(detected), detected)
     except (UnicodeDecodeError, LookupError) as exc:
         return Decoded(None, None, f"undecodable: {exc.__class__.__name__}")
 

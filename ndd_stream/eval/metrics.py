@@ -1,8 +1,9 @@
 """Precision/recall/F1 of pairwise decisions and of stream routing, and the adjusted Rand index.
 
 Scores are float32, so a threshold t accepts scores >= t - SCORE_EPSILON (a doc_q of exactly
-0.9 is 0.89999998 in float32). Conventions: precision is 1 when nothing was predicted (no false claims), recall is 1 when
-there was nothing to find, F1 is their harmonic mean (0 when both are 0).
+0.9 is 0.89999998 in float32). Conventions: precision is 1 when nothing was predicted (no
+false claims), recall is 1 when there was nothing to find, F1 is their harmonic mean (0 when
+both are 0).
 """
 
 from __future__ import annotations
