@@ -135,7 +135,10 @@ def test_resolved_model_matches_the_compose_spec(resolved: Obj, raw: Obj) -> Non
     spec = json.loads(spec_path.read_text(encoding="utf-8"))
     spec.pop("$schema", None)
     validator = jsonschema.Draft7Validator(spec)
-    for model in (resolved, raw):
+    external = yaml.safe_load(
+        (ROOT / "deploy" / "compose-external-kafka.yml").read_text(encoding="utf-8")
+    )
+    for model in (resolved, raw, external):
         errors = sorted(validator.iter_errors(model), key=lambda e: list(e.path))
         assert not errors, [f"{list(e.path)}: {e.message}" for e in errors]
 
@@ -258,3 +261,45 @@ def test_prometheus_is_optional_and_scrapes_every_worker(raw: Obj, resolved: Obj
     (sd,) = job["dns_sd_configs"]
     assert sd["names"] == ["worker"] and sd["type"] == "A"
     assert sd["port"] == Settings.model_fields["web_port"].default
+
+
+# --- deploy/compose-external-kafka.yml ----------------------------------------------------
+
+EXTERNAL = ROOT / "deploy" / "compose-external-kafka.yml"
+
+
+def test_external_kafka_file_needs_brokers() -> None:
+    proc = compose_config(file=EXTERNAL)
+    assert proc.returncode != 0
+    assert "NDD_BROKERS" in proc.stderr
+
+
+def test_external_kafka_file() -> None:
+    proc = subprocess.run(
+        [*docker_compose(), "-f", str(EXTERNAL), "config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**clean_env(), "NDD_BROKERS": "b1.example.com:9093"},
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    model = yaml.safe_load(proc.stdout)
+    assert set(model["services"]) == {"topics", "worker"}, "no bundled Kafka"
+    fields = set(Settings.model_fields)
+    raw_file = yaml.safe_load(EXTERNAL.read_text(encoding="utf-8"))
+    for name in ("topics", "worker"):
+        svc = service(model, name)
+        e = svc["environment"]
+        assert e["NDD_BROKERS"] == "b1.example.com:9093"
+        assert all(k[4:].lower() in fields for k in e), name
+        # credentials pass through from the shell, never written in the file
+        assert raw_file["services"][name]["environment"]["NDD_SASL_PASSWORD"] is None
+        assert e["NDD_SASL_PASSWORD"] is None, "unset in the shell -> not set"
+        assert any(str(v).endswith(":/etc/ndd-stream/certs:ro") for v in svc["volumes"]), name
+    worker = service(model, "worker")
+    assert worker["build"]["context"] == str(ROOT)
+    assert "container_name" not in worker
+    assert all("published" not in p for p in worker["ports"])
+    assert STATE_DIR in worker["volumes"]
+    assert worker["depends_on"]["topics"]["condition"] == "service_completed_successfully"
