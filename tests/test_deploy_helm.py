@@ -472,3 +472,50 @@ def test_notes_warn_about_idle_pods() -> None:
     assert "WARNING: replicaCount (10) is larger than config.partitions (4)" in notes
     _, notes = render({"replicaCount": 1, "config": {"standbyReplicas": 1}})
     assert "WARNING: standbyReplicas (1) needs at least 2 pods" in notes
+
+
+# --- topic definitions in effect ---------------------------------------------------------
+
+
+def test_topic_definitions_fit_the_release(
+    case: tuple[Obj, list[Obj], str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The definitions the Job applies (bundled topics/ or topics.override) load, resolve
+    under the release's settings, have enough partitions for the pods, and keep the
+    changelog longer than the window."""
+    topics = pytest.importorskip("ndd_stream.topics")
+    values, objects, _ = case
+    override = values.get("topics", {}).get("override")
+    if override:
+        path = tmp_path / "news.yaml"
+        path.write_text(override, encoding="utf-8")
+        bundled = topics.load_definitions(ROOT / "topics")
+        loaded = topics.load_definitions(path)
+        assert [t.key for t in loaded.topics] == [t.key for t in bundled.topics], (
+            "an override replaces the bundled file: it must define every topic"
+        )
+    else:
+        path = ROOT / "topics"
+    job = one(objects, "Job")["spec"]["template"]["spec"]["containers"][0]
+    settings = settings_from_env(env_dict(job), monkeypatch)
+    args = job["args"]
+    rf = (
+        int(args[args.index("--replication-factor") + 1])
+        if "--replication-factor" in args
+        else None
+    )
+    resolved, _ = topics.resolve(settings, topics.load_definitions(path), replication_factor=rf)
+    assert resolved
+    replicas = values.get("replicaCount", 1)
+    for topic in resolved:
+        if topic.role in ("input", "internal"):
+            assert replicas <= topic.partitions, f"{topic.name}: idle pods"
+        if rf:
+            assert topic.replication_factor == rf
+    changelogs = [t for t in resolved if "changelog" in t.name]
+    assert changelogs, "no changelog topic"
+    window_ms = settings.window_hours * 3_600_000
+    for topic in changelogs:
+        assert int(topic.config["retention.ms"]) > window_ms, (
+            f"{topic.name} must outlive the {settings.window_hours} h window"
+        )
