@@ -1,0 +1,76 @@
+"""Shared fixtures: one embedded Tansu broker per test session, unique names per test.
+
+Tests never mock Kafka: they talk to a real Kafka-protocol broker over loopback. The
+broker holds everything in memory and is shared, so every test makes its own topics and
+groups through ``names`` and never depends on another test's data. ``tests/`` is on
+sys.path (pytest inserts a rootdir-less conftest's folder), so tests import
+``kafka_helpers`` directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka_helpers import Names, SettingsFactory, TopicFactory, create_topics
+
+from ndd_stream.broker import BrokerBinaryNotFound, EmbeddedBroker, resolve_tansu_bin
+from ndd_stream.settings import Settings
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
+    """The session's Tansu broker; skips (does not fail) only if there is no binary."""
+    try:
+        binary = resolve_tansu_bin()
+    except BrokerBinaryNotFound as exc:
+        pytest.skip(f"embedded Kafka broker unavailable: {exc}")
+    with EmbeddedBroker(binary=binary, log_dir=tmp_path_factory.mktemp("tansu")) as running:
+        yield running
+
+
+@pytest.fixture
+def names(request: pytest.FixtureRequest) -> Names:
+    """Fresh unique names for this test's topics, groups and Faust app ids."""
+    return Names(request.node.name)
+
+
+@pytest.fixture
+def make_topics(broker: EmbeddedBroker) -> TopicFactory:
+    """``make_topics("a", "b", partitions=4, config={...})``: create them on the broker."""
+
+    def _make(
+        *topic_names: str, partitions: int = 1, config: Mapping[str, str] | None = None
+    ) -> list[str]:
+        create_topics(broker.bootstrap, topic_names, partitions=partitions, config=config)
+        return list(topic_names)
+
+    return _make
+
+
+@pytest.fixture
+def make_settings(broker: EmbeddedBroker, names: Names, tmp_path: Path) -> SettingsFactory:
+    """Settings pointing at the test broker with this test's own topics, app id and data dir.
+
+    Keyword arguments override any field: ``make_settings(threshold=0.9)``.
+    """
+
+    def _make(**overrides: Any) -> Settings:
+        fields: dict[str, Any] = {
+            "brokers": broker.bootstrap,
+            "app_id": names.app_id(),
+            "raw_topics": names.topic("raw"),
+            "unique_topic": names.topic("unique"),
+            "duplicate_topic": names.topic("duplicate"),
+            "dlq_topic": names.topic("dlq"),
+            "decisions_topic": names.topic("decisions"),
+            "data_dir": tmp_path / "ndd-data",
+            "session_timeout_s": 6.0,
+            "web_port": 0,
+        }
+        fields.update(overrides)
+        return Settings(**fields)
+
+    return _make
