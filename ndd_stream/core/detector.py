@@ -132,7 +132,8 @@ class Detector:
             self._book.snapshot()
         for rec in records:
             window = self._window(rec.scope)
-            window.advance(rec.hour)
+            for expired in window.advance(rec.hour):
+                self.store.drop_hour(rec.scope, expired)
             window.next_number = max(window.next_number, rec.number + 1)
             if window.is_late(rec.hour):
                 continue

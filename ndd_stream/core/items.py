@@ -55,14 +55,8 @@ class Invalid:
     detail: str
 
 
-def parse_item(
-    raw: bytes,
-    fmt: ItemFormat,
-    position: str,
-    fallback_timestamp: float | None = None,
-    now: float | None = None,
-) -> Document | Invalid:
-    """Validate one raw item. ``position`` becomes the identity when the item has no id."""
+def decode_object(raw: bytes, fmt: ItemFormat) -> dict[str, Any] | Invalid:
+    """Size, UTF-8 and JSON-object checks: the part of validation that needs no field."""
     if len(raw) > fmt.max_item_bytes:
         return Invalid("oversized", f"{len(raw)} bytes > max_item_bytes={fmt.max_item_bytes}")
     try:
@@ -75,6 +69,20 @@ def parse_item(
         return Invalid("not_json", str(exc)[:200])
     if not isinstance(obj, dict):
         return Invalid("not_object", f"JSON {type(obj).__name__}, expected an object")
+    return obj
+
+
+def parse_item(
+    raw: bytes,
+    fmt: ItemFormat,
+    position: str,
+    fallback_timestamp: float | None = None,
+    now: float | None = None,
+) -> Document | Invalid:
+    """Validate one raw item. ``position`` becomes the identity when the item has no id."""
+    obj = decode_object(raw, fmt)
+    if isinstance(obj, Invalid):
+        return obj
     return parse_object(obj, fmt, position, fallback_timestamp, now)
 
 
@@ -124,6 +132,12 @@ def parse_object(
         timestamp=ts,
         text=text,
     )
+
+
+def scope_of(obj: dict[str, Any], fmt: ItemFormat) -> str:
+    """The comparison scope of a parsed item (used to repartition before validation)."""
+    channel = obj.get(fmt.channel_field, "")
+    return _scope(obj, fmt, "" if channel is None else str(channel))
 
 
 def _scope(obj: dict[str, Any], fmt: ItemFormat, channel: str) -> str:

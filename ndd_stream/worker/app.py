@@ -1,0 +1,177 @@
+"""The Faust wiring: two agents, two web pages, the partition lifecycle. Thin on purpose.
+
+router  (raw topics)    -> scoped topic keyed by scope, or the DLQ     (routing.py)
+decider (scoped topic)  -> unique / duplicate / decisions, DLQ, changelog (pool.py)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable
+from typing import Any
+
+import faust
+
+from ndd_stream import topics as topic_defs
+from ndd_stream.kafka_config import describe, faust_broker_kwargs, librdkafka_config
+from ndd_stream.settings import Settings
+from ndd_stream.worker.deciding import OutputTopics
+from ndd_stream.worker.logs import json_handler
+from ndd_stream.worker.metrics import WorkerMetrics
+from ndd_stream.worker.pool import DeciderPool
+from ndd_stream.worker.records import OutRecord, Source
+from ndd_stream.worker.routing import route_raw
+
+log = logging.getLogger("ndd_stream.worker")
+
+BATCH_MAX = 500  # records per take_events batch
+BATCH_WITHIN_S = 0.05  # ... or whatever arrived within this time
+
+
+def topic_name(settings: Settings, key: str) -> str:
+    definitions = topic_defs.load_for(settings)
+    resolved, _ = topic_defs.resolve(settings, definitions)
+    for topic in resolved:
+        if topic.key == key:
+            return topic.name
+    raise KeyError(f"topic {key!r} is not defined or disabled")
+
+
+def output_topics(settings: Settings) -> OutputTopics:
+    return OutputTopics(
+        unique=settings.unique_topic, duplicate=settings.duplicate_topic,
+        dlq=settings.dlq_topic, decisions=settings.decisions_topic or None,
+        changelog=topic_name(settings, "changelog"),
+    )
+
+
+class Service:
+    """The app and what its agents share."""
+
+    def __init__(self, settings: Settings, metrics: WorkerMetrics | None = None) -> None:
+        self.settings = settings
+        self.metrics = metrics or WorkerMetrics()
+        self.topics = output_topics(settings)
+        self.scoped_name = topic_name(settings, "scoped")
+        self.app = self._make_app()
+        self.pool = DeciderPool(
+            settings.data_dir / settings.app_id, settings.detector_config(),
+            settings.item_format(), self.topics, librdkafka_config(settings), self.metrics,
+        )
+        self._wire()
+
+    def _make_app(self) -> faust.App:
+        s = self.settings
+        return faust.App(
+            s.app_id,
+            **faust_broker_kwargs(s),
+            store="memory://",
+            datadir=str(s.data_dir / s.app_id / "faust"),
+            web_enabled=True,
+            web_bind=s.web_host,
+            web_port=s.web_port,
+            web_in_thread=False,
+            broker_session_timeout=s.session_timeout_s,
+            broker_heartbeat_interval=max(1.0, s.session_timeout_s / 5),
+            broker_commit_interval=1.0,
+            consumer_auto_offset_reset="earliest",
+            topic_allow_declare=False,
+            topic_disable_leader=True,
+            producer_acks=-1,
+            producer_max_request_size=max(1_048_576, 2 * s.max_item_bytes),
+            consumer_max_fetch_size=max(4_194_304, 2 * s.max_item_bytes),
+            stream_wait_empty=False,
+            loghandlers=[json_handler()],
+        )
+
+    def _topic(self, *names: str, pattern: str | None = None) -> faust.TopicT:
+        return self.app.topic(*names, pattern=pattern, key_serializer="raw",
+                              value_serializer="raw", allow_empty=True)
+
+    async def send(self, record: OutRecord) -> Awaitable[Any]:
+        """Hand a record to the producer; the returned future resolves on delivery."""
+        fut: Awaitable[Any] = await self.app.producer.send(
+            record.topic, record.key, record.value, record.partition, None, record.headers)
+        return fut
+
+    def _wire(self) -> None:
+        s = self.settings
+        fmt = s.item_format()
+        raw = (self._topic(pattern=s.raw_topic_pattern) if s.raw_topic_pattern
+               else self._topic(*s.raw_topic_list()))
+        scoped = self._topic(self.scoped_name)
+        service = self
+
+        @self.app.agent(raw, name="ndd-router")
+        async def router(stream: faust.StreamT) -> None:
+            async for events in stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S):
+                pending = []
+                for event in events:
+                    m = event.message
+                    src = Source(m.topic, m.partition, m.offset,
+                                 int(m.timestamp * 1000) if m.timestamp else None)
+                    record, invalid = route_raw(m.value, m.key, src, fmt, service.scoped_name,
+                                                s.dlq_topic)
+                    if invalid is not None:
+                        service.metrics.dlq.labels(invalid.reason, "route").inc()
+                        log.warning("%s: %s: %s", src.position, invalid.reason, invalid.detail,
+                                    extra={"topic": m.topic, "partition": m.partition,
+                                           "offset": m.offset, "event": "dlq"})
+                    pending.append(await service.send(record))
+                for fut in pending:
+                    await fut
+
+        @self.app.agent(scoped, name="ndd-decider")
+        async def decider(stream: faust.StreamT) -> None:
+            async for events in stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S):
+                await service.pool.process([e.message for e in events], service.send)
+
+        @self.app.on_partitions_revoked.connect
+        async def on_revoked(app: Any, revoked: Any, **kwargs: Any) -> None:
+            mine = [tp.partition for tp in revoked if tp.topic == service.scoped_name]
+            if mine:
+                log.info("partitions revoked: %s", mine, extra={"event": "revoked"})
+                service.pool.close(mine)
+
+        @self.app.on_partitions_assigned.connect
+        async def on_assigned(app: Any, assigned: Any, **kwargs: Any) -> None:
+            mine = sorted(tp.partition for tp in assigned if tp.topic == service.scoped_name)
+            gone = [p for p in service.pool.deciders if p not in mine]
+            service.pool.close(gone)
+            for partition in mine:
+                await service.pool.ensure(partition)
+
+        @self.app.page("/metrics")
+        async def metrics_page(web: Any, request: Any) -> Any:
+            return web.bytes(service.metrics.render(),
+                             content_type="text/plain; version=0.0.4")
+
+        @self.app.page("/health")
+        async def health_page(web: Any, request: Any) -> Any:
+            body = {"status": "ok", "partitions": sorted(service.pool.deciders),
+                    "window_documents": sum(d.detector.window_documents()
+                                            for d in service.pool.deciders.values())}
+            return web.json(body)
+
+        @self.app.task
+        async def announce() -> None:
+            log.info("ndd-stream worker: %s; raw=%s scoped=%s", describe(s),
+                     s.raw_topic_pattern or s.raw_topics, service.scoped_name,
+                     extra={"event": "start"})
+
+
+def run_worker(settings: Settings) -> int:
+    """Run until SIGTERM/SIGINT; returns the process exit code."""
+    (settings.data_dir / settings.app_id / "faust").mkdir(parents=True, exist_ok=True)
+    service = Service(settings)
+    # Faust's own handler goes to /dev/null: the JSON handler given to the app is the log.
+    worker = faust.Worker(service.app, loglevel=settings.log_level, quiet=True,
+                          logfile=os.devnull)
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    finally:
+        service.pool.close()
+    return 0

@@ -1,0 +1,64 @@
+"""Reading a partition of the state changelog, without trusting end offsets.
+
+Tansu (and some Kafka setups) can under-report a partition's end offset, so instead
+of reading "to the end" the reader first appends a sentinel record with a random
+value to the partition and reads until it sees that very record: everything written
+before it has then been read.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+SENTINEL_KEY = b"ndd-sentinel"
+
+
+class ChangelogError(RuntimeError):
+    """The changelog could not be read completely within the time limit."""
+
+
+@dataclass
+class ChangelogRead:
+    records: list[tuple[bytes, bytes]]  # (key, value) of document records, in order
+    next_offset: int  # offset after the sentinel: where the next reader starts
+
+
+def read_partition(conf: dict[str, object], topic: str, partition: int, start: int,
+                   timeout_s: float = 120.0) -> ChangelogRead:
+    """All document records of ``topic[partition]`` from ``start`` up to a fresh sentinel."""
+    token = uuid.uuid4().hex.encode()
+    producer = Producer({**conf, "linger.ms": 0})
+    producer.produce(topic, key=SENTINEL_KEY, value=token, partition=partition)
+    if producer.flush(min(30.0, timeout_s)) != 0:
+        raise ChangelogError(f"{topic}[{partition}]: could not write the sentinel")
+    consumer = Consumer({**conf, "group.id": f"ndd-restore-{token.decode()}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "enable.partition.eof": False})
+    records: list[tuple[bytes, bytes]] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        consumer.assign([TopicPartition(topic, partition, max(start, 0))])
+        while True:
+            if time.monotonic() > deadline:
+                raise ChangelogError(
+                    f"{topic}[{partition}]: sentinel not seen within {timeout_s:.0f}s "
+                    f"after {len(records)} records from offset {start}")
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                raise ChangelogError(f"{topic}[{partition}]: {msg.error()}")
+            key, value = msg.key() or b"", msg.value() or b""
+            if key == SENTINEL_KEY:
+                if value == token:
+                    return ChangelogRead(records, int(msg.offset()) + 1)
+                continue
+            records.append((key, value))
+    except KafkaException as exc:
+        raise ChangelogError(f"{topic}[{partition}]: {exc}") from exc
+    finally:
+        consumer.close()

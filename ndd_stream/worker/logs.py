@@ -1,0 +1,38 @@
+"""Structured (JSON lines) logging for the worker.
+
+Every record carries time, level, logger and message; error records about an item
+also carry ``topic``, ``partition`` and ``offset`` (passed with ``extra=``), so a log
+line always says which record it is about.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ndd_stream.jsonio import dumps
+
+_FIELDS = ("topic", "partition", "offset", "event")
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in _FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                out[name] = value
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return dumps(out).decode()
+
+
+def json_handler() -> logging.Handler:
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter())
+    return handler

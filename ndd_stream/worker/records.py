@@ -1,0 +1,134 @@
+"""Kafka records as plain data, and the header layout of every output topic.
+
+Headers (all values UTF-8):
+  ndd-status          unique | near_duplicate | exact_duplicate
+  ndd-identity        the item's identity (id field, or source topic[partition]@offset)
+  ndd-duplicate-of    identity of the best match (absent when unique)
+  ndd-similarity      doc_q with the best match, e.g. "0.912345"
+  ndd-matched-channel channel of the best match
+  ndd-matched-time    event time of the best match, ISO-8601 UTC
+  ndd-scope           comparison scope (channel or group)
+  ndd-policy          short | empty | late (absent for a plain comparison)
+  ndd-replayed        "1" when the item was seen before and got its original decision
+  ndd-engine          engine version (ndd_stream.ENGINE_VERSION)
+  ndd-source-topic / ndd-source-partition / ndd-source-offset   where the raw item was read
+  ndd-dlq-reason / ndd-dlq-detail   (DLQ records only)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from ndd_stream import ENGINE_VERSION
+from ndd_stream.core.document import Decision
+
+Headers = list[tuple[str, bytes]]
+
+H_STATUS = "ndd-status"
+H_IDENTITY = "ndd-identity"
+H_DUPLICATE_OF = "ndd-duplicate-of"
+H_SIMILARITY = "ndd-similarity"
+H_MATCHED_CHANNEL = "ndd-matched-channel"
+H_MATCHED_TIME = "ndd-matched-time"
+H_SCOPE = "ndd-scope"
+H_POLICY = "ndd-policy"
+H_REPLAYED = "ndd-replayed"
+H_ENGINE = "ndd-engine"
+H_SRC_TOPIC = "ndd-source-topic"
+H_SRC_PARTITION = "ndd-source-partition"
+H_SRC_OFFSET = "ndd-source-offset"
+H_SRC_TIMESTAMP = "ndd-source-timestamp"
+H_DLQ_REASON = "ndd-dlq-reason"
+H_DLQ_DETAIL = "ndd-dlq-detail"
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a raw item was read: identity fallback and DLQ provenance."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int | None = None
+
+    @property
+    def position(self) -> str:
+        return f"{self.topic}[{self.partition}]@{self.offset}"
+
+    def headers(self) -> Headers:
+        out = [(H_SRC_TOPIC, self.topic.encode()), (H_SRC_PARTITION, str(self.partition).encode()),
+               (H_SRC_OFFSET, str(self.offset).encode())]
+        if self.timestamp_ms is not None:
+            out.append((H_SRC_TIMESTAMP, str(self.timestamp_ms).encode()))
+        return out
+
+    @classmethod
+    def from_headers(cls, headers: Mapping[str, bytes]) -> Source | None:
+        try:
+            ts = headers.get(H_SRC_TIMESTAMP)
+            return cls(headers[H_SRC_TOPIC].decode(), int(headers[H_SRC_PARTITION]),
+                       int(headers[H_SRC_OFFSET]), int(ts) if ts else None)
+        except (KeyError, ValueError, UnicodeDecodeError):
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class OutRecord:
+    """One record to produce."""
+
+    topic: str
+    key: bytes | None
+    value: bytes
+    headers: Headers
+    partition: int | None = None
+
+
+def header_map(headers: Iterable[tuple[str, bytes | None]] | Mapping[str, bytes] | None
+               ) -> dict[str, bytes]:
+    """Headers as a dict (last value wins), whatever shape the client returned."""
+    if not headers:
+        return {}
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    return {str(k): (v or b"") for k, v in items}
+
+
+def iso_utc(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+def decision_headers(decision: Decision, source: Source | None) -> Headers:
+    out: Headers = [
+        (H_STATUS, decision.status.value.encode()),
+        (H_IDENTITY, decision.identity.encode()),
+        (H_SIMILARITY, f"{decision.similarity:.6f}".encode()),
+        (H_SCOPE, decision.scope.encode()),
+        (H_ENGINE, ENGINE_VERSION.encode()),
+    ]
+    if decision.duplicate_of is not None:
+        out.append((H_DUPLICATE_OF, decision.duplicate_of.encode()))
+    if decision.matched_channel is not None:
+        out.append((H_MATCHED_CHANNEL, decision.matched_channel.encode()))
+    if decision.matched_timestamp is not None:
+        out.append((H_MATCHED_TIME, iso_utc(decision.matched_timestamp).encode()))
+    if decision.policy.value:
+        out.append((H_POLICY, decision.policy.value.encode()))
+    if decision.replayed:
+        out.append((H_REPLAYED, b"1"))
+    if source is not None:
+        out.extend(source.headers())
+    return out
+
+
+def dlq_headers(reason: str, detail: str, source: Source | None) -> Headers:
+    out: Headers = [(H_DLQ_REASON, reason.encode()), (H_DLQ_DETAIL, detail[:500].encode()),
+                    (H_ENGINE, ENGINE_VERSION.encode())]
+    if source is not None:
+        out.extend(source.headers())
+    return out
+
+
+def keep(headers: Sequence[tuple[str, bytes]], *names: str) -> Headers:
+    wanted = set(names)
+    return [(k, v) for k, v in headers if k in wanted]
