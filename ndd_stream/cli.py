@@ -44,7 +44,10 @@ def build_settings(args: argparse.Namespace) -> Settings:
     """Settings from the environment, overridden by the options given on the command line."""
     fields = Settings.model_fields
     overrides = {k: v for k, v in vars(args).items() if k in fields and v is not None}
-    return Settings(**overrides)
+    config = getattr(args, "config", None)
+    if config is not None and not Path(config).is_file():
+        raise ValueError(f"--config {config}: no such file")
+    return Settings(_env_file=config, **overrides)  # type: ignore[call-arg]
 
 
 def _cmd_dedup(args: argparse.Namespace, settings: Settings) -> int:
@@ -64,6 +67,9 @@ def make_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
         description="Streaming near-duplicate filter for news (DDD, q-gram doc_q, 24 h window).",
     )
     parser.add_argument("--version", action="version", version=f"ndd-stream {__version__}")
+    parser.add_argument("--config", type=Path, default=None, metavar="FILE",
+                        help="settings file (NDD_NAME=value lines, .env format); the "
+                        "environment and command-line options override it")
     sub = parser.add_subparsers(dest="command", required=True)
     handlers: dict[str, Handler] = {}
 
@@ -95,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = build_settings(args)
-    except ValidationError as exc:
+    except (ValidationError, ValueError) as exc:
         parser.error(f"invalid settings:\n{exc}")
     try:
         return handlers[args.command](args, settings)

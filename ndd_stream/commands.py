@@ -1,0 +1,94 @@
+"""Subcommands beyond ``dedup``: worker, topics, produce, tail, demo, eval.
+
+Each maps argparse onto a function that takes the one Settings object; imports are
+deferred so ``ndd-stream dedup`` never pays for Faust or Kafka clients.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ndd_stream.settings import Settings
+
+
+def _settings_help() -> str:
+    lines = ["settings (environment variables; every field of ndd_stream.settings.Settings):"]
+    for name, field in Settings.model_fields.items():
+        default = field.default if field.default_factory is None else field.default_factory()
+        lines.append(f"  NDD_{name.upper():<22} {field.description} (default: {default!r})")
+    return "\n".join(lines)
+
+
+def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    from ndd_stream.worker.app import run_worker
+
+    return run_worker(settings)
+
+
+def _cmd_topics(args: argparse.Namespace, settings: Settings) -> int:
+    from ndd_stream.io_cli import topics_apply
+
+    return topics_apply(settings, create_only=args.create_only, check_only=args.check_only,
+                        replication_factor=args.replication_factor, timeout=args.timeout)
+
+
+def _cmd_produce(args: argparse.Namespace, settings: Settings) -> int:
+    from ndd_stream.io_cli import produce
+
+    return produce(settings, args.path, args.topic, args.rate)
+
+
+def _cmd_tail(args: argparse.Namespace, settings: Settings) -> int:
+    from ndd_stream.io_cli import tail
+
+    return tail(settings, args.topic, not args.from_end, args.max_messages, args.timeout)
+
+
+def register_all(sub: Any, handlers: dict[str, Any]) -> None:
+    """Add the subcommands to the ``ndd-stream`` parser."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = sub.add_parser("worker", help="run the streaming service (a Faust worker)",
+                       description="Consume raw news from Kafka, decide, route to the unique, "
+                       "duplicate and DLQ topics. Configured by NDD_* variables only.",
+                       epilog=_settings_help(), formatter_class=fmt)
+    handlers["worker"] = _cmd_worker
+
+    p = sub.add_parser("topics", help="create or check the topics of topics/*.yaml")
+    p.add_argument("action", choices=["apply"], help="apply: create missing, check existing")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--create-only", action="store_true",
+                      help="create missing topics; report but do not fail on differences")
+    mode.add_argument("--check-only", action="store_true", help="create nothing, only check")
+    p.add_argument("--replication-factor", type=int, default=None,
+                   help="override the definitions' replication factor")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for Kafka")
+    handlers["topics"] = _cmd_topics
+
+    p = sub.add_parser("produce", help="load a JSONL file of news items into the raw topic")
+    p.add_argument("path", type=Path, help="JSONL file, one item per line")
+    p.add_argument("--topic", default=None, help="target topic (default: first raw topic)")
+    p.add_argument("--rate", type=float, default=None, help="at most this many items/s")
+    handlers["produce"] = _cmd_produce
+
+    p = sub.add_parser("tail", help="follow an output topic and print each decision")
+    p.add_argument("topic", nargs="?", default=None, help="topic (default: the unique topic)")
+    p.add_argument("--from-end", action="store_true", help="only new records")
+    p.add_argument("-n", "--max-messages", type=int, default=None, help="stop after N records")
+    p.add_argument("--timeout", type=float, default=None, help="stop after S idle seconds")
+    handlers["tail"] = _cmd_tail
+
+    try:
+        from ndd_stream.demo import register as register_demo
+    except ImportError:
+        pass
+    else:
+        register_demo(sub, handlers)
+    try:
+        from ndd_stream.eval.cli import add_eval_parser
+    except ImportError:
+        pass
+    else:
+        add_eval_parser(sub)
+        handlers["eval"] = lambda args, settings: int(args.handler(args))
