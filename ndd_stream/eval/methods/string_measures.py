@@ -53,10 +53,17 @@ def _indexed(s: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     return keys, np.arange(1, cps.size + 1, dtype=np.int64)
 
 
+Indexed = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]
+
+
 def rank_distance(a: str, b: str) -> int:
     """Dinu's rank distance: shared indexed letters by rank shift, unshared by rank."""
-    ka, ra = _indexed(a)
-    kb, rb = _indexed(b)
+    return _rank_distance(_indexed(a), _indexed(b))
+
+
+def _rank_distance(ia_: Indexed, ib_: Indexed) -> int:
+    ka, ra = ia_
+    kb, rb = ib_
     _, ia, ib = np.intersect1d(ka, kb, assume_unique=True, return_indices=True)
     shared = int(np.abs(ra[ia] - rb[ib]).sum())
     only_a = int(ra.sum() - ra[ia].sum())
@@ -68,6 +75,13 @@ def rank_similarity(a: str, b: str) -> float:
     if not a or not b:
         return 1.0 if a == b else 0.0
     return 1.0 - min(1.0, rank_distance(a, b) / (len(a) * len(b)))
+
+
+def _rank_similarity_indexed(ia_: Indexed, ib_: Indexed) -> float:
+    na, nb = ia_[0].size, ib_[0].size
+    if not na or not nb:
+        return 1.0 if na == nb else 0.0
+    return 1.0 - min(1.0, _rank_distance(ia_, ib_) / (na * nb))
 
 
 def smith_waterman_batch(
@@ -142,10 +156,13 @@ class StringMeasure(Method):
                 for (i, j), sc in zip(chunk, scores, strict=True):
                     shorter = min(len(strings[i]), len(strings[j]))
                     matrix[i, j] = min(1.0, sc / (2 * shorter)) if shorter else 0.0
-        else:
-            fn = levenshtein_similarity if self.measure == "levenshtein" else rank_similarity
+        elif self.measure == "rank-distance":
+            indexed = [_indexed(s) for s in strings]
             for i, j in pairs:
-                matrix[i, j] = fn(strings[i], strings[j])
+                matrix[i, j] = _rank_similarity_indexed(indexed[i], indexed[j])
+        else:
+            for i, j in pairs:
+                matrix[i, j] = levenshtein_similarity(strings[i], strings[j])
         note = (
             f"verifier: {len(pairs)} candidate pairs with q-gram doc_q >= {self.candidate_min} "
             f"on {self.field}; all other pairs score 0"
