@@ -75,6 +75,11 @@ class Names:
         return f"{label}-{self.suffix}"
 
 
+def make_settings(**fields: Any) -> Settings:
+    """``Settings(**fields)``; typed loosely so mypy (without the pydantic plugin) accepts it."""
+    return Settings(**fields)
+
+
 def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.1) -> bool:
     """Poll ``predicate`` until it is true or ``timeout`` seconds passed; its last value."""
     deadline = time.monotonic() + timeout
