@@ -147,3 +147,23 @@ class Settings(BaseSettings):
             max_item_bytes=self.max_item_bytes,
             max_future_seconds=self.max_future_seconds,
         )
+
+    def to_env(self) -> dict[str, str]:
+        """These settings as NDD_* variables (for a worker subprocess). Contains secrets."""
+        from ndd_stream.jsonio import dumps
+
+        env: dict[str, str] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, SecretStr):
+                value = value.get_secret_value()
+            if isinstance(value, dict):
+                text = dumps(value).decode()
+            elif isinstance(value, bool):
+                text = "true" if value else "false"
+            else:
+                text = str(value)
+            env["NDD_" + name.upper()] = text
+        return env

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from collections.abc import Awaitable
 from typing import Any
 
@@ -63,6 +64,7 @@ class Service:
 
     def _make_app(self) -> faust.App:
         s = self.settings
+        self.web_port = s.web_port or _free_port(s.web_host)
         return faust.App(
             s.app_id,
             **faust_broker_kwargs(s),
@@ -70,7 +72,7 @@ class Service:
             datadir=str(s.data_dir / s.app_id / "faust"),
             web_enabled=True,
             web_bind=s.web_host,
-            web_port=s.web_port,
+            web_port=self.web_port,
             web_in_thread=False,
             broker_session_timeout=s.session_timeout_s,
             broker_heartbeat_interval=max(1.0, s.session_timeout_s / 5),
@@ -156,9 +158,16 @@ class Service:
 
         @self.app.task
         async def announce() -> None:
-            log.info("ndd-stream worker: %s; raw=%s scoped=%s", describe(s),
-                     s.raw_topic_pattern or s.raw_topics, service.scoped_name,
-                     extra={"event": "start"})
+            log.info("ndd-stream worker: %s; raw=%s scoped=%s; metrics on http://%s:%d/metrics",
+                     describe(s), s.raw_topic_pattern or s.raw_topics, service.scoped_name,
+                     s.web_host, service.web_port, extra={"event": "start"})
+
+
+def _free_port(host: str) -> int:
+    """NDD_WEB_PORT=0 means any free port (tests, several workers on one host)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host if host != "0.0.0.0" else "127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def run_worker(settings: Settings) -> int:

@@ -1,0 +1,117 @@
+"""The worker against the real broker: routing equals ``dedup``, DLQ, headers."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from kafka_helpers import Outgoing, SettingsFactory, produce
+from newsgen import items
+from worker_harness import WorkerProcess, collect, expected_decisions
+
+from ndd_stream import jsonio
+from ndd_stream.settings import Settings
+from ndd_stream.topics import apply, load_for
+
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(240)]
+
+
+def _create_topics(settings: Settings) -> None:
+    report = apply(settings, load_for(settings), timeout=20)
+    assert not report.errors, report
+
+
+def _lines(records: list[dict[str, object]]) -> list[bytes]:
+    return [jsonio.dumps(r) for r in records]
+
+
+def _send(settings: Settings, lines: list[bytes]) -> None:
+    out = []
+    for line in lines:
+        try:
+            key = str(jsonio.loads(line).get("channel", "")).encode()
+        except Exception:
+            key = None
+        out.append(Outgoing(value=line, key=key))
+    produce(settings.brokers, settings.raw_topic_list()[0], out)
+
+
+BAD_LINES = [
+    b"not json at all",
+    b'{"id": "u8", "channel": "ch0", "text": "caf\xe9", "timestamp": 1}',
+    b"[1, 2, 3]",
+    b'{"id": "big", "channel": "ch0", "text": "' + b"x" * 5000 + b'", "timestamp": 1}',
+    b'{"id": "nt", "channel": "ch0", "timestamp": "2026-03-01T09:00:00Z"}',
+    b'{"id": "et", "channel": "ch0", "text": " <p> </p> ", "timestamp": "2026-03-01T09:00:00Z"}',
+    b'{"id": "bt", "channel": "ch0", "text": "hello world", "timestamp": "soon"}',
+    b'{"id": "ft", "channel": "ch0", "text": "hello world", "timestamp": "2999-01-01T00:00:00Z"}',
+    b'{"id": ["x"], "channel": "ch0", "text": "hello world", "timestamp": 1}',
+]
+REASONS = ["not_json", "invalid_utf8", "not_object", "oversized", "missing_text",
+           "empty_text", "bad_timestamp", "future_timestamp", "bad_field_type"]
+
+
+def test_worker_routes_like_dedup_and_dead_letters_bad_items(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    settings = make_settings(partitions=3, max_item_bytes=4096)
+    _create_topics(settings)
+    good = _lines(items(300, seed=5))
+    lines = good[:150] + BAD_LINES + good[150:]
+    _send(settings, lines)
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        routed = collect(settings, expected=len(lines), timeout=120, worker=worker)
+    finally:
+        worker.stop()
+    want, want_invalid = expected_decisions(settings, lines)
+    got = {k: v[0] for k, v in routed.decisions().items()}
+    assert got == want, worker.log_tail()
+    assert sum(1 for s, _ in want.values() if s != "unique") > 50  # the test has teeth
+
+    dlq = routed.dlq()
+    reasons = sorted((r.header("ndd-dlq-reason") or b"").decode() for r in dlq)
+    assert reasons == sorted(REASONS) and Counter(reasons) == Counter(want_invalid)
+    for record in dlq:
+        assert record.value in BAD_LINES  # original bytes, unchanged
+        assert record.header("ndd-source-topic") == settings.raw_topic_list()[0].encode()
+        assert record.header("ndd-source-offset") is not None
+
+
+def test_outputs_keep_the_payload_and_explain_the_decision_in_headers(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    settings = make_settings(partitions=1)
+    _create_topics(settings)
+    text = "The harbour fire in Oslo was put out after six hours, police said on Tuesday."
+    lines = [
+        b'{"id": "a", "channel": "oslo", "text": "' + text.encode() + b'", '
+        b'"timestamp": "2026-03-01T10:00:00Z"}',
+        b'{"id": "b", "channel": "oslo", "text": "' + text.upper().encode() + b'", '
+        b'"timestamp": "2026-03-01T10:30:00Z"}',
+        b'{"id": "c", "channel": "oslo", "text": "' + text.replace("six", "seven").encode() +
+        b'", "timestamp": "2026-03-01T11:00:00Z"}',
+    ]
+    _send(settings, lines)
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        routed = collect(settings, expected=3, timeout=90, worker=worker)
+    finally:
+        worker.stop()
+    by_id = {(r.header("ndd-identity") or b"").decode(): r for r in routed.records}
+    assert set(by_id) == {"a", "b", "c"}, worker.log_tail()
+    a, b, c = by_id["a"], by_id["b"], by_id["c"]
+    assert a.topic == settings.unique_topic and a.value == lines[0]
+    assert a.header("ndd-status") == b"unique" and a.header("ndd-duplicate-of") is None
+    assert b.topic == settings.duplicate_topic and b.value == lines[1]
+    assert (b.header("ndd-status"), b.header("ndd-duplicate-of"), b.header("ndd-similarity")) == (
+        b"exact_duplicate", b"a", b"1.000000")
+    assert b.header("ndd-matched-channel") == b"oslo"
+    assert b.header("ndd-matched-time") == b"2026-03-01T10:00:00Z"
+    assert c.header("ndd-status") == b"near_duplicate" and c.header("ndd-duplicate-of") == b"a"
+    assert 0.8 <= float(c.header("ndd-similarity") or b"0") < 1.0
+    for record in (a, b, c):
+        assert record.header("ndd-scope") == b"oslo"
+        assert (record.header("ndd-engine") or b"").startswith(b"ddd-")
+        assert record.header("ndd-source-topic") == settings.raw_topic_list()[0].encode()
