@@ -1,0 +1,251 @@
+"""``produce`` (JSONL -> raw topic, bytes unchanged) and ``tail`` (readable output records)."""
+
+from __future__ import annotations
+
+import io
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+from kafka_helpers import Names, Outgoing, SettingsFactory, TopicFactory, consume, produce
+from kafka_helpers import make_settings as settings_of
+from rich.console import Console
+
+from ndd_stream.broker import EmbeddedBroker, free_port
+from ndd_stream.io_cli import EXIT_MISMATCH, EXIT_OK, EXIT_USAGE
+from ndd_stream.io_cli import produce as produce_cmd
+from ndd_stream.io_cli import tail as tail_cmd
+from ndd_stream.news_produce import parse_timestamp_ms, prepare_line
+from ndd_stream.news_tail import TailRecord, normalize_header, render_record
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _console() -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, width=240, color_system=None), out
+
+
+# --- line preparation -------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("2024-03-01T12:00:00Z", 1709294400000),
+        ("2024-03-01T13:00:00+01:00", 1709294400000),
+        ("2024-03-01T12:00:00", 1709294400000),  # naive = UTC
+        ("2024-03-01T12:00:00.250Z", 1709294400250),
+        (1709294400, 1709294400000),
+        (1709294400.5, 1709294400500),
+        ("1709294400", 1709294400000),
+        (1709294400123, 1709294400123),  # already milliseconds
+        ("yesterday", None),
+        ("", None),
+        (-5, None),
+        (True, None),
+        (None, None),
+        ([1], None),
+        (float("nan"), None),
+    ],
+)
+def test_parse_timestamp(value: object, expected: int | None) -> None:
+    assert parse_timestamp_ms(value) == expected
+
+
+def test_prepare_line_keys_by_channel_and_keeps_bytes() -> None:
+    settings = settings_of(channel_field="source", timestamp_fields="ts,published_at")
+    line = b'{"source": "ansa", "published_at": "2024-03-01T12:00:00Z", "t": "caf\xc3\xa9"}'
+    prepared = prepare_line(settings, line)
+    assert prepared.value is line
+    assert prepared.key == b"ansa" and prepared.timestamp_ms == 1709294400000
+    assert not prepared.malformed
+    assert prepare_line(settings, b'{"source": 42}').key == b"42"
+    assert prepare_line(settings, b'{"source": ""}').key is None
+    for bad in (b"{not json", b"[1, 2]", b'"text"'):
+        prepared = prepare_line(settings, bad)
+        assert prepared.malformed and prepared.key is None and prepared.timestamp_ms is None
+
+
+# --- produce on the broker --------------------------------------------------------------
+LINES = [
+    b'{"id": "1", "channel": "ansa", "timestamp": "2024-03-01T12:00:00Z", "title": "A"}',
+    b'{"id": "2", "channel": "reuters", "timestamp": 1709294460, "text": "caf\xc3\xa9 \\u00e8"}',
+    b'{"id":"3","channel":"ansa","published_at":"2024-03-01T12:02:00+00:00"}   ',
+    b'{"id": "4", "channel": "ansa", "timestamp": "not a time"}',
+    b"{this is not json",
+    b'{"id": "5", "title": "no channel"}',
+]
+
+
+@pytest.mark.broker
+def test_produce_sends_original_bytes_keyed_and_timed(
+    broker: EmbeddedBroker, make_settings: SettingsFactory, make_topics: TopicFactory,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    settings = make_settings()
+    raw = settings.raw_topic_list()[0]
+    make_topics(raw, partitions=3)
+    path = tmp_path / "items.jsonl"
+    # CRLF on one line, a blank line, and no newline at the very end.
+    path.write_bytes(LINES[0] + b"\n" + LINES[1] + b"\r\n" + b"\n" + b"\n".join(LINES[2:]))
+    console, out = _console()
+    assert produce_cmd(settings, path, console=console) == EXIT_OK
+    summary = out.getvalue()
+    assert "6/6 delivered" in summary, summary
+    assert "1 blank skipped" in summary and "1 malformed" in summary
+    assert "2 without channel" in summary and "3 without timestamp" in summary
+
+    records = consume(broker.bootstrap, raw, n=6, timeout=20)
+    assert sorted(r.value or b"" for r in records) == sorted(LINES)
+    by_value = {r.value: r for r in records}
+    assert by_value[LINES[0]].key == b"ansa"
+    assert by_value[LINES[0]].timestamp_ms == 1709294400000
+    assert by_value[LINES[1]].timestamp_ms == 1709294460000
+    assert by_value[LINES[2]].timestamp_ms == 1709294520000
+    assert by_value[LINES[4]].key is None
+    assert by_value[LINES[5]].key is None
+    # One channel, one partition: what the worker's per-channel order relies on.
+    ansa = {r.partition for r in records if r.key == b"ansa"}
+    assert len(ansa) == 1
+
+
+@pytest.mark.broker
+def test_produce_rate_and_explicit_topic(
+    broker: EmbeddedBroker, make_settings: SettingsFactory, make_topics: TopicFactory,
+    names: Names, tmp_path: Path,
+) -> None:  # fmt: skip
+    topic = names.topic("replay")
+    make_topics(topic)
+    path = tmp_path / "items.jsonl"
+    path.write_bytes(b"\n".join(b'{"channel": "c%d"}' % i for i in range(20)) + b"\n")
+    started = time.monotonic()
+    assert produce_cmd(make_settings(), path, topic=topic, rate=50.0) == EXIT_OK
+    elapsed = time.monotonic() - started
+    assert 0.3 <= elapsed < 10, elapsed  # 20 lines at 50/s: about 0.4 s
+    assert len(consume(broker.bootstrap, topic, n=20, timeout=20)) == 20
+
+
+def test_produce_usage_errors(tmp_path: Path) -> None:
+    settings = settings_of(brokers=f"127.0.0.1:{free_port()}")
+    console, out = _console()
+    assert produce_cmd(settings, tmp_path / "missing.jsonl", console=console) == EXIT_USAGE
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(b"{}\n")
+    assert produce_cmd(settings_of(raw_topics=""), path, console=console) == EXIT_USAGE
+    assert produce_cmd(settings, path, rate=0, console=console) == EXIT_USAGE
+    assert "not a file" in out.getvalue() and "no topic" in out.getvalue()
+
+
+def test_produce_to_an_unreachable_cluster_reports_unconfirmed(tmp_path: Path) -> None:
+    settings = settings_of(brokers=f"127.0.0.1:{free_port()}")
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(b'{"channel": "a"}\n{"channel": "b"}\n')
+    console, out = _console()
+    started = time.monotonic()
+    assert produce_cmd(settings, path, console=console, flush_timeout=1.0) == EXIT_MISMATCH
+    assert time.monotonic() - started < 10
+    assert "0/2 delivered" in out.getvalue()
+
+
+# --- tail -------------------------------------------------------------------------------
+DECISION = [
+    ("ndd-status", b"near_duplicate"),
+    ("ndd-duplicate-of", b"item-17"),
+    ("ndd-similarity", b"0.912345"),
+    ("ndd-matched-channel", b"ansa"),
+    ("ndd-matched-time", b"2024-03-01T11:00:00Z"),
+    ("ndd-scope", b"ansa"),
+    ("ndd-engine", b"1"),
+]
+
+
+def test_render_record_shows_decision_title_and_text() -> None:
+    settings = settings_of()
+    value = orjson.dumps(
+        {"id": "x", "title": "Rome  mayor\nopens line", "text": "<p>The <b>new</b> metro</p>"}
+    )
+    record = TailRecord("news.duplicate", 2, 41, 1709294400000, b"ansa", value, tuple(DECISION))
+    console, out = _console()
+    console.print(render_record(settings, record))
+    text = out.getvalue()
+    assert "news.duplicate[2]@41" in text and "2024-03-01T12:00:00Z" in text
+    assert "NEAR_DUPLICATE" in text and "duplicate_of=item-17" in text
+    assert "similarity=0.912345" in text and "matched_channel=ansa" in text
+    assert "ndd-engine=1" in text
+    assert "Rome mayor opens line" in text and "The new metro" in text
+    assert text.index("similarity") < text.index("matched_channel") < text.index("scope=")
+
+    console, out = _console()
+    broken = TailRecord("news.dlq", 0, 0, None, None, b"\xff{oops", (("ndd-dlq-reason", b"json"),))
+    console.print(render_record(settings, broken))
+    assert "not a JSON object" in out.getvalue() and "dlq_reason=json" in out.getvalue()
+    assert normalize_header("NDD-Matched-Time") == "matched_time"
+    assert normalize_header("x-scope") == "scope"
+
+
+@pytest.mark.broker
+def test_tail_prints_records_until_the_bounds(
+    broker: EmbeddedBroker, make_settings: SettingsFactory, make_topics: TopicFactory,
+) -> None:  # fmt: skip
+    settings = make_settings()
+    topic = settings.duplicate_topic
+    make_topics(topic, partitions=2)
+    values = [orjson.dumps({"title": f"headline {i}", "text": f"body {i}"}) for i in range(3)]
+    produce(broker.bootstrap, topic, [Outgoing(v, key=b"ansa", headers=DECISION) for v in values])
+
+    console, out = _console()
+    assert tail_cmd(settings, topic, max_messages=3, timeout=20, console=console) == EXIT_OK
+    text = out.getvalue()
+    assert text.count("NEAR_DUPLICATE") == 3 and "headline 2" in text and "body 0" in text
+    assert "3 record(s)" in text
+
+    console, out = _console()
+    started = time.monotonic()
+    assert tail_cmd(settings, topic, from_beginning=False, timeout=1.5, console=console) == 0
+    assert time.monotonic() - started < 8
+    assert "0 record(s)" in out.getvalue()
+
+    console, out = _console()
+    assert tail_cmd(settings, "no-such-topic-xyz", timeout=5, console=console) == EXIT_USAGE
+    assert "does not exist" in out.getvalue()
+
+
+@pytest.mark.broker
+def test_tail_stops_cleanly_on_ctrl_c(
+    broker: EmbeddedBroker, make_settings: SettingsFactory, make_topics: TopicFactory,
+    tmp_path: Path,
+) -> None:  # fmt: skip
+    settings = make_settings()
+    make_topics(settings.unique_topic)
+    produce(broker.bootstrap, settings.unique_topic, [b'{"title": "first"}'])
+    script = (
+        "import sys; from ndd_stream.io_cli import tail; from ndd_stream.settings import Settings;"
+        "sys.exit(tail(Settings()))"
+    )
+    env = {
+        **os.environ,
+        "NDD_BROKERS": broker.bootstrap,
+        "NDD_UNIQUE_TOPIC": settings.unique_topic,
+        "PYTHONPATH": str(ROOT),
+        "COLUMNS": "200",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 30)
+        assert ready, "tail printed nothing within 30 s"
+        line = proc.stdout.readline()
+        assert settings.unique_topic in line.decode(), line
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
