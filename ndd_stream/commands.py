@@ -16,7 +16,7 @@ from ndd_stream.settings import Settings
 def _settings_help() -> str:
     lines = ["settings (environment variables; every field of ndd_stream.settings.Settings):"]
     for name, field in Settings.model_fields.items():
-        default = field.default if field.default_factory is None else field.default_factory()
+        default = field.get_default(call_default_factory=True)
         lines.append(f"  NDD_{name.upper():<22} {field.description} (default: {default!r})")
     return "\n".join(lines)
 

@@ -31,7 +31,8 @@ class Settings(BaseSettings):
     # --- Kafka connection -------------------------------------------------------------
     brokers: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers, comma separated.")
     security_protocol: SecurityProtocol = Field(
-        "PLAINTEXT", description="Kafka security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."
+        "PLAINTEXT",
+        description="Kafka security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
     )
     sasl_mechanism: SaslMechanism = Field(
         "PLAIN", description="SASL mechanism when security_protocol is SASL_*."
@@ -43,7 +44,9 @@ class Settings(BaseSettings):
     ssl_cafile: Path | None = Field(None, description="CA bundle (PEM) to verify the brokers.")
     ssl_certfile: Path | None = Field(None, description="Client certificate (PEM) for mutual TLS.")
     ssl_keyfile: Path | None = Field(None, description="Client private key (PEM) for mutual TLS.")
-    ssl_check_hostname: bool = Field(True, description="Verify the broker host name against its certificate.")
+    ssl_check_hostname: bool = Field(
+        True, description="Verify the broker host name against its certificate."
+    )
 
     # --- Topics -----------------------------------------------------------------------
     app_id: str = Field(
@@ -57,23 +60,32 @@ class Settings(BaseSettings):
     duplicate_topic: str = Field(
         "news.duplicate", description="Output topic for near and exact duplicates."
     )
-    dlq_topic: str = Field("news.dlq", description="Dead-letter topic for items that fail validation.")
+    dlq_topic: str = Field(
+        "news.dlq", description="Dead-letter topic for items that fail validation."
+    )
     decisions_topic: str | None = Field(
-        "news.decisions", description="Audit topic (one compact record per item); empty disables it."
+        "news.decisions",
+        description="Audit topic (one compact record per item); empty disables it.",
     )
     topics_file: Path | None = Field(
         None, description="Topic definitions (YAML); default: the bundled topics/ definitions."
     )
 
     # --- Detection (see ndd_stream.core) ----------------------------------------------
-    threshold: float = Field(0.8, ge=0.0, le=1.0, description="doc_q threshold for a near duplicate.")
+    threshold: float = Field(
+        0.8, ge=0.0, le=1.0, description="doc_q threshold for a near duplicate."
+    )
     q: int = Field(4, ge=1, le=16, description="q-gram length.")
-    window_hours: int = Field(24, ge=0, le=24 * 30, description="Hours before the item's hour in its window.")
+    window_hours: int = Field(
+        24, ge=0, le=24 * 30, description="Hours before the item's hour in its window."
+    )
     case_sensitive: bool = Field(
-        False, description="Keep letter case (True reproduces the paper exactly; default folds case)."
+        False,
+        description="Keep letter case (True reproduces the paper exactly; default folds case).",
     )
     extract: ExtractMode = Field(
-        "tags", description="Text extraction: raw (as is), tags (strip HTML), main (main content only)."
+        "tags",
+        description="Text extraction: raw (as is), tags (strip HTML), main (main content only).",
     )
     scope: str = Field(
         "channel",
@@ -84,7 +96,8 @@ class Settings(BaseSettings):
         description="JSON object mapping a scope value (e.g. a channel) to a dedup group.",
     )
     index_duplicates: bool = Field(
-        True, description="Index every item after its decision (Fig. 2); False indexes unique ones only."
+        True,
+        description="Index every item after its decision (Fig. 2); False indexes unique ones only.",
     )
 
     # --- Item fields ------------------------------------------------------------------
@@ -108,7 +121,9 @@ class Settings(BaseSettings):
     )
 
     # --- Worker -----------------------------------------------------------------------
-    data_dir: Path = Field(Path("ndd-data"), description="State directory (RocksDB, one store per partition).")
+    data_dir: Path = Field(
+        Path("ndd-data"), description="State directory (RocksDB, one store per partition)."
+    )
     partitions: int = Field(8, ge=1, description="Partitions of the internal (scope-keyed) topic.")
     standby_replicas: int = Field(0, ge=0, description="Faust standby replicas per partition.")
     web_host: str = Field("0.0.0.0", description="Bind address of /metrics and /health.")

@@ -6,12 +6,14 @@ import random
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-WORDS = ("government minister said on tuesday that the new budget would cut taxes for "
-         "families while raising spending on hospitals schools and railways across the "
-         "country opposition leaders called the plan reckless and warned of higher debt "
-         "markets rose sharply after the announcement investors welcomed signs of growth "
-         "police reported that the fire started near the harbour late at night and "
-         "firefighters fought the flames for hours before residents returned home").split()
+WORDS = (  # noqa: SIM905 - prose is easier to read than a list
+    "government minister said on tuesday that the new budget would cut taxes for "
+    "families while raising spending on hospitals schools and railways across the "
+    "country opposition leaders called the plan reckless and warned of higher debt "
+    "markets rose sharply after the announcement investors welcomed signs of growth "
+    "police reported that the fire started near the harbour late at night and "
+    "firefighters fought the flames for hours before residents returned home"
+).split()
 NAMES = ["Rossi", "Müller", "Dubois", "Okafor", "Tanaka", "García", "Novak", "Larsen"]
 PLACES = ["Rome", "Berlin", "Lyon", "Lagos", "Osaka", "Madrid", "Prague", "Oslo"]
 

@@ -6,10 +6,10 @@ import random
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reference import brute_force
 
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Document, Policy, Status
-from reference import brute_force
 
 WORDS = ["rome", "mayor", "metro", "line", "opened", "today", "the", "of", "new", "a",
          "strike", "bank", "rates", "3", "2026", "Città", "Zürich", "東京", "нефть", "über"]

@@ -77,5 +77,5 @@ def test_doc_q_and_bounds() -> None:
 def test_min_overlap_is_the_exact_float_boundary(size: int, t: float) -> None:
     o = min_overlap(size, t)
     assert o / size >= t and (o == 0 or (o - 1) / size < t)
-    lo, hi = size_bounds(size, t)
+    _, hi = size_bounds(size, t)
     assert size / hi >= t and size / (hi + 1) < t

@@ -139,8 +139,9 @@ class Detector:
                 continue
             if rec.indexed:
                 sig = signature(rec.nf, self.config.q)
-                self._add_to_window(window, rec.decision.identity, rec.channel,
-                                    rec.timestamp, rec.hour, rec.nf, sig)
+                self._add_to_window(
+                    window, rec.decision.identity, rec.channel, rec.timestamp, rec.hour, rec.nf, sig
+                )
             window.remember(rec.decision, rec.hour)
         return len(records)
 
@@ -155,30 +156,56 @@ class Detector:
     def _judge(
         self, window: ScopeWindow, doc: Document, hour: int, nf: str
     ) -> tuple[Decision, Codes | None]:
-        base = {"identity": doc.identity, "scope": doc.scope, "hour": hour}
-        if window.is_late(hour):
-            return Decision(status=Status.UNIQUE, similarity=0.0, policy=Policy.LATE, **base), None
-        if not nf:
-            return Decision(status=Status.UNIQUE, similarity=0.0, policy=Policy.EMPTY, **base), None
-        if len(nf) < self.config.q:
-            match = self._short_match(window, hour, nf)
-            if match is None:
-                return Decision(status=Status.UNIQUE, similarity=0.0, policy=Policy.SHORT, **base), None
+        def unique(policy: Policy = Policy.NONE) -> Decision:
             return Decision(
-                status=Status.EXACT_DUPLICATE, similarity=1.0, duplicate_of=match.identity,
-                matched_channel=match.channel, matched_timestamp=match.timestamp,
-                policy=Policy.SHORT, **base,
+                doc.identity, Status.UNIQUE, 0.0, scope=doc.scope, hour=hour, policy=policy
+            )
+
+        def matched(
+            status: Status,
+            similarity: float,
+            identity: str,
+            channel: str,
+            timestamp: float,
+            policy: Policy = Policy.NONE,
+        ) -> Decision:
+            return Decision(
+                doc.identity,
+                status,
+                similarity,
+                identity,
+                channel,
+                timestamp,
+                scope=doc.scope,
+                hour=hour,
+                policy=policy,
+            )
+
+        if window.is_late(hour):
+            return unique(Policy.LATE), None
+        if not nf:
+            return unique(Policy.EMPTY), None
+        if len(nf) < self.config.q:
+            short = self._short_match(window, hour, nf)
+            if short is None:
+                return unique(Policy.SHORT), None
+            return matched(
+                Status.EXACT_DUPLICATE,
+                1.0,
+                short.identity,
+                short.channel,
+                short.timestamp,
+                Policy.SHORT,
             ), None
         sig = signature(nf, self.config.q)
         best = self._best_match(window, hour, sig)
         if best is None:
-            return Decision(status=Status.UNIQUE, similarity=0.0, **base), sig
-        shared, match = best
-        size = max(sig.size, match.size)
+            return unique(), sig
+        shared, doc_match = best
+        size = max(sig.size, doc_match.size)
         status = Status.EXACT_DUPLICATE if shared == size else Status.NEAR_DUPLICATE
-        return Decision(
-            status=status, similarity=shared / size, duplicate_of=match.identity,
-            matched_channel=match.channel, matched_timestamp=match.timestamp, **base,
+        return matched(
+            status, shared / size, doc_match.identity, doc_match.channel, doc_match.timestamp
         ), sig
 
     def _best_match(
@@ -191,7 +218,9 @@ class Detector:
         mixed = fmix64(sig)
         length = prefix_length(sig.size, t)
         probes = [v.prefix(mixed, length) for v in versions]
-        keys = np.unique((np.concatenate(probes) if len(probes) > 1 else probes[0]) >> np.uint64(32))
+        keys = np.unique(
+            (np.concatenate(probes) if len(probes) > 1 else probes[0]) >> np.uint64(32)
+        )
         positions = window.docs_of_postings(window.index.lookup(keys.astype(np.uint32)))
         self.stats.candidates += int(positions.size)
         lo_size, hi_size = size_bounds(sig.size, t)
@@ -220,8 +249,13 @@ class Detector:
     # -- indexing -----------------------------------------------------------------------
 
     def _index(
-        self, window: ScopeWindow, doc: Document, hour: int, nf: str,
-        sig: Codes | None, decision: Decision,
+        self,
+        window: ScopeWindow,
+        doc: Document,
+        hour: int,
+        nf: str,
+        sig: Codes | None,
+        decision: Decision,
     ) -> bool:
         if decision.policy in (Policy.LATE, Policy.EMPTY):
             return False
@@ -236,8 +270,14 @@ class Detector:
         return True
 
     def _add_to_window(
-        self, window: ScopeWindow, identity: str, channel: str, timestamp: float,
-        hour: int, nf: str, sig: Codes,
+        self,
+        window: ScopeWindow,
+        identity: str,
+        channel: str,
+        timestamp: float,
+        hour: int,
+        nf: str,
+        sig: Codes,
     ) -> None:
         if sig.size == 0:  # short text on restore
             window.short_by_hour.setdefault(hour, {}).setdefault(
@@ -250,7 +290,8 @@ class Detector:
         keys = np.unique((prefix >> np.uint64(32)).astype(np.uint32))
         window.add(
             WindowDoc(identity, channel, timestamp, hour, int(sig.size), version.number, nf, 0),
-            keys, version,
+            keys,
+            version,
         )
         self._book.count(mixed)
 

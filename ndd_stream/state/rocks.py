@@ -85,8 +85,12 @@ class RocksStore:
         self._dropped_since_compaction += 1
 
     def load(self) -> Iterator[StoredDocument]:
-        docs = [decode_document(k, v) for k, v in self._db.items(from_key=DOC_PREFIX)
-                if k < DOC_END]
+        docs: list[StoredDocument] = []
+        for key, value in self._db.items(from_key=DOC_PREFIX):
+            assert isinstance(key, bytes) and isinstance(value, bytes)  # raw_mode store
+            if key >= DOC_END:
+                break
+            docs.append(decode_document(key, value))
         docs.sort(key=lambda d: (d.scope, d.number))
         return iter(docs)
 

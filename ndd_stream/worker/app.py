@@ -107,7 +107,8 @@ class Service:
 
         @self.app.agent(raw, name="ndd-router")
         async def router(stream: faust.StreamT) -> None:
-            async for events in stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S):
+            batches = stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
+            async for events in batches:
                 pending = []
                 for event in events:
                     m = event.message
@@ -126,17 +127,18 @@ class Service:
 
         @self.app.agent(scoped, name="ndd-decider")
         async def decider(stream: faust.StreamT) -> None:
-            async for events in stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S):
+            batches = stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
+            async for events in batches:
                 await service.pool.process([e.message for e in events], service.send)
 
-        @self.app.on_partitions_revoked.connect
+        @self.app.on_partitions_revoked.connect  # type: ignore[arg-type]
         async def on_revoked(app: Any, revoked: Any, **kwargs: Any) -> None:
             mine = [tp.partition for tp in revoked if tp.topic == service.scoped_name]
             if mine:
                 log.info("partitions revoked: %s", mine, extra={"event": "revoked"})
                 service.pool.close(mine)
 
-        @self.app.on_partitions_assigned.connect
+        @self.app.on_partitions_assigned.connect  # type: ignore[arg-type]
         async def on_assigned(app: Any, assigned: Any, **kwargs: Any) -> None:
             mine = sorted(tp.partition for tp in assigned if tp.topic == service.scoped_name)
             gone = [p for p in service.pool.deciders if p not in mine]

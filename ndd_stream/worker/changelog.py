@@ -55,7 +55,7 @@ def read_partition(conf: dict[str, object], topic: str, partition: int, start: i
             key, value = msg.key() or b"", msg.value() or b""
             if key == SENTINEL_KEY:
                 if value == token:
-                    return ChangelogRead(records, int(msg.offset()) + 1)
+                    return ChangelogRead(records, int(msg.offset() or 0) + 1)
                 continue
             records.append((key, value))
     except KafkaException as exc:
