@@ -19,10 +19,22 @@ def test_eval_writes_reports_and_skips_corrupt_file(
     (root / "c0" / "broken.html").write_bytes(b"\x00\x01\x02binary\x00" * 50)
     (root / "distractor.txt").write_text(article(999), encoding="utf-8")
     out = tmp_path / "report"
-    code = eval_main([
-        str(root), "-o", str(out), "--thresholds", "0.1:0.9:0.1",
-        "--methods", "ddd", "shingling", "imatch", "signcd", "--ddd-threshold", "0.5",
-    ])
+    code = eval_main(
+        [
+            str(root),
+            "-o",
+            str(out),
+            "--thresholds",
+            "0.1:0.9:0.1",
+            "--methods",
+            "ddd",
+            "shingling",
+            "imatch",
+            "signcd",
+            "--ddd-threshold",
+            "0.5",
+        ]
+    )
     assert code == 0
     report = orjson.loads((out / "report.json").read_bytes())
     assert report["corpus"]["items"] == 13
@@ -47,13 +59,23 @@ def test_jsonl_corpus_in_timestamp_order(tmp_path: Path) -> None:
     rows = []
     for c in range(3):
         for k in range(2):
-            rows.append({"id": f"{c}-{k}", "text": article(c) + (" extra" * k),
-                         "cluster": f"s{c}", "timestamp": 1000.0 * (2 * c + k)})
+            rows.append(
+                {
+                    "id": f"{c}-{k}",
+                    "text": article(c) + (" extra" * k),
+                    "cluster": f"s{c}",
+                    "timestamp": 1000.0 * (2 * c + k),
+                }
+            )
     path = tmp_path / "items.jsonl"
     path.write_bytes(b"\n".join(orjson.dumps(r) for r in rows))
     out = tmp_path / "r"
-    assert eval_main([str(path), "-o", str(out), "--order", "timestamp",
-                      "--methods", "ddd", "simhash"]) == 0
+    assert (
+        eval_main(
+            [str(path), "-o", str(out), "--order", "timestamp", "--methods", "ddd", "simhash"]
+        )
+        == 0
+    )
     report = orjson.loads((out / "report.json").read_bytes())
     assert report["methods"][0]["routing"]["best"]["f1"] == 1.0
 

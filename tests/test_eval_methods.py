@@ -86,6 +86,10 @@ def test_seed_examples() -> None:
     text = "Given a set of documents, there are steps, preprocessing, extraction, and more."
     assert comma_signature(text) == "documents steps preprocessing extraction"
     assert comma_signature("no commas here") == "no commas here"
-    sigs = spot_signatures(["the", "south", "carolina", "is", "a", "state"],
-                           frozenset({"the", "a", "is"}), chain=2, distance=1)
+    sigs = spot_signatures(
+        ["the", "south", "carolina", "is", "a", "state"],
+        frozenset({"the", "a", "is"}),
+        chain=2,
+        distance=1,
+    )
     assert sigs == ["the:south:carolina"]

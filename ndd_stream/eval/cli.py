@@ -44,26 +44,48 @@ def parse_thresholds(values: list[str]) -> tuple[float, ...]:
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("corpus", type=Path, help="folder of cluster folders, or a .jsonl file")
     parser.add_argument(
-        "--methods", nargs="+", default=list(DEFAULT_METHODS), choices=list(FACTORIES),
-        metavar="METHOD", help=f"methods to compare (default: all): {', '.join(FACTORIES)}",
+        "--methods",
+        nargs="+",
+        default=list(DEFAULT_METHODS),
+        choices=list(FACTORIES),
+        metavar="METHOD",
+        help=f"methods to compare (default: all): {', '.join(FACTORIES)}",
     )
     parser.add_argument(
-        "--thresholds", nargs="+", default=None, metavar="T",
+        "--thresholds",
+        nargs="+",
+        default=None,
+        metavar="T",
         help="similarity thresholds of the sweep: numbers or start:stop:step "
         "(default 0.02:1.0:0.02)",
     )
     parser.add_argument(
-        "--extract", default=DEFAULT_EXTRACT, choices=list(extraction_modes()),
+        "--extract",
+        default=DEFAULT_EXTRACT,
+        choices=list(extraction_modes()),
         help=f"text extraction for HTML items (default: {DEFAULT_EXTRACT})",
     )
-    parser.add_argument("-o", "--output", type=Path, default=Path("eval-report"),
-                        help="report directory (default: ./eval-report)")
-    parser.add_argument("--order", choices=["random", "timestamp"], default="random",
-                        help="stream order: seeded random, or the items' timestamp field")
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=Path("eval-report"),
+        help="report directory (default: ./eval-report)",
+    )
+    parser.add_argument(
+        "--order",
+        choices=["random", "timestamp"],
+        default="random",
+        help="stream order: seeded random, or the items' timestamp field",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random stream order")
     parser.add_argument("--window-hours", type=int, default=24, help="detection window")
-    parser.add_argument("--ddd-threshold", type=float, default=DEFAULT_DDD_THRESHOLD,
-                        help="DDD operating threshold also run through the core Detector")
+    parser.add_argument(
+        "--ddd-threshold",
+        type=float,
+        default=DEFAULT_DDD_THRESHOLD,
+        help="DDD operating threshold also run through the core Detector",
+    )
     jsonl = parser.add_argument_group("JSONL corpora")
     jsonl.add_argument("--text-field", default="text")
     jsonl.add_argument("--cluster-field", default="cluster")
@@ -79,7 +101,8 @@ def add_eval_parser(
 ) -> argparse.ArgumentParser:
     """Add the ``eval`` sub-command to an existing CLI."""
     parser = subparsers.add_parser(
-        "eval", help="measure detection quality on a labelled corpus, against the seeds' methods",
+        "eval",
+        help="measure detection quality on a labelled corpus, against the seeds' methods",
         description=__doc__,
     )
     _configure(parser)

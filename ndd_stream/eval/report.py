@@ -133,9 +133,11 @@ def to_markdown(result: EvalResult) -> str:
     lines += ["", "## Notes", ""]
     for m in result.methods:
         extra = "; ".join(m.notes)
-        costly = " Costly per pair: used as a verifier on candidates." if (
-            m.name in STRING_MEASURES
-        ) else ""
+        costly = (
+            " Costly per pair: used as a verifier on candidates."
+            if (m.name in STRING_MEASURES)
+            else ""
+        )
         lines.append(
             f"- **{m.name}**: {m.reference}. Scored pairs: {m.compared_pairs}.{costly}"
             + (f" {extra}." if extra else "")
@@ -161,8 +163,13 @@ def plot(result: EvalResult, path: Path) -> None:
             if m.binary:
                 ax.axhline(sweep[0][1].f1, color=color, linestyle=":", label=m.name)
             else:
-                ax.plot([t for t, _ in sweep], [c.f1 for _, c in sweep], marker=".",
-                        color=color, label=m.name)
+                ax.plot(
+                    [t for t, _ in sweep],
+                    [c.f1 for _, c in sweep],
+                    marker=".",
+                    color=color,
+                    label=m.name,
+                )
     axes[0].set_title("Pairwise F1 vs threshold")
     axes[1].set_title("Streaming routing F1 vs threshold")
     for ax in axes:

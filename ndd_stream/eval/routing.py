@@ -45,7 +45,9 @@ class BestEarlier:
 
 
 def best_earlier(
-    matrix: npt.NDArray[np.float32], stream: Sequence[EvalDoc], order: Sequence[int],
+    matrix: npt.NDArray[np.float32],
+    stream: Sequence[EvalDoc],
+    order: Sequence[int],
     window_seconds: float,
 ) -> BestEarlier:
     """Best-scoring earlier item per arrival, limited to the detection window."""

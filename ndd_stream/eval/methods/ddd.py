@@ -69,8 +69,13 @@ class DDD(Method):
         routes = []
         for d in stream:
             decision = detector.decide(
-                Document(identity=d.identity, scope="eval", channel="eval",
-                         timestamp=d.timestamp, text=d.text)
+                Document(
+                    identity=d.identity,
+                    scope="eval",
+                    channel="eval",
+                    timestamp=d.timestamp,
+                    text=d.text,
+                )
             )
             routes.append(Route(d.identity, decision.duplicate_of, decision.similarity))
         return routes
