@@ -44,6 +44,22 @@ def test_bundled_definitions_cover_every_topic_of_the_service() -> None:
     assert topics.default_definitions_path() == BUNDLED
 
 
+def test_installed_package_falls_back_to_the_packaged_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A wheel install: no topics/ beside the package, the copy force-included as _topics/.
+    package = tmp_path / "site-packages" / "ndd_stream"
+    (package / "_topics").mkdir(parents=True)
+    (package / "_topics" / "news.yaml").write_bytes((BUNDLED / "news.yaml").read_bytes())
+    monkeypatch.setattr(topics, "__file__", str(package / "topics.py"))
+    assert topics.default_definitions_path() == package / "_topics"
+    assert len(topics.load_for(settings_of()).topics) == 7
+    (package / "_topics" / "news.yaml").unlink()
+    (package / "_topics").rmdir()
+    with pytest.raises(topics.TopicDefinitionError, match="NDD_TOPICS_FILE"):
+        topics.default_definitions_path()
+
+
 def test_defaults_resolve_to_the_settings_names() -> None:
     settings = settings_of(app_id="news-a", partitions=12)
     wanted, skipped = topics.resolve(settings, topics.load_for(settings))
