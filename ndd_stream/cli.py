@@ -19,11 +19,11 @@ Handler = Callable[[argparse.Namespace, Settings], int]
 
 # CLI option -> Settings field, for the detection and item-format options.
 _DETECTION_OPTIONS: dict[str, dict[str, Any]] = {
-    "threshold": {"type": float, "help": "doc_q threshold of a near duplicate (default 0.8)"},
+    "threshold": {"type": float, "help": "doc_q threshold of a near duplicate (default 0.3)"},
     "q": {"type": int, "help": "q-gram length (default 4)"},
     "window_hours": {"type": int, "help": "hours before the item's hour in its window (24)"},
     "scope": {"help": "comparison scope: channel (default), global, or a field name"},
-    "extract": {"choices": EXTRACT_MODES, "help": "text extraction mode (default tags)"},
+    "extract": {"choices": EXTRACT_MODES, "help": "text extraction mode (default main)"},
     "id_field": {"help": "identity field (default id)"},
     "channel_field": {"help": "channel field (default channel)"},
     "title_field": {"help": "title field (default title; empty for none)"},

@@ -13,10 +13,10 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ndd_stream.core.detector import DetectorConfig
+from ndd_stream.core.detector import DEFAULT_THRESHOLD, DetectorConfig
+from ndd_stream.core.extract import DEFAULT_EXTRACT, ExtractMode
 from ndd_stream.core.items import ItemFormat
 
-ExtractMode = Literal["raw", "tags", "main"]
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
@@ -73,7 +73,11 @@ class Settings(BaseSettings):
 
     # --- Detection (see ndd_stream.core) ----------------------------------------------
     threshold: float = Field(
-        0.8, ge=0.0, le=1.0, description="doc_q threshold for a near duplicate."
+        DEFAULT_THRESHOLD,
+        gt=0.0,
+        le=1.0,
+        description="doc_q threshold for a near duplicate (0.3: see docs/EVALUATION.md; "
+        "0.7-0.8 for clean agency text).",
     )
     q: int = Field(4, ge=1, le=16, description="q-gram length.")
     window_hours: int = Field(
@@ -84,7 +88,7 @@ class Settings(BaseSettings):
         description="Keep letter case (True reproduces the paper exactly; default folds case).",
     )
     extract: ExtractMode = Field(
-        "tags",
+        DEFAULT_EXTRACT,
         description="Text extraction: raw (as is), tags (strip HTML), main (main content only).",
     )
     scope: str = Field(

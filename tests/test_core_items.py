@@ -38,7 +38,7 @@ def test_a_good_item_becomes_a_document() -> None:
     raw = (b'{"id": 7, "channel": "ansa", "title": "Rome &amp; Milan", '
            b'"body": "<p>Trains <b>stop</b></p><script>x()</script>", '
            b'"published_at": "2026-03-01T10:00:00+01:00"}')
-    doc = parse_item(raw, FMT, "p", now=1_800_000_000)
+    doc = parse_item(raw, ItemFormat(extract="tags"), "p", now=1_800_000_000)
     assert doc == Document("7", "ansa", "ansa", 1772355600.0, "Rome & Milan\nTrains  stop")
 
 
@@ -72,3 +72,17 @@ def test_deeply_nested_objects_are_harmless() -> None:
     nested = b'{"a": ' * 1000 + b"1" + b"}" * 1000
     raw = b'{"text": "story", "timestamp": 1, "extra": ' + nested + b"}"
     assert isinstance(parse_item(raw, FMT, "p"), Document)
+
+
+def test_main_extraction_keeps_prose_and_drops_navigation() -> None:
+    from ndd_stream.core.extract import extract_text
+
+    prose = ("The city council approved the new harbour plan on Monday after a long debate "
+             "that lasted well into the night, officials said.")
+    page = (f"<html><body><nav><a href='/'>Home</a> <a href='/w'>World</a></nav>"
+            f"<article><h1>Harbour plan</h1><p>{prose}</p><p>{prose} Again.</p>"
+            f"<p>Photo: Reuters</p></article><footer>Contact us | Privacy</footer></body></html>")
+    text = extract_text(page, "main")
+    assert "approved the new harbour plan" in text
+    assert "Privacy" not in text and "Home" not in text and "Photo" not in text
+    assert extract_text("short plain item", "main") == "short plain item"

@@ -4,9 +4,11 @@
 * ``tags``: HTML tags, scripts, styles and comments removed, entities unescaped
   (selectolax/lexbor, ~1 ms for a news page). Plain text passes through unchanged
   apart from entity unescaping.
-* ``main``: only the main content of a web page (resiliparse's main-content
-  extractor, a few ms per page), dropping navigation, ads and boilerplate, which
-  the paper (§5) names as the weak point of a plain tag-removal filter.
+* ``main`` (default): only the main content of a web page (resiliparse's
+  main-content extractor, ~2 ms per page), then only its prose blocks (lines of at
+  least 15 words), dropping navigation, ads, captions and link lists, which the
+  paper (§5) names as the weak point of a plain tag-removal filter. On the Gold Set
+  this lifts DDD's pairwise F1 from 0.78 (tags) to 0.95 (docs/EVALUATION.md).
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from typing import Literal
 from selectolax.lexbor import LexborHTMLParser
 
 ExtractMode = Literal["raw", "tags", "main"]
+DEFAULT_EXTRACT: ExtractMode = "main"
+PROSE_MIN_WORDS = 15  # a line this long is prose, not navigation (12-25 all work as well)
+PROSE_MIN_CHARS = 200  # below this the filter left too little: keep the text whole
 EXTRACT_MODES: tuple[ExtractMode, ...] = ("raw", "tags", "main")
 
 _DROP = "script, style, noscript, template, svg, iframe, object"
@@ -39,19 +44,25 @@ def strip_tags(markup: str) -> str:
     return root.text(separator=" ") or ""
 
 
+def prose_blocks(text: str, min_words: int = PROSE_MIN_WORDS) -> str:
+    """The lines of ``text`` with at least ``min_words`` words, or ``text`` if too little
+    would be left (short items, titles)."""
+    kept = [line for line in text.splitlines() if len(line.split()) >= min_words]
+    prose = "\n".join(kept)
+    return prose if len(prose) >= PROSE_MIN_CHARS else text
+
+
 def main_content(markup: str) -> str:
-    """Main-content text of a web page; falls back to :func:`strip_tags`."""
+    """Main-content prose of a web page (or of plain text); see the module docstring."""
     if not looks_like_html(markup):
-        return strip_tags(markup)
-    try:
-        from resiliparse.extract.html2text import extract_plain_text
-    except ImportError:  # pragma: no cover - resiliparse is a dependency
-        return strip_tags(markup)
+        return prose_blocks(strip_tags(markup))
+    from resiliparse.extract.html2text import extract_plain_text
+
     text = extract_plain_text(markup, main_content=True)
-    return text if text.strip() else strip_tags(markup)
+    return prose_blocks(text if text.strip() else strip_tags(markup))
 
 
-def extract_text(raw: str, mode: ExtractMode = "tags") -> str:
+def extract_text(raw: str, mode: ExtractMode = DEFAULT_EXTRACT) -> str:
     """The text of ``raw`` that the detector compares, per ``mode``."""
     if mode == "raw":
         return raw

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ndd_stream.core.document import Document
-from ndd_stream.core.extract import ExtractMode, extract_text
+from ndd_stream.core.extract import DEFAULT_EXTRACT, ExtractMode, extract_text
 from ndd_stream.jsonio import JSONDecodeError, loads
 
 REASONS = (
@@ -40,7 +40,7 @@ class ItemFormat:
     title_field: str | None = "title"
     text_fields: tuple[str, ...] = ("text", "body", "content")
     timestamp_fields: tuple[str, ...] = ("timestamp", "published_at")
-    extract: ExtractMode = "tags"
+    extract: ExtractMode = DEFAULT_EXTRACT
     scope: str = "channel"  # "channel", "global", or another field's name
     scope_map: dict[str, str] = field(default_factory=dict)
     max_item_bytes: int = 2_000_000

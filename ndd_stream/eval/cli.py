@@ -14,7 +14,7 @@ from ndd_stream.eval.extraction import extraction_modes
 from ndd_stream.eval.methods.registry import DEFAULT_METHODS, FACTORIES
 from ndd_stream.eval.runner import DEFAULT_THRESHOLDS, EvalConfig
 
-DEFAULT_EXTRACT = "lab-main-prose"
+DEFAULT_EXTRACT = "main"
 DEFAULT_DDD_THRESHOLD = 0.3
 
 

@@ -46,7 +46,7 @@ class EvalConfig:
     corpus: Path
     methods: tuple[str, ...] = DEFAULT_METHODS
     thresholds: tuple[float, ...] = DEFAULT_THRESHOLDS
-    extract: str = "lab-main-prose"
+    extract: str = "main"
     order: str = "random"
     seed: int = 0
     window_hours: int = 24
