@@ -37,7 +37,7 @@ import urllib.request
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
@@ -69,6 +69,7 @@ STATUSES = ("unique", "near_duplicate", "exact_duplicate", "dlq")
 _STATUS_STYLE = {"unique": "green", "near_duplicate": "yellow", "exact_duplicate": "magenta",
                  "dlq": "red"}
 _PR_SET_PDEATHSIG = 1
+NO_CHANNEL = "(no channel)"  # rejected lines that are not a JSON object with a channel
 
 
 class DemoError(RuntimeError):
@@ -167,29 +168,40 @@ def default_feed_path() -> contextlib.AbstractContextManager[Path]:
 
 
 def load_feed(path: Path, settings: Settings) -> list[FeedLine]:
-    """Lines to send (blank ones skipped, as ``ndd-stream produce`` and ``dedup`` do)."""
+    """Lines to send (blank ones skipped, as ``ndd-stream produce`` and ``dedup`` do).
+
+    Each line is keyed by its comparison scope, not by its channel as crawlers do: one
+    key is one raw partition, so every scope's items reach the worker in file order and
+    the demo's result equals ``ndd-stream dedup`` on the same file. Keyed by channel under
+    ``--scope global``, items of different channels would arrive interleaved by partition
+    fetches (tens of ms apart), and which of two copies counts as the first would vary.
+    For the default channel scope the two keys are the same.
+    """
+    from ndd_stream.core.items import scope_of
     from ndd_stream.jsonio import JSONDecodeError, loads
     from ndd_stream.news_produce import iter_lines, prepare_line
 
+    fmt = settings.item_format()
     out: list[FeedLine] = []
     for number, line in enumerate(iter_lines(path), start=1):
         if not line.strip():
             continue
         prepared = prepare_line(settings, line)
         identity = channel = title = None
+        key = prepared.key
         try:
             obj = loads(line)
         except (JSONDecodeError, UnicodeDecodeError):
             obj = None
         if isinstance(obj, dict):
+            key = scope_of(obj, fmt).encode("utf-8") or key
             value = obj.get(settings.id_field)
             identity = None if value is None else str(value)
             value = obj.get(settings.channel_field)
             channel = None if value is None else str(value)
             value = obj.get(settings.title_field) if settings.title_field else None
             title = value if isinstance(value, str) else None
-        out.append(FeedLine(number, line, prepared.key, prepared.timestamp_ms, identity,
-                            channel, title))
+        out.append(FeedLine(number, line, key, prepared.timestamp_ms, identity, channel, title))
     return out
 
 
@@ -263,6 +275,8 @@ class Tally:
             self._early[position] = outcome  # our delivery report is still on its way
         elif position not in self._seen_extra:  # produced by someone else (--keep-running)
             self._seen_extra.add(position)
+            if not outcome.channel:
+                outcome = replace(outcome, channel=NO_CHANNEL)
             self.extra.append(outcome)
             self._pair(outcome)
             self.events.append((None, outcome))
@@ -270,6 +284,8 @@ class Tally:
     def _record(self, index: int, outcome: Outcome) -> None:
         if index in self.outcomes:
             return  # re-delivered by the worker: already counted
+        if not outcome.channel:
+            outcome = replace(outcome, channel=self.lines[index].channel or NO_CHANNEL)
         self.outcomes[index] = outcome
         self._pair(outcome)
         self.events.append((index, outcome))
@@ -338,22 +354,20 @@ def outcome_of_decision(value: bytes | None) -> tuple[str | None, Outcome] | Non
     )
 
 
-def outcome_of_dlq(headers: Any,
-                   lines_by_position: Callable[[str], FeedLine | None]
-                   ) -> tuple[str | None, Outcome]:
+def outcome_of_dlq(headers: Any) -> tuple[str | None, Outcome]:
     """(raw position, outcome) of a DLQ record (reason and position are in its headers).
 
     ``headers`` as confluent-kafka returns them: a list of (name, bytes) pairs or None.
+    The channel is left empty: a rejected item may not even be JSON, so the Tally takes
+    it from the feed line at that position.
     """
     from ndd_stream.worker.records import H_DLQ_REASON, Source, header_map
 
     hdrs = header_map(headers)
     source = Source.from_headers(hdrs)
     position = source.position if source is not None else None
-    line = lines_by_position(position) if position is not None else None
-    channel = (line.channel if line is not None else None) or "(unreadable)"
     reason = hdrs.get(H_DLQ_REASON, b"?").decode("utf-8", errors="replace")
-    return position, Outcome(status="dlq", channel=channel, reason=reason)
+    return position, Outcome(status="dlq", channel="", reason=reason)
 
 
 # --- processes ---------------------------------------------------------------------------------
@@ -440,12 +454,23 @@ class WorkerProcess:
         finally:
             self._log.close()
 
-    def log_tail(self, lines: int = 15) -> str:
+    def log_tail(self, lines: int = 12) -> str:
+        """The last log lines, JSON records shortened to ``time level logger: message``."""
         try:
             text = self.log_path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             return "(no worker log)"
-        return "\n".join(text.splitlines()[-lines:])
+        out = []
+        for line in text.splitlines()[-lines:]:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            if isinstance(record, dict) and "message" in record:
+                line = (f"{record.get('time', '')} {record.get('level', '')} "
+                        f"{record.get('logger', '')}: {record['message']}")
+            out.append(_short(line, 200))
+        return "\n".join(out)
 
 
 @contextlib.contextmanager
@@ -738,10 +763,11 @@ def _run(settings: Settings, options: DemoOptions, console: Console, plain: bool
         code = EXIT_FAILED
     finally:
         failed = code not in (EXIT_OK, EXIT_INTERRUPTED)
-        if failed and run.worker is not None:
-            run.keep_directory = True
-            console.print(f"worker log: {run.worker.log_path}\n[dim]{escape(run.worker.log_tail())}"
-                          "[/]", highlight=False)
+        if failed and (run.worker is not None or run.broker is not None):
+            run.keep_directory = True  # so the log paths printed here stay valid
+            if run.worker is not None:
+                console.print(f"worker log: {run.worker.log_path}\n"
+                              f"[dim]{escape(run.worker.log_tail())}[/]", highlight=False)
             if run.broker is not None and run.broker.log_path is not None:
                 console.print(f"broker log: {run.broker.log_path}", highlight=False)
             console.print(f"run directory kept: {run.directory}", highlight=False)
@@ -777,11 +803,11 @@ def _pipeline(run: Run, settings: Settings, options: DemoOptions, reporter: Repo
     reporter.info(f"feed     {feed_path} ({len(tally.lines)} lines) -> {s.raw_topic_list()[0]}"
                   f" at {'max' if options.rate == 0 else f'{options.rate:g}'} lines/s",
                   header=True)
-    _wait_ready(worker, s, deadline)
+    _wait_ready(worker, s, deadline, options.timeout)
 
     reporter.phase("streaming the feed")
     with _Clients(s) as clients:
-        _stream(clients, s, options.rate, tally, reporter, worker, deadline)
+        _stream(clients, s, options.rate, tally, reporter, worker, deadline, options.timeout)
         reporter.phase("done")
         reporter.tick(force=True)
         live = not reporter.plain
@@ -817,7 +843,7 @@ def _apply_topics(s: Settings, deadline: float) -> None:
         raise DemoError(f"topics not as defined: {details}")
 
 
-def _wait_ready(worker: WorkerProcess, s: Settings, deadline: float) -> None:
+def _wait_ready(worker: WorkerProcess, s: Settings, deadline: float, timeout: float) -> None:
     """Until the worker owns every scoped partition, so the stream starts in file order."""
     while True:
         code = worker.exit_code()
@@ -827,8 +853,8 @@ def _wait_ready(worker: WorkerProcess, s: Settings, deadline: float) -> None:
         if health is not None and len(health.get("partitions") or []) >= s.partitions:
             return
         if time.monotonic() >= deadline:
-            raise DemoError("timeout: the worker did not get its partitions "
-                            "(see the worker log)")
+            raise DemoError(f"timeout ({timeout:g} s): the worker did not get its partitions; "
+                            "see the worker log, or raise --timeout")
         time.sleep(0.2)
 
 
@@ -841,7 +867,7 @@ class _Clients:
         from ndd_stream.kafka_config import librdkafka_config
 
         self.producer = Producer(librdkafka_config(s, {
-            # The worker's partitioner (murmur2): a channel always lands on one partition.
+            # murmur2, as Java and the worker's aiokafka: one key, one partition, in order.
             "partitioner": "murmur2_random",
             "linger.ms": 0,
             # One record per batch: Tansu reports end offsets per batch (docs/TANSU.md).
@@ -887,17 +913,12 @@ class _Clients:
                 if parsed is not None:
                     tally.add(*parsed)
             elif msg.topic() == self.dlq:
-                tally.add(*outcome_of_dlq(msg.headers(), lambda p: _line_at(tally, p)))
+                tally.add(*outcome_of_dlq(msg.headers()))
         return len(messages)
 
 
-def _line_at(tally: Tally, position: str) -> FeedLine | None:
-    index = tally.position_of.get(position)
-    return tally.lines[index] if index is not None else None
-
-
 def _stream(clients: _Clients, s: Settings, rate: float, tally: Tally, reporter: Reporter,
-            worker: WorkerProcess, deadline: float) -> None:
+            worker: WorkerProcess, deadline: float, timeout: float) -> None:
     """Send the lines at ``rate`` while folding in decisions, until all are accounted for."""
     topic = s.raw_topic_list()[0]
     start = time.monotonic()
@@ -914,8 +935,9 @@ def _stream(clients: _Clients, s: Settings, rate: float, tally: Tally, reporter:
         now = time.monotonic()
         if now >= deadline:
             raise DemoError(
-                f"timeout: {tally.accounted} of {len(tally.lines)} lines accounted for "
-                f"({tally.sent} sent, {tally.delivered} delivered)")
+                f"timeout ({timeout:g} s): {tally.accounted} of {len(tally.lines)} lines "
+                f"accounted for ({tally.sent} sent, {tally.delivered} delivered); see the "
+                "worker log, or raise --timeout")
         code = worker.exit_code()
         if code is not None:
             raise DemoError(f"the worker exited with code {code}")

@@ -52,8 +52,8 @@ def _no_ndd_env(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(name)
 
 
-def _decisions(scope: str) -> list[dict[str, Any]]:
-    overrides: dict[str, Any] = {"scope": scope}
+def _decisions(scope: str, **more: Any) -> list[dict[str, Any]]:
+    overrides: dict[str, Any] = {"scope": scope, **more}
     settings = Settings(**overrides)
     sink = io.BytesIO()
     with FEED.open("rb") as source:
@@ -119,8 +119,15 @@ def test_feed_shape() -> None:
     assert any("published_at" in i for i in items)
 
 
-def test_every_line_gets_the_decision_its_note_announces() -> None:
-    decisions = _decisions("channel")
+# The defaults, and the corners of the range the feed is calibrated for: the demo's
+# explanations must not depend on a threshold or extraction default that may change.
+SETTINGS_RANGE = [{}, {"threshold": 0.3, "extract": "tags"}, {"threshold": 0.3, "extract": "main"},
+                  {"threshold": 0.8, "extract": "tags"}, {"threshold": 0.8, "extract": "main"}]
+
+
+@pytest.mark.parametrize("overrides", SETTINGS_RANGE, ids=lambda o: str(o or "defaults"))
+def test_every_line_gets_the_decision_its_note_announces(overrides: dict[str, Any]) -> None:
+    decisions = _decisions("channel", **overrides)
     items = _items()
     assert len(decisions) == len(items)
     wrong = []

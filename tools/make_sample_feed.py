@@ -6,6 +6,13 @@ aggregator re-posts, syndication to other channels, a re-post after the 24 h win
 plus the malformed lines a real crawler produces, and a reviewer should be able to read
 *why* each line is there. Every story below is fictional and written for this feed.
 
+Every line carries an ``x_note`` saying why it is there and what the default scope
+(channel) decides. The variants are calibrated with margins, so the decisions are the
+same for any threshold from 0.2 to 0.8 and for both the ``tags`` and ``main`` extraction:
+an update adds or changes a sentence of at least 15 words (the ``main`` prose filter
+drops shorter lines) and stays above doc_q 0.8, and a text meant to be unique shares
+less than 0.2 with its story. tests/test_sample_feed.py holds every note to that.
+
 The output is deterministic (fixed seed, fixed base time, no wall clock): the test
 suite regenerates the feed and compares it byte for byte with the committed file.
 
@@ -269,27 +276,30 @@ def story_rates(feed: Feed) -> None:
         add=("Veldt said the bank would publish a review of its communication strategy in the "
              "autumn.",),
     )
-    update2 = v.edit(
-        title="UPDATE 2-Norland central bank holds, lenders see no mortgage relief before summer",
-        add=(
-            "Mortgage lenders said they expected variable rates to stay near current levels "
-            "until the summer. The country's largest lender, Haldersund Sparbank, said it had no "
-            "plans to change its pricing before the bank's next decision in May.",
-            "The bank also published new forecasts showing growth of 1.1% this year and 1.6% in "
-            "2025, slightly below its December projections, as weaker exports to the euro zone "
-            "weigh on manufacturers in the north.",
-            "Opposition finance spokesman Erik Lunde said the bank had waited too long and that "
-            "households with large loans were paying the price. The government declined to "
-            "comment, citing the central bank's independence.",
+    followup = Version(
+        "Norland lenders see no mortgage relief before summer after central bank hold",
+        (
+            "HALDERSUND, March 12 (Reuters Wire) - Homeowners in Norland with variable-rate loans "
+            "should not expect lower repayments before the summer, the country's largest "
+            "lenders said after Tuesday's decision by the central bank.",
+            "Haldersund Sparbank, which holds about a quarter of all mortgages, said it had no "
+            "plans to change its pricing before the next policy meeting in May, and two smaller "
+            "banks said the same.",
+            "Opposition finance spokesman Erik Lunde said households with large loans were "
+            "paying for a bank that had waited too long. The government declined to comment, "
+            "citing the central bank's independence.",
+            "New forecasts published alongside the decision put growth at 1.1% this year and "
+            "1.6% next year, slightly below the December projections, as weaker exports weigh "
+            "on manufacturers in the north.",
         ),
     )
     feed.pub("reuters-wire", 27.05, v, "original")
     feed.pub("dpa-intl", 27.30, v, "syndicated copy (global: exact)")
     feed.pub("reuters-wire", 27.60, update1, "update: new title, one sentence added (near)")
     feed.pub("ap-feed", 27.90, update1, "syndicated update (global: exact)")
-    feed.pub("reuters-wire", 28.70, update2,
-             "update 2: three paragraphs added, too different to be a near duplicate (unique)")
-    feed.pub("reuters-wire", 28.75, update2, "repeat of update 2 (exact)")
+    feed.pub("reuters-wire", 28.70, followup,
+             "follow-up story on the same event, in new words: not a duplicate (unique)")
+    feed.pub("reuters-wire", 28.75, followup, "repeat of the follow-up (exact)")
 
 
 def story_satellite(feed: Feed) -> None:
@@ -339,8 +349,8 @@ def story_football(feed: Feed) -> None:
         ),
     )
     retitled = v.edit(title="Ellery sacked by struggling Harbury")
-    extra = retitled.edit(add=("Former Harbury captain Lee Dunmore is the bookmakers' favourite "
-                               "to replace him.",))
+    extra = retitled.edit(add=("Former Harbury captain Lee Dunmore, who now coaches the club's "
+                               "under-21 side, is the bookmakers' favourite to replace him.",))
     feed.pub("bbc-rss", 5.20, v, "original")
     feed.pub("bbc-rss", 5.70, retitled, "same story re-titled (near)")
     feed.pub("bbc-rss", 5.75, retitled, "the feed sends the re-titled story twice (exact)")
@@ -431,8 +441,8 @@ def story_cabin_crew(feed: Feed) -> None:
             "January and February.",
         ),
     )
-    update = v.edit(add=("Luftstern said it expected to operate about half of its scheduled "
-                         "flights on Thursday.",))
+    update = v.edit(add=("Luftstern said late on Monday that it expected to operate about half "
+                         "of its scheduled flights on Thursday, mostly on long-haul routes.",))
     feed.pub("dpa-intl", 1.00, v, "original")
     feed.pub("reuters-wire", 1.50, v, "syndicated copy (global: exact)")
     feed.pub("dpa-intl", 7.00, update, "update: one sentence added (near)")
@@ -571,17 +581,15 @@ def story_storm_de(feed: Feed) -> None:
         ),
         lang="de",
     )
-    shorter = v.edit(
+    update = v.edit(
         title="Sturmwarnung im Bergland: Böen bis 110 km/h, Skilifte bleiben zu",
-        drop=(2,),
-        add=("Mehrere Schulen schicken ihre Schülerinnen und Schüler am Dienstag bereits "
-             "mittags nach Hause.",),
+        add=("Mehrere Schulen im Landkreis schicken ihre Schülerinnen und Schüler am Dienstag "
+             "bereits nach der vierten Stunde nach Hause, teilte das Schulamt mit.",),
     )
     feed.pub("dpa-intl", 19.80, v, "original (German)")
     feed.pub("aggregator-x", 20.30, v, "syndicated copy (global: exact)")
-    feed.pub("dpa-intl", 22.00, shorter,
-             "new title, one paragraph replaced: a real update, not a near duplicate (unique)")
-    feed.pub("aggregator-x", 22.30, shorter, "syndicated update: unique here too; global: exact")
+    feed.pub("dpa-intl", 22.00, update, "update: new title, one sentence added (near)")
+    feed.pub("aggregator-x", 22.30, update, "syndicated update (near, of its first copy)")
 
 
 def story_markets(feed: Feed) -> None:
@@ -654,7 +662,8 @@ def story_ash_cloud(feed: Feed) -> None:
     )
     reopened = v.edit(
         title="Serrano airport reopens after Monte Ardo ash cloud",
-        add=("Flights were expected to run normally on Tuesday, the operator said.",),
+        add=("Flights were expected to run normally on Tuesday, the operator said, although "
+             "some airlines had already moved their first departures to the afternoon.",),
     )
     feed.pub("ansa-en", 10.10, v, "original")
     feed.pub("reuters-wire", 10.50, v, "syndicated copy (global: exact)")
