@@ -229,7 +229,12 @@ class Detector:
         positions = window.docs_of_postings(window.index.lookup(keys.astype(np.uint32)))
         self.stats.candidates += int(positions.size)
         lo_size, hi_size = size_bounds(sig.size, t)
+        # Hours below the watermark's window have expired even if, arriving out of order,
+        # one of their documents still sits behind a newer one in the arrival order.
         lo_hour = hour - self.config.window_hours
+        oldest = window.oldest_live_hour()
+        if oldest is not None and oldest > lo_hour:
+            lo_hour = oldest
         best: tuple[int, WindowDoc] | None = None
         best_sim = -1.0
         for pos in positions.tolist():  # ascending = arrival order: ties keep the earliest
