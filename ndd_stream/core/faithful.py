@@ -180,30 +180,34 @@ class FaithfulDetector:
     def _judge(
         self, scope: _Scope, doc: Document, hour: int, nf: str
     ) -> tuple[Decision, Codes | None]:
-        base = {"identity": doc.identity, "scope": doc.scope, "hour": hour}
+        def unique(policy: Policy = Policy.NONE) -> Decision:
+            return Decision(
+                doc.identity, Status.UNIQUE, 0.0, scope=doc.scope, hour=hour, policy=policy
+            )
+
         if self._is_late(scope, hour):
-            return Decision(status=Status.UNIQUE, similarity=0.0, policy=Policy.LATE, **base), None
+            return unique(Policy.LATE), None
         if not nf:
-            return Decision(status=Status.UNIQUE, similarity=0.0, policy=Policy.EMPTY, **base), None
+            return unique(Policy.EMPTY), None
         if len(nf) < self.config.q:
             for index in self._live_hours(scope, hour):
                 short = index.shorts.get(nf)
                 if short is not None:
                     return Decision(
-                        status=Status.EXACT_DUPLICATE, similarity=1.0,
-                        duplicate_of=short.identity, matched_channel=short.channel,
-                        matched_timestamp=short.timestamp, policy=Policy.SHORT, **base,
+                        doc.identity, Status.EXACT_DUPLICATE, 1.0, short.identity,
+                        short.channel, short.timestamp, scope=doc.scope, hour=hour,
+                        policy=Policy.SHORT,
                     ), None
-            return Decision(status=Status.UNIQUE, similarity=0.0, policy=Policy.SHORT, **base), None
+            return unique(Policy.SHORT), None
         sig = signature(nf, self.config.q)
         best = self._best_match(scope, hour, sig)
         if best is None:
-            return Decision(status=Status.UNIQUE, similarity=0.0, **base), sig
+            return unique(), sig
         shared, match, size = best
         status = Status.EXACT_DUPLICATE if shared == size else Status.NEAR_DUPLICATE
         return Decision(
-            status=status, similarity=shared / size, duplicate_of=match.identity,
-            matched_channel=match.channel, matched_timestamp=match.timestamp, **base,
+            doc.identity, status, shared / size, match.identity, match.channel,
+            match.timestamp, scope=doc.scope, hour=hour,
         ), sig
 
     def _best_match(
