@@ -1,0 +1,1 @@
+"""Benchmarks of the ndd-stream core (``python -m bench.run``); see bench/README.md."""
