@@ -1050,6 +1050,7 @@ def _write_report(path: Path, s: Settings, tally: Tally) -> None:
             "status": outcome.status if outcome else None,
             "similarity": outcome.similarity if outcome else None,
             "duplicate_of": outcome.duplicate_of if outcome else None,
+            "matched_channel": outcome.matched_channel if outcome else None,
             "reason": outcome.reason if outcome else None,
         })
     report = {"scope": s.scope, "threshold": s.threshold, "totals": tally.totals(),

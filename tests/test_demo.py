@@ -105,31 +105,36 @@ def test_demo_matches_offline_dedup(tmp_path: Path) -> None:
 
 
 def test_demo_global_scope_and_own_feed(tmp_path: Path) -> None:
-    """--scope and --threshold reach the worker; --feed replaces the bundled feed."""
-    feed = tmp_path / "feed.jsonl"
-    base = {"channel": "wire-a", "timestamp": "2024-05-01T10:00:00Z"}
+    """--feed, --scope and --threshold reach the worker; global equals dedup line by line.
+
+    The demo keys each line by its comparison scope, so even under global scope the
+    worker sees the file order and the offline reference applies exactly.
+    """
     text = ("The harbour authority of Kelmouth said on Wednesday that the old lighthouse "
             "will be restored over the summer and opened to visitors in September, after "
             "a local trust raised the money needed for repairs to its lantern room.")
-    rows: list[dict[str, Any] | str] = [
-        {**base, "id": "a1", "title": "Kelmouth lighthouse to reopen", "text": text},
-        {**base, "id": "b1", "channel": "wire-b", "title": "Kelmouth lighthouse to reopen",
-         "text": text},  # same text on another channel: a duplicate only with global scope
-        {**base, "id": "b2", "channel": "wire-b", "title": "Lighthouse",
-         "text": "Completely different: rain is expected over the weekend."},
-        "not json at all",
+    base = {"title": "Kelmouth lighthouse to reopen", "text": text,
+            "timestamp": "2024-03-12T10:30:00Z"}
+    extra = [
+        {**base, "id": "kel-a", "channel": "wire-a"},
+        {**base, "id": "kel-b", "channel": "wire-b"},  # a duplicate only under global scope
     ]
-    feed.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows),
-                    encoding="utf-8")
-    # 5 lines/s: a1 and b1 sit on different raw partitions; spacing them keeps the
-    # worker's arrival order equal to the file order that the offline reference uses.
+    feed = tmp_path / "feed.jsonl"
+    feed.write_bytes(FEED.read_bytes()
+                     + "".join(json.dumps(row) + "\n" for row in extra).encode("utf-8"))
+
     proc, report, _ = _run_demo(tmp_path, "--feed", str(feed), "--scope", "global",
-                                "--threshold", "0.9", "--rate", "5")
-    assert report["scope"] == "global" and report["threshold"] == 0.9
-    statuses = [item["status"] for item in report["lines"]]
-    assert statuses == ["unique", "exact_duplicate", "unique", "dlq"]
-    assert _offline(feed, scope="global", threshold=0.9) == {
-        item["line"]: (item["status"], item["reason"]) for item in report["lines"]}
+                                "--threshold", "0.8")
+    assert report["scope"] == "global" and report["threshold"] == 0.8
+    got = {item["line"]: (item["status"], item["reason"]) for item in report["lines"]}
+    assert got == _offline(feed, scope="global", threshold=0.8)
+    last = report["lines"][-1]
+    assert (last["status"], last["duplicate_of"], last["matched_channel"]) == (
+        "exact_duplicate", "kel-a", "wire-a")
+    channel_scope = _offline(FEED)
+    duplicates = ("near_duplicate", "exact_duplicate")
+    assert (sum(s in duplicates for s, _ in got.values())
+            > sum(s in duplicates for s, _ in channel_scope.values()) + 20)
     assert "matched an item of another channel" in proc.stdout
 
 
