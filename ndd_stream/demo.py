@@ -615,6 +615,12 @@ class Reporter:
             self.console.print(f"{elapsed:5.1f} s  [bold]{escape(text)}[/]", highlight=False,
                                soft_wrap=True)
 
+    def follow(self) -> None:
+        """After the summary: new decisions (someone's ``produce``) as lines below it."""
+        self.view.phase = "running"
+        self.plain = True
+        self._printed = len(self.view.tally.events)
+
     def tick(self, force: bool = False) -> None:
         """Plain mode: print new duplicates/DLQ lines and, every 2 s, the progress."""
         if not self.plain:
@@ -763,13 +769,14 @@ def _run(settings: Settings, options: DemoOptions, console: Console, plain: bool
         code = EXIT_FAILED
     finally:
         failed = code not in (EXIT_OK, EXIT_INTERRUPTED)
-        if failed and (run.worker is not None or run.broker is not None):
+        broker_log = run.broker.log_path if run.broker is not None else None
+        if failed and (run.worker is not None or broker_log is not None):
             run.keep_directory = True  # so the log paths printed here stay valid
             if run.worker is not None:
                 console.print(f"worker log: {run.worker.log_path}\n"
                               f"[dim]{escape(run.worker.log_tail())}[/]", highlight=False)
-            if run.broker is not None and run.broker.log_path is not None:
-                console.print(f"broker log: {run.broker.log_path}", highlight=False)
+            if broker_log is not None:
+                console.print(f"broker log: {broker_log}", highlight=False)
             console.print(f"run directory kept: {run.directory}", highlight=False)
         run.cleanup(console)
     return code
@@ -990,9 +997,7 @@ def _keep_running(clients: _Clients, s: Settings, tally: Tally, reporter: Report
         f"{s.decisions_topic}\n"
         f"  ndd-stream produce my-items.jsonl\n"
         f"  curl http://127.0.0.1:{s.web_port}/metrics", highlight=False, soft_wrap=True)
-    reporter.view.phase = "running"
-    reporter.plain = True  # new decisions as lines below the summary
-    reporter._printed = len(tally.events)
+    reporter.follow()
     while True:
         code = worker.exit_code()
         if code is not None:
