@@ -23,34 +23,28 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
-import io
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from pydantic import SecretStr
-from rich.console import Console, Group, RenderableType
-from rich.live import Live
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
 from ndd_stream.settings import Settings
+
+if TYPE_CHECKING:  # every ``ndd-stream`` start imports this module to register ``demo``
+    from rich.console import Console, RenderableType
+    from rich.live import Live
+    from rich.table import Table
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # timeout, worker died, lines lost
@@ -70,6 +64,13 @@ _STATUS_STYLE = {"unique": "green", "near_duplicate": "yellow", "exact_duplicate
                  "dlq": "red"}
 _PR_SET_PDEATHSIG = 1
 NO_CHANNEL = "(no channel)"  # rejected lines that are not a JSON object with a channel
+
+
+def escape(text: str) -> str:
+    """rich's markup escape, imported only when the demo runs."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 class DemoError(RuntimeError):
@@ -431,6 +432,9 @@ class WorkerProcess:
 
     def health(self, timeout: float = 1.0) -> dict[str, Any] | None:
         """The worker's /health answer, or None while it does not answer."""
+        import urllib.error
+        import urllib.request
+
         url = f"http://127.0.0.1:{self.settings.web_port}/health"
         try:
             with urllib.request.urlopen(url, timeout=timeout) as response:
@@ -522,6 +526,8 @@ def _short(text: str, limit: int = 48) -> str:
 
 def counts_table(tally: Tally, title: str | None = None) -> Table:
     """Channels x statuses, with a total row."""
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left", show_footer=True)
     counts = tally.counts()
     totals = tally.totals()
@@ -537,6 +543,8 @@ def counts_table(tally: Tally, title: str | None = None) -> Table:
 
 
 def pairs_table(tally: Tally) -> Table:
+    from rich.table import Table
+
     table = Table(title="latest duplicates", title_justify="left", expand=True)
     table.add_column("status", no_wrap=True)
     table.add_column("doc_q", justify="right", no_wrap=True)
@@ -564,6 +572,9 @@ class View:
     header: list[str] = field(default_factory=list)
 
     def __rich__(self) -> RenderableType:
+        from rich.console import Group
+        from rich.text import Text
+
         elapsed = time.monotonic() - self.started
         t = self.tally
         status = Text.from_markup(
@@ -588,6 +599,8 @@ class Reporter:
 
     def __enter__(self) -> Reporter:
         if not self.plain:
+            from rich.live import Live
+
             # Transient: the final summary is printed as plain tables below, once.
             self.live = Live(self.view, console=self.console, refresh_per_second=8,
                              transient=True, redirect_stdout=False, redirect_stderr=False)
@@ -679,10 +692,15 @@ class Run:
                 with contextlib.suppress(Exception):
                     self.broker.stop()
             if self.temporary and not self.keep_directory:
+                import shutil
+
                 shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def _make_run_dir(demo_dir: Path | None) -> tuple[Path, bool]:
+    import tempfile
+    from datetime import datetime
+
     if demo_dir is None:
         return Path(tempfile.mkdtemp(prefix="ndd-demo-")), True
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -714,6 +732,8 @@ def demo_settings(settings: Settings, bootstrap: str, run_dir: Path, web_port: i
 
 def run_demo(settings: Settings, options: DemoOptions, console: Console | None = None) -> int:
     """The whole demo; returns the process exit code."""
+    from rich.console import Console
+
     console = console or Console()
     plain = options.plain or not console.is_terminal
     if options.rate < 0:
@@ -762,7 +782,7 @@ def _run(settings: Settings, options: DemoOptions, console: Console, plain: bool
         console.print("[yellow]interrupted: stopping worker and broker[/]")
         code = EXIT_OK if view.phase == "running" else EXIT_INTERRUPTED
     except BrokerUnavailable as exc:
-        console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         code = EXIT_BROKER
     except DemoError as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
@@ -813,7 +833,13 @@ def _pipeline(run: Run, settings: Settings, options: DemoOptions, reporter: Repo
     _wait_ready(worker, s, deadline, options.timeout)
 
     reporter.phase("streaming the feed")
-    with _Clients(s) as clients:
+    from confluent_kafka import KafkaException
+
+    try:
+        clients = _Clients(s)
+    except KafkaException as exc:
+        raise DemoError(f"cannot reach the embedded broker: {exc}") from exc
+    with clients:
         _stream(clients, s, options.rate, tally, reporter, worker, deadline, options.timeout)
         reporter.phase("done")
         reporter.tick(force=True)
@@ -1008,6 +1034,8 @@ def _keep_running(clients: _Clients, s: Settings, tally: Tally, reporter: Report
 
 def _offline_counts(feed_path: Path, s: Settings, scope: str) -> dict[str, int]:
     """Statuses ``ndd-stream dedup`` gives the feed under ``scope`` (for the scope hint)."""
+    import io
+
     from ndd_stream.dedup import run_dedup
 
     other = s.model_copy(update={"scope": scope})
