@@ -134,6 +134,12 @@ class Settings(BaseSettings):
     web_port: int = Field(6066, ge=0, le=65535, description="Port of /metrics and /health.")
     session_timeout_s: float = Field(30.0, gt=0, description="Kafka consumer session timeout (s).")
     log_level: str = Field("INFO", description="Log level.")
+    broker_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="Exit (code 3) when no broker has answered for this long, so the "
+        "orchestrator restarts the worker instead of it hanging.",
+    )
 
     def raw_topic_list(self) -> list[str]:
         return [t.strip() for t in self.raw_topics.split(",") if t.strip()]

@@ -6,21 +6,27 @@ decider (scoped topic)  -> unique / duplicate / decisions, DLQ, changelog (pool.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
+import sys
+import time
 from collections.abc import Awaitable
 from typing import Any
 
 import faust
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from ndd_stream import topics as topic_defs
 from ndd_stream.kafka_config import describe, faust_broker_kwargs, librdkafka_config
 from ndd_stream.settings import Settings
+from ndd_stream.worker.changelog import ChangelogError
 from ndd_stream.worker.deciding import OutputTopics
 from ndd_stream.worker.logs import json_handler
 from ndd_stream.worker.metrics import WorkerMetrics
-from ndd_stream.worker.pool import DeciderPool
+from ndd_stream.worker.pool import BrokerLostData, DeciderPool
 from ndd_stream.worker.records import OutRecord, Source
 from ndd_stream.worker.routing import route_raw
 
@@ -56,6 +62,8 @@ class Service:
         self.topics = output_topics(settings)
         self.scoped_name = topic_name(settings, "scoped")
         self.app = self._make_app()
+        self._admin = AdminClient(librdkafka_config(settings))
+        self._last_broker_contact = time.monotonic()
         self.pool = DeciderPool(
             settings.data_dir / settings.app_id, settings.detector_config(),
             settings.item_format(), self.topics, librdkafka_config(settings), self.metrics,
@@ -86,6 +94,13 @@ class Service:
             stream_wait_empty=False,
             loghandlers=[json_handler()],
         )
+
+    def _broker_answers(self) -> bool:
+        try:
+            self._admin.list_topics(timeout=5.0)
+        except KafkaException:
+            return False
+        return True
 
     def _topic(self, *names: str, pattern: str | None = None) -> faust.TopicT:
         return self.app.topic(*names, pattern=pattern, key_serializer="raw",
@@ -143,8 +158,11 @@ class Service:
             mine = sorted(tp.partition for tp in assigned if tp.topic == service.scoped_name)
             gone = [p for p in service.pool.deciders if p not in mine]
             service.pool.close(gone)
-            for partition in mine:
-                await service.pool.ensure(partition)
+            try:
+                for partition in mine:
+                    await service.pool.ensure(partition)
+            except (BrokerLostData, ChangelogError) as exc:
+                fatal(str(exc))
 
         @self.app.page("/metrics")
         async def metrics_page(web: Any, request: Any) -> Any:
@@ -158,11 +176,39 @@ class Service:
                                             for d in service.pool.deciders.values())}
             return web.json(body)
 
+        @self.app.timer(interval=2.0)
+        async def watch_crash() -> None:
+            if self.app.crash_reason is not None:
+                fatal(f"worker crashed: {self.app.crash_reason!r}")
+
+        @self.app.timer(interval=10.0)
+        async def watch_broker() -> None:
+            ok = await asyncio.get_running_loop().run_in_executor(None, self._broker_answers)
+            now = time.monotonic()
+            if ok:
+                self._last_broker_contact = now
+            elif now - self._last_broker_contact > s.broker_timeout_s:
+                fatal(f"no broker at {s.brokers} answered for {s.broker_timeout_s:.0f}s")
+            else:
+                log.error("broker %s does not answer (for %.0fs; exiting after %.0fs)",
+                          s.brokers, now - self._last_broker_contact, s.broker_timeout_s,
+                          extra={"event": "broker_unreachable"})
+
         @self.app.task
         async def announce() -> None:
             log.info("ndd-stream worker: %s; raw=%s scoped=%s; metrics on http://%s:%d/metrics",
                      describe(s), s.raw_topic_pattern or s.raw_topics, service.scoped_name,
                      s.web_host, service.web_port, extra={"event": "start"})
+
+
+def fatal(message: str, code: int = 3) -> None:
+    """Log and end the process now with a non-zero code: the orchestrator restarts it.
+    State is safe: it is committed batch by batch, before offsets are acknowledged."""
+    log.critical(message, extra={"event": "fatal"})
+    for handler in logging.getLogger().handlers + log.handlers:
+        handler.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _free_port(host: str) -> int:

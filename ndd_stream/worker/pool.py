@@ -31,6 +31,11 @@ log = logging.getLogger("ndd_stream.worker")
 Send = Callable[[OutRecord], Awaitable[Awaitable[Any]]]
 
 
+class BrokerLostData(RuntimeError):
+    """The broker holds less than the local state reflects (e.g. an in-memory broker was
+    restarted empty). Continuing would skip or re-decide records inconsistently."""
+
+
 class Message(Protocol):
     topic: str
     partition: int
@@ -84,6 +89,14 @@ class DeciderPool:
         self.metrics.restored.labels("local").inc(decider.restored)
         read = read_partition(self.kafka_conf, self.topics.changelog, partition,
                               decider.changelog_next, timeout_s=self.restore_timeout_s)
+        if read.next_offset <= decider.changelog_next:
+            decider.close()
+            raise BrokerLostData(
+                f"{self.topics.changelog}[{partition}] ends at offset {read.next_offset - 1} "
+                f"but the local state under {self.state_dir} already reflects offset "
+                f"{decider.changelog_next - 1}: the broker lost data (restarted empty?). "
+                "Refusing to continue; restore the broker's data, or delete the state "
+                "directory to start from an empty window.")
         if read.records:
             # Another worker owned the partition meanwhile: its records supersede our
             # offsets, so replay from Kafka's committed offset and let identities answer.
