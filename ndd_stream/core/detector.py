@@ -25,7 +25,7 @@ from ndd_stream.core.document import Decision, Document, Policy, Status
 from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.order import FrequencyBook, OrderVersion
 from ndd_stream.core.qgrams import Codes, fmix64, signature
-from ndd_stream.core.similarity import intersection_size, prefix_length, size_bounds
+from ndd_stream.core.similarity import extended_prefix, intersection_size, size_bounds
 from ndd_stream.core.store import NullStore, StateStore, StoredDocument
 from ndd_stream.core.window import ScopeWindow, ShortDoc, WindowDoc
 
@@ -221,12 +221,17 @@ class Detector:
         if not versions:
             return None
         mixed = fmix64(sig)
-        length = prefix_length(sig.size, t)
+        length, guaranteed = extended_prefix(sig.size, t)
         probes = [v.prefix(mixed, length) for v in versions]
-        keys = np.unique(
-            (np.concatenate(probes) if len(probes) > 1 else probes[0]) >> np.uint64(32)
+        codes = np.unique(np.concatenate(probes)) if len(probes) > 1 else probes[0]
+        keys = np.unique(codes >> np.uint64(32))
+        # Count filter: a match shares >= min(guaranteed, its own) prefix q-grams under its
+        # version, hence as many distinct keys but for codes folded onto one 32-bit key.
+        folded = int(codes.size - keys.size)
+        owners, shared_keys, theirs = window.shared_counts(
+            window.index.lookup(keys.astype(np.uint32))
         )
-        positions = window.docs_of_postings(window.index.lookup(keys.astype(np.uint32)))
+        positions = owners[shared_keys + folded >= np.minimum(theirs, guaranteed)]
         self.stats.candidates += int(positions.size)
         lo_size, hi_size = size_bounds(sig.size, t)
         # Hours below the watermark's window have expired even if, arriving out of order,
@@ -296,12 +301,14 @@ class Detector:
             return
         mixed = fmix64(sig)
         version: OrderVersion = self._book.current
-        prefix = version.prefix(mixed, prefix_length(sig.size, self.config.threshold))
+        length, guaranteed = extended_prefix(sig.size, self.config.threshold)
+        prefix = version.prefix(mixed, length)
         keys = np.unique((prefix >> np.uint64(32)).astype(np.uint32))
         window.add(
             WindowDoc(identity, channel, timestamp, hour, int(sig.size), version.number, nf, 0),
             keys,
             version,
+            guaranteed,
         )
         self._book.count(mixed)
 

@@ -62,3 +62,23 @@ def size_bounds(size: int, threshold: float) -> tuple[int, int]:
     while hi > size and size / hi < threshold:
         hi -= 1
     return lo, hi
+
+
+# How far prefixes are extended past the minimum (the "l-prefix" of Wang, Li & Feng 2012):
+# with prefixes of length |X| - o + l on both sides, any pair reaching the overlap o shares
+# at least l of their prefix q-grams, so candidates sharing fewer are dropped without
+# verification. A few % more postings buy a candidate set of near-duplicates only.
+PREFIX_EXTENSION_MIN = 16
+PREFIX_EXTENSION_SHARE = 0.1  # of the minimal prefix
+
+
+def extended_prefix(size: int, threshold: float) -> tuple[int, int]:
+    """(length, guaranteed): index or probe this many q-grams under the global order; a set
+    of ``size`` matching another set at ``threshold`` shares at least ``min(guaranteed,
+    other's guaranteed)`` of both prefixes (same order). Exact for any extension."""
+    if size == 0:
+        return 0, 0
+    base = prefix_length(size, threshold)
+    extra = max(PREFIX_EXTENSION_MIN, math.ceil(PREFIX_EXTENSION_SHARE * base))
+    length = min(size, base + extra - 1)
+    return length, length - size + min_overlap(size, threshold)

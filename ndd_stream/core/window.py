@@ -51,6 +51,8 @@ class ScopeWindow:
         self.docs: list[WindowDoc] = []
         self.doc_base = 0  # number of docs[0]
         self._starts = np.zeros(256, dtype=np.int64)  # first posting of each retained doc
+        # shared prefix keys that any true match of each retained doc must have (count filter)
+        self._guaranteed = np.zeros(256, dtype=np.int64)
         self.watermark: int | None = None
         self.versions: Counter[int] = Counter()
         self.version_objects: dict[int, OrderVersion] = {}
@@ -99,6 +101,7 @@ class ScopeWindow:
             return
         del self.docs[:drop]
         self._starts = self._starts[drop:].copy()
+        self._guaranteed = self._guaranteed[drop:].copy()
         self.doc_base += drop
         release_to = self.docs[0].first_posting if self.docs else self.index.end
         self.index.release_before(release_to)
@@ -109,12 +112,22 @@ class ScopeWindow:
         self.decisions[decision.identity] = decision
         self._identities_by_hour.setdefault(hour, []).append(decision.identity)
 
-    def add(self, doc: WindowDoc, keys: npt.NDArray[np.uint32], version: OrderVersion) -> None:
+    def add(
+        self,
+        doc: WindowDoc,
+        keys: npt.NDArray[np.uint32],
+        version: OrderVersion,
+        guaranteed: int = 1,
+    ) -> None:
+        """Index ``doc`` under its prefix ``keys``; ``guaranteed`` is how many of them any
+        document matching it is sure to share (see Detector._best_match)."""
         doc.first_posting = self.index.add(keys)
         n = len(self.docs)
         if n >= self._starts.size:
             self._starts = np.resize(self._starts, 2 * n + 16)
+            self._guaranteed = np.resize(self._guaranteed, self._starts.size)
         self._starts[n] = doc.first_posting
+        self._guaranteed[n] = guaranteed
         self.docs.append(doc)
         self.versions[version.number] += 1
         self.version_objects[version.number] = version
@@ -126,6 +139,20 @@ class ScopeWindow:
             return np.zeros(0, dtype=np.int64)
         pos = np.searchsorted(self._starts[:n], postings, side="right") - 1
         return np.unique(pos[pos >= 0])
+
+    def shared_counts(
+        self, postings: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Positions in ``docs`` owning these postings (ascending, distinct), how many of the
+        postings each owns, and each one's guaranteed share (as given to :meth:`add`)."""
+        n = len(self.docs)
+        if postings.size == 0 or n == 0:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty
+        pos = np.searchsorted(self._starts[:n], postings, side="right") - 1
+        counts = np.bincount(pos[pos >= 0], minlength=n)
+        owners = np.flatnonzero(counts)
+        return owners, counts[owners], self._guaranteed[owners]
 
     def live_versions(self) -> list[OrderVersion]:
         return [self.version_objects[v] for v in sorted(self.versions)]
