@@ -127,23 +127,56 @@ class FaithfulDetector:
 
         For benchmark warm-up only: when duplicates are indexed (the default) and no item
         is late, the state is the one ``decide`` would leave, at the cost of indexing
-        alone. Decisions are not remembered, so these identities are not replay-protected.
+        alone, and the bitmaps of a run of same-hour documents are built in bulk.
+        Decisions are not remembered, so these identities are not replay-protected.
         Returns the number of documents indexed.
         """
         count = 0
+        batch: list[tuple[int, Codes]] = []
+        batch_key: tuple[str, int] | None = None
         for doc in docs:
             scope = self._scope(doc.scope)
             hour = hour_of(doc.timestamp)
+            if batch and batch_key != (doc.scope, hour):
+                self._flush(batch_key, batch)
+            batch_key = (doc.scope, hour)
             self._advance(scope, hour)
-            if self._is_late(scope, hour):
-                continue
             nf = self._normal_form(doc.text)
-            if not nf:
+            if self._is_late(scope, hour) or not nf:
                 continue
-            sig = signature(nf, self.config.q) if len(nf) >= self.config.q else None
-            self._index(scope, doc, hour, nf, sig)
+            if len(nf) < self.config.q:
+                self._index(scope, doc, hour, nf, None)
+            else:
+                sig = signature(nf, self.config.q)
+                number = self._register(scope, doc, hour, sig)
+                batch.append((number, sig))
             count += 1
+        if batch:
+            self._flush(batch_key, batch)
         return count
+
+    def _flush(self, key: tuple[str, int] | None, batch: list[tuple[int, Codes]]) -> None:
+        """Set the bits of a run of documents of one hour, one bitmap update per q-gram."""
+        assert key is not None
+        index = self._scope(key[0]).hours[key[1]]
+        codes = np.concatenate([sig for _, sig in batch])
+        numbers = np.repeat(
+            np.array([n for n, _ in batch], dtype=np.uint32), [sig.size for _, sig in batch]
+        )
+        order = np.argsort(codes, kind="stable")
+        codes, numbers = codes[order], numbers[order]
+        starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+        ends = np.r_[starts[1:], codes.size]
+        postings = index.postings
+        groups = zip(codes[starts].tolist(), starts.tolist(), ends.tolist(), strict=True)
+        numbers_list = numbers.tolist()
+        for code, lo, hi in groups:
+            bitmap = postings.get(code)
+            if bitmap is None:
+                postings[code] = BitMap(numbers_list[lo:hi])
+            else:
+                bitmap.update(numbers_list[lo:hi])
+        batch.clear()
 
     def window_documents(self) -> int:
         return sum(len(h.docs) for s in self._scopes.values() for h in s.hours.values())
@@ -251,11 +284,19 @@ class FaithfulDetector:
         if sig is None:  # short text: indexed by its normal form, the first one kept
             index.shorts.setdefault(nf, ShortDoc(doc.identity, doc.channel, doc.timestamp))
             return
+        number = self._register(scope, doc, hour, sig)
+        index.add(number, sig.tolist())
+
+    def _register(self, scope: _Scope, doc: Document, hour: int, sig: Codes) -> int:
+        """Give ``doc`` the next arrival number and record it in its hour; return the number."""
+        index = scope.hours.get(hour)
+        if index is None:
+            index = scope.hours[hour] = HourIndex()
         number = scope.next_number
         scope.next_number += 1
         scope.remember_size(number, int(sig.size))
         index.docs[number] = _Indexed(doc.identity, doc.channel, doc.timestamp, int(sig.size))
-        index.add(number, sig.tolist())
+        return number
 
     def _scope(self, name: str) -> _Scope:
         scope = self._scopes.get(name)
