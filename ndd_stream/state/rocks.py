@@ -30,6 +30,8 @@ from ndd_stream.state.codec import (
     hour_prefix,
 )
 
+COMPACT_AFTER_DROPPED_HOURS = 12
+
 
 @dataclass(frozen=True)
 class RocksDBOptions:
@@ -111,7 +113,9 @@ class RocksStore:
 
     @property
     def needs_compaction(self) -> bool:
-        return self._dropped_since_compaction > 0
+        """After a dozen dropped (scope, hour) ranges: forcing a compaction per hour would
+        rewrite the live window every hour; RocksDB also compacts on its own."""
+        return self._dropped_since_compaction >= COMPACT_AFTER_DROPPED_HOURS
 
     def size_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.path.glob("*") if p.is_file())

@@ -1,0 +1,167 @@
+"""End-to-end throughput through the broker: raw topic in, output topics out.
+
+    python -m bench.e2e [--warmup 50000] [--measure 5000] [--workers 1 2] [--threshold 0.8]
+
+For each worker count: start the embedded broker, create the topics, pre-load
+``warmup + measure`` ~5 KB items (bench.workload, event time spaced so that the window
+holds ``warmup`` documents), start the workers, and time the last ``measure`` items
+from the moment the outputs pass ``warmup`` to the moment they reach the total. The
+same items are also decided in process by the core alone, so the report gives the cost
+of the Kafka and Faust layers. Results: bench/results/e2e.json and .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from bench.workload import NewsStream, WorkloadConfig
+from ndd_stream import jsonio
+from ndd_stream.broker import EmbeddedBroker
+from ndd_stream.core.detector import Detector
+from ndd_stream.core.items import parse_item
+from ndd_stream.settings import Settings
+from ndd_stream.topics import apply, load_for
+
+RESULTS = Path(__file__).parent / "results"
+WINDOW_HOURS = 24
+
+
+def make_items(total: int, window_docs: int) -> list[bytes]:
+    spacing = (WINDOW_HOURS + 1) * 3600 / max(window_docs, 1)
+    stream = NewsStream(WorkloadConfig(spacing=spacing, scope="channel"))
+    out = []
+    for doc in itertools.islice(stream, total):
+        out.append(jsonio.dumps({"id": doc.identity, "channel": doc.channel, "text": doc.text,
+                                 "timestamp": doc.timestamp}))
+    return out
+
+
+def core_rate(settings: Settings, items: list[bytes], warmup: int) -> float:
+    """Items/s of parse + decide alone over the measured items (window warmed first)."""
+    det = Detector(settings.detector_config())
+    fmt = settings.item_format()
+    docs = [parse_item(raw, fmt, f"p{i}") for i, raw in enumerate(items)]
+    for doc in docs[:warmup]:
+        det.decide(doc)  # type: ignore[arg-type]
+    start = time.perf_counter()
+    for raw in items[warmup:]:
+        det.decide(parse_item(raw, fmt, "p"))  # type: ignore[arg-type]
+    return (len(items) - warmup) / (time.perf_counter() - start)
+
+
+def count_outputs(consumer: Consumer) -> int:
+    n = 0
+    while True:
+        msgs = consumer.consume(num_messages=10_000, timeout=0.2)
+        if not msgs:
+            return n
+        n += sum(1 for m in msgs if m.error() is None)
+
+
+def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir: Path
+        ) -> dict[str, Any]:
+    with EmbeddedBroker(log_dir=workdir) as broker:
+        settings = Settings(brokers=broker.bootstrap, partitions=4, threshold=threshold,
+                            data_dir=workdir / "state", session_timeout_s=6.0, web_port=0,
+                            decisions_topic="")
+        report = apply(settings, load_for(settings), timeout=30)
+        assert not report.errors, report
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20,
+                             "batch.num.messages": 500})
+        for raw in items:
+            key = jsonio.loads(raw)["channel"].encode()
+            while True:
+                try:
+                    producer.produce(settings.raw_topic_list()[0], raw, key)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+        assert producer.flush(120) == 0
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "bench-e2e",
+                             "enable.auto.commit": False})
+        outs = [settings.unique_topic, settings.duplicate_topic, settings.dlq_topic]
+        meta = consumer.list_topics(timeout=10)
+        consumer.assign([TopicPartition(t, p, 0) for t in outs for p in meta.topics[t].partitions])
+        procs = []
+        env = {**os.environ, **settings.to_env()}
+        for i in range(workers):
+            wenv = {**env, "NDD_DATA_DIR": str(workdir / f"state-{i}")}
+            log = open(workdir / f"worker-{i}.log", "wb")  # noqa: SIM115
+            procs.append(subprocess.Popen([sys.executable, "-m", "ndd_stream.cli", "worker"],
+                                          env=wenv, stdout=log, stderr=subprocess.STDOUT))
+        total, seen = len(items), 0
+        t_warm = t_end = None
+        deadline = time.monotonic() + 3600
+        try:
+            while seen < total and time.monotonic() < deadline:
+                seen += count_outputs(consumer)
+                now = time.monotonic()
+                if t_warm is None and seen >= warmup:
+                    t_warm, warm_seen = now, seen
+                if seen >= total:
+                    t_end = now
+        finally:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                try:
+                    p.wait(30)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+            consumer.close()
+        assert t_warm is not None and t_end is not None, f"only {seen}/{total} outputs"
+        rate = (total - warm_seen) / max(t_end - t_warm, 1e-9)
+        return {"workers": workers, "items": total, "warmup": warmup,
+                "measured": total - warm_seen, "seconds": round(t_end - t_warm, 2),
+                "items_per_s": round(rate, 1), "per_worker": round(rate / workers, 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--warmup", type=int, default=50_000)
+    ap.add_argument("--measure", type=int, default=5_000)
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--threshold", type=float, default=0.8)
+    args = ap.parse_args(argv)
+    RESULTS.mkdir(exist_ok=True)
+    t0 = time.perf_counter()
+    items = make_items(args.warmup + args.measure, args.warmup)
+    print(f"generated {len(items)} items in {time.perf_counter() - t0:.0f}s", flush=True)
+    settings = Settings(threshold=args.threshold)
+    core = core_rate(settings, items, args.warmup)
+    print(f"core alone: {core:.0f} items/s", flush=True)
+    runs = []
+    for n in args.workers:
+        with tempfile.TemporaryDirectory() as tmp:
+            result = run(n, items, args.warmup, args.threshold, Path(tmp))
+        result["core_items_per_s"] = round(core, 1)
+        result["layer_overhead"] = round(core / result["per_worker"], 2)
+        print(result, flush=True)
+        runs.append(result)
+    out = {"machine": {"cpu": platform.processor() or platform.machine(),
+                       "cores": os.cpu_count(), "python": platform.python_version()},
+           "threshold": args.threshold, "item_bytes": round(sum(map(len, items)) / len(items)),
+           "runs": runs}
+    (RESULTS / "e2e.json").write_bytes(jsonio.dumps(out))
+    lines = ["| workers | items/s total | items/s per worker | core alone items/s | "
+             "core ÷ per-worker |", "|---|---|---|---|---|"]
+    lines += [f"| {r['workers']} | {r['items_per_s']} | {r['per_worker']} | "
+              f"{r['core_items_per_s']} | {r['layer_overhead']} |" for r in runs]
+    (RESULTS / "e2e.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
