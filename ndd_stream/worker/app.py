@@ -63,7 +63,7 @@ class Service:
         self.scoped_name = topic_name(settings, "scoped")
         self.app = self._make_app()
         self._admin = AdminClient(librdkafka_config(settings))
-        self._last_broker_contact = time.monotonic()
+        self._unreachable_since: float | None = None  # start of the first failed check
         self.pool = DeciderPool(
             settings.data_dir / settings.app_id, settings.detector_config(),
             settings.item_format(), self.topics, librdkafka_config(settings), self.metrics,
@@ -94,6 +94,20 @@ class Service:
             stream_wait_empty=False,
             loghandlers=[json_handler()],
         )
+
+    def record_lag(self, messages: list[Any]) -> None:
+        """Consumer lag per partition: the fetcher's high watermark minus what we have done
+        (best effort: the high watermark is only known after a fetch)."""
+        last: dict[Any, int] = {}
+        for m in messages:
+            last[m.tp] = max(last.get(m.tp, -1), m.offset)
+        for tp, offset in last.items():
+            try:
+                high = self.app.consumer.highwater(tp)
+            except Exception:  # a missing watermark only hides a gauge
+                continue
+            if high is not None:
+                self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, high - offset - 1))
 
     def _broker_answers(self) -> bool:
         try:
@@ -144,7 +158,9 @@ class Service:
         async def decider(stream: faust.StreamT) -> None:
             batches = stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
             async for events in batches:
-                await service.pool.process([e.message for e in events], service.send)
+                messages = [e.message for e in events]
+                await service.pool.process(messages, service.send)
+                service.record_lag(messages)
 
         @self.app.on_partitions_revoked.connect  # type: ignore[arg-type]
         async def on_revoked(app: Any, revoked: Any, **kwargs: Any) -> None:
@@ -181,18 +197,28 @@ class Service:
             if self.app.crash_reason is not None:
                 fatal(f"worker crashed: {self.app.crash_reason!r}")
 
-        @self.app.timer(interval=10.0)
+        @self.app.timer(interval=broker_check_interval(s.broker_timeout_s))
         async def watch_broker() -> None:
+            # The outage is counted from the start of the first check that failed, so the
+            # worker never exits before no broker has answered for broker_timeout_s.
+            started = time.monotonic()
             ok = await asyncio.get_running_loop().run_in_executor(None, self._broker_answers)
-            now = time.monotonic()
             if ok:
-                self._last_broker_contact = now
-            elif now - self._last_broker_contact > s.broker_timeout_s:
-                fatal(f"no broker at {s.brokers} answered for {s.broker_timeout_s:.0f}s")
-            else:
-                log.error("broker %s does not answer (for %.0fs; exiting after %.0fs)",
-                          s.brokers, now - self._last_broker_contact, s.broker_timeout_s,
-                          extra={"event": "broker_unreachable"})
+                if self._unreachable_since is not None:
+                    log.warning("broker %s answers again after %.0fs", s.brokers,
+                                started - self._unreachable_since,
+                                extra={"event": "broker_reachable"})
+                self._unreachable_since = None
+                return
+            if self._unreachable_since is None:
+                self._unreachable_since = started
+            down = time.monotonic() - self._unreachable_since
+            if down >= s.broker_timeout_s:
+                fatal(f"no broker at {s.brokers} answered for {down:.0f}s "
+                      f"(NDD_BROKER_TIMEOUT_S={s.broker_timeout_s:g})")
+            log.error("broker %s does not answer (for %.0fs; exiting after %.0fs)",
+                      s.brokers, down, s.broker_timeout_s,
+                      extra={"event": "broker_unreachable"})
 
         @self.app.task
         async def announce() -> None:
@@ -209,6 +235,11 @@ def fatal(message: str, code: int = 3) -> None:
         handler.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def broker_check_interval(timeout_s: float) -> float:
+    """How often the broker is probed: every 10 s, more often for short timeouts."""
+    return min(10.0, max(1.0, timeout_s / 4))
 
 
 def _free_port(host: str) -> int:
