@@ -3,7 +3,9 @@
 Tansu (and some Kafka setups) can under-report a partition's end offset, so instead
 of reading "to the end" the reader first appends a sentinel record with a random
 value to the partition and reads until it sees that very record: everything written
-before it has then been read.
+before it has then been read. A sentinel that lands *before* the offset the caller
+starts from means the partition lost records (an in-memory broker restarted empty);
+that is returned at once instead of waiting for records that will never come.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
@@ -32,9 +35,21 @@ def read_partition(conf: dict[str, object], topic: str, partition: int, start: i
     """All document records of ``topic[partition]`` from ``start`` up to a fresh sentinel."""
     token = uuid.uuid4().hex.encode()
     producer = Producer({**conf, "linger.ms": 0})
-    producer.produce(topic, key=SENTINEL_KEY, value=token, partition=partition)
+    delivered: list[int] = []
+
+    def on_delivery(err: object, msg: Any) -> None:
+        if err is None and msg.offset() is not None:
+            delivered.append(int(msg.offset()))
+
+    producer.produce(topic, key=SENTINEL_KEY, value=token, partition=partition,
+                     on_delivery=on_delivery)
     if producer.flush(min(30.0, timeout_s)) != 0:
         raise ChangelogError(f"{topic}[{partition}]: could not write the sentinel")
+    if delivered and delivered[0] < start:
+        # The partition ends before what the caller already has: the broker lost data
+        # (e.g. restarted empty). Fetching from ``start`` would wait for records that
+        # will never come, so say so now; the caller compares next_offset with start.
+        return ChangelogRead([], delivered[0] + 1)
     consumer = Consumer({**conf, "group.id": f"ndd-restore-{token.decode()}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
                          "enable.partition.eof": False})
