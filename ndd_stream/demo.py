@@ -39,6 +39,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
+from ndd_stream.core.detector import DEFAULT_THRESHOLD
 from ndd_stream.settings import Settings
 
 if TYPE_CHECKING:  # every ``ndd-stream`` start imports this module to register ``demo``
@@ -109,7 +110,7 @@ def register(sub: Any, handlers: dict[str, Callable[[argparse.Namespace, Setting
     p.add_argument("--scope", default=None, choices=("channel", "global"),
                    help="compare items within their channel (default) or across all channels")
     p.add_argument("--threshold", type=float, default=None,
-                   help="doc_q threshold of a near duplicate (default 0.8)")
+                   help=f"doc_q threshold of a near duplicate (default {DEFAULT_THRESHOLD:g})")
     p.add_argument("--keep-running", action="store_true",
                    help="after the feed, keep broker and worker up until Ctrl-C (to try "
                    "`ndd-stream tail` or `produce` against them)")
@@ -722,7 +723,6 @@ def demo_settings(settings: Settings, bootstrap: str, run_dir: Path, web_port: i
         "raw_topic_pattern": None,
         "decisions_topic": settings.decisions_topic or "news.decisions",
         "partitions": DEMO_PARTITIONS,
-        "standby_replicas": 0,
         "data_dir": run_dir / "state",
         "web_host": "127.0.0.1",
         "web_port": web_port,

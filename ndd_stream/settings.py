@@ -129,7 +129,6 @@ class Settings(BaseSettings):
         Path("ndd-data"), description="State directory (RocksDB, one store per partition)."
     )
     partitions: int = Field(8, ge=1, description="Partitions of the internal (scope-keyed) topic.")
-    standby_replicas: int = Field(0, ge=0, description="Faust standby replicas per partition.")
     web_host: str = Field("0.0.0.0", description="Bind address of /metrics and /health.")
     web_port: int = Field(6066, ge=0, le=65535, description="Port of /metrics and /health.")
     session_timeout_s: float = Field(30.0, gt=0, description="Kafka consumer session timeout (s).")

@@ -188,6 +188,18 @@ def test_all_ndd_services_use_one_image_and_real_settings(resolved: Obj) -> None
     assert service(resolved, "worker")["build"]["context"] == str(ROOT)
 
 
+def test_worker_defaults_match_settings_defaults(resolved: Obj) -> None:
+    """Every setting the file gives the worker, except the broker address, repeats the
+    Settings default (e.g. NDD_THRESHOLD), so the file cannot drift from the code."""
+    defaults = Settings.model_fields
+    for var, value in env(service(resolved, "worker")).items():
+        if var == "NDD_BROKERS":
+            continue
+        field = var[4:].lower()
+        parsed = Settings.model_validate({field: value}).model_dump()[field]
+        assert parsed == defaults[field].get_default(call_default_factory=True), var
+
+
 def test_topics_service_is_one_shot(resolved: Obj) -> None:
     topics = service(resolved, "topics")
     assert topics["command"] == ["topics", "apply"]

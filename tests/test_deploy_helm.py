@@ -69,6 +69,30 @@ def render(values: Obj | None = None) -> tuple[list[Obj], str]:
     return objects, notes
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A SafeLoader that rejects duplicate mapping keys (PyYAML keeps the last silently)."""
+
+
+def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> Any:
+    keys = [loader.construct_object(k) for k, _ in node.value]
+    duplicates = sorted({str(k) for k in keys if keys.count(k) > 1})
+    if duplicates:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"duplicate keys {duplicates}", node.start_mark
+        )
+    return loader.construct_mapping(node)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
+def assert_unique_keys(text: str, where: str) -> None:
+    try:
+        yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+    except yaml.constructor.ConstructorError as exc:
+        pytest.fail(f"{where}: {exc}")
+
+
 def by_kind(objects: list[Obj], kind: str) -> list[Obj]:
     return [o for o in objects if o["kind"] == kind]
 
@@ -460,18 +484,37 @@ def test_persistence_disabled_uses_empty_dir() -> None:
 def test_notes_explain_scaling(case: tuple[Obj, list[Obj], str]) -> None:
     values, _, notes = case
     partitions = values.get("config", {}).get("partitions", 8)
-    assert f"keep replicaCount <= {partitions}" in notes
-    assert "changelog" in notes
-    assert "Standby replicas" in notes
+    assert f"Keep replicaCount <= {partitions}." in notes
+    assert "NDD_PARTITIONS" in notes and "stay idle" in notes
+    app_id = values.get("config", {}).get("appId", "ndd-stream")
+    assert "rebuilds that partition's window from the changelog" in notes
+    assert f"{app_id}-state-changelog" in notes
+    assert "docs/STATE.md" in notes  # the measured rebuild cost per 10k documents
+    assert "only catches up" in notes  # the PVC keeps a restarted pod's state
     assert "kubectl -n ndd scale statefulset/news-ndd-stream" in notes
     assert "WARNING" not in notes
 
 
+def test_notes_name_only_real_settings(case: tuple[Obj, list[Obj], str]) -> None:
+    """Every config.<key> and NDD_* the NOTES mention is a setting that exists."""
+    _, _, notes = case
+    fields = set(Settings.model_fields)
+    for key in re.findall(r"\bconfig\.([A-Za-z]+)", notes):
+        assert re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower() in fields, f"config.{key}"
+    for name in re.findall(r"\bNDD_[A-Z_]+", notes):
+        assert name[4:].lower() in fields, name
+
+
 def test_notes_warn_about_idle_pods() -> None:
-    _, notes = render({"replicaCount": 10, "config": {"partitions": 4, "standbyReplicas": 1}})
+    _, notes = render({"replicaCount": 10, "config": {"partitions": 4}})
     assert "WARNING: replicaCount (10) is larger than config.partitions (4)" in notes
-    _, notes = render({"replicaCount": 1, "config": {"standbyReplicas": 1}})
-    assert "WARNING: standbyReplicas (1) needs at least 2 pods" in notes
+    assert "6 pod(s) will sit idle" in notes
+
+
+def test_notes_without_persistence_rebuild_on_restart() -> None:
+    _, notes = render({"persistence": {"enabled": False}})
+    assert "rebuilds the whole window" in notes
+    assert "only catches up" not in notes
 
 
 # --- topic definitions in effect ---------------------------------------------------------
@@ -489,13 +532,21 @@ def test_topic_definitions_fit_the_release(
     if override:
         path = tmp_path / "news.yaml"
         path.write_text(override, encoding="utf-8")
-        bundled = topics.load_definitions(ROOT / "topics")
-        loaded = topics.load_definitions(path)
-        assert [t.key for t in loaded.topics] == [t.key for t in bundled.topics], (
-            "an override replaces the bundled file: it must define every topic"
+        # The order of the topics in a file means nothing: compare by key.
+        bundled = {t.key: t for t in topics.load_definitions(ROOT / "topics").topics}
+        loaded = {t.key: t for t in topics.load_definitions(path).topics}
+        assert set(loaded) == set(bundled), (
+            "an override replaces the bundled file: it must define every topic "
+            f"(missing {sorted(set(bundled) - set(loaded))}, "
+            f"unknown {sorted(set(loaded) - set(bundled))})"
         )
+        for key, spec in loaded.items():
+            for attr in ("name", "role", "setting", "unmanaged_if", "partitions_setting"):
+                assert getattr(spec, attr) == getattr(bundled[key], attr), f"{key}.{attr}"
     else:
         path = ROOT / "topics"
+    for file in [path] if path.is_file() else sorted(path.glob("*.y*ml")):
+        assert_unique_keys(file.read_text(encoding="utf-8"), str(file))
     job = one(objects, "Job")["spec"]["template"]["spec"]["containers"][0]
     settings = settings_from_env(env_dict(job), monkeypatch)
     args = job["args"]
