@@ -1,0 +1,279 @@
+"""Hostile raw items for the reliability tests: every kind of bad input a feed can send.
+
+``fuzz_stream(n, seed)`` mixes well-formed news items (with near and exact duplicates,
+so the detector has real work) with items of every category in :data:`CATEGORIES`:
+random bytes, invalid UTF-8, non-JSON, JSON of the wrong shape or types, missing or
+blank text, oversized documents, deep nesting, bad, far-future and far-past timestamps,
+absurd epoch values, missing ids and timestamps, re-sent ids, tombstones. Deterministic
+for a seed. Each item says which category made it (``FuzzItem.category``), so a failing
+test can name what broke; the *expected* outcome is always computed by the reference
+(``reference_outcomes``), never guessed here.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from newsgen import edit, story
+
+from ndd_stream import jsonio
+from ndd_stream.core.detector import Detector, DetectorConfig
+from ndd_stream.core.document import Decision
+from ndd_stream.core.items import Invalid, ItemFormat, parse_item
+
+START = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
+CHANNELS = ("ch0", "ch1", "ch2", "ch3")
+
+
+@dataclass(frozen=True)
+class FuzzItem:
+    category: str
+    value: bytes | None  # None: a tombstone (Kafka record without value)
+    key: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the worker must do with one raw record: a decision or a DLQ reason."""
+
+    decision: Decision | None = None
+    reason: str | None = None
+
+
+def _iso(t: datetime) -> str:
+    return t.isoformat().replace("+00:00", "Z")
+
+
+class _Gen:
+    def __init__(self, seed: int, max_item_bytes: int) -> None:
+        self.rnd = random.Random(seed)
+        self.max = max_item_bytes
+        self.t = START
+        self.n = 0
+        self.texts: dict[str, list[str]] = {c: [] for c in CHANNELS}
+
+    # -- building blocks ----------------------------------------------------------------
+    def tick(self) -> datetime:
+        self.t += timedelta(seconds=self.rnd.uniform(0, 40))
+        return self.t
+
+    def ident(self) -> str:
+        self.n += 1
+        return f"f{self.n}"
+
+    def text(self, channel: str) -> str:
+        recent = self.texts[channel][-40:]
+        roll = self.rnd.random()
+        if recent and roll < 0.1:
+            out = self.rnd.choice(recent)
+        elif recent and roll < 0.3:
+            out = edit(self.rnd, self.rnd.choice(recent), self.rnd.randint(1, 4))
+        else:
+            out = story(self.rnd, self.rnd.randint(10, 30))
+        self.texts[channel].append(out)
+        return out
+
+    def good_obj(self) -> dict[str, Any]:
+        channel = self.rnd.choice(CHANNELS)
+        return {"id": self.ident(), "channel": channel, "title": f"T{self.n}",
+                "text": self.text(channel), "timestamp": _iso(self.tick())}
+
+    def enc(self, obj: Any) -> bytes:
+        return jsonio.dumps(obj)
+
+    # -- categories ---------------------------------------------------------------------
+    def good(self) -> bytes:
+        return self.enc(self.good_obj())
+
+    def random_bytes(self) -> bytes:
+        return self.rnd.randbytes(self.rnd.randint(0, 300))
+
+    def invalid_utf8(self) -> bytes:
+        raw = self.good()
+        cut = self.rnd.randrange(len(raw) - 20, len(raw) - 2)
+        bad = self.rnd.choice([b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\xf8\x88\x80\x80\x80",
+                               b"\xe2\x82"])
+        return raw[:cut] + bad + raw[cut:]
+
+    def not_json(self) -> bytes:
+        raw = self.good()
+        return self.rnd.choice([
+            raw[: self.rnd.randrange(1, len(raw) - 1)],  # truncated
+            raw.replace(b'"', b"'"),
+            b"plain prose, " + raw[10:60],
+            b"{", b"}", b"", b"   ", b"\n", b"NaN", b"Infinity", b'{"a":1,}', b"{'id': 1}",
+            b'{"id": "x", "text": "t", "timestamp": NaN}',
+            b'{"id": 99999999999999999999999999, "text": "t"}',  # beyond 64-bit
+            b'{"id": "x", "text": "\\ud800 lone surrogate", "timestamp": 1}',
+            b"\x00\x00\x00",
+        ])
+
+    def wrong_shape(self) -> bytes:
+        return self.rnd.choice([b"[]", b"[1, 2]", b"42", b"-1.5e3", b'"a string"', b"null",
+                                b"true", b"false", self.enc([self.good_obj()])])
+
+    def wrong_types(self) -> bytes:
+        obj = self.good_obj()
+        field, value = self.rnd.choice([
+            ("id", ["x"]), ("id", {"a": 1}), ("id", 1.5), ("id", True),
+            ("channel", ["c"]), ("channel", 2.5), ("channel", False), ("channel", {"c": 1}),
+            ("text", 12), ("text", ["a", "b"]), ("text", {"p": "x"}), ("text", True),
+            ("title", 3), ("title", ["t"]),
+        ])
+        obj[field] = value
+        return self.enc(obj)
+
+    def missing_text(self) -> bytes:
+        obj = self.good_obj()
+        del obj["text"]
+        if self.rnd.random() < 0.7:
+            del obj["title"]
+        else:
+            obj["title"] = None
+        return self.enc(obj)
+
+    def empty_text(self) -> bytes:
+        obj = self.good_obj()
+        obj["title"] = self.rnd.choice([None, "", " "])
+        if obj["title"] is None:
+            del obj["title"]
+        obj["text"] = self.rnd.choice(["", " ", "\n\t ", "<p> </p>", "<div><br/></div>",
+                                       "\u00a0\u2003", "<script>var a = 1;</script>"])
+        return self.enc(obj)
+
+    def oversized(self) -> bytes:
+        obj = self.good_obj()
+        size = self.rnd.choice([self.max + 1, self.max * 2, self.max * 20, 1_500_000])
+        obj["text"] = ("lorem ipsum dolor " * (size // 18 + 2))[:size]
+        return self.enc(obj)
+
+    def deep(self) -> bytes:
+        # orjson refuses more than 1024 levels: deeper is not_json; shallower is accepted
+        # (only top-level fields are read).
+        depth = self.rnd.choice([50, 500, 1000, 1100, 1500])
+        obj = self.good_obj()
+        body = self.enc(obj)[:-1]
+        return body + b',"meta":' + b"[" * depth + b"1" + b"]" * depth + b"}"
+
+    def bad_timestamp(self) -> bytes:
+        obj = self.good_obj()
+        obj["timestamp"] = self.rnd.choice([
+            "soon", "2026-13-45T00:00:00Z", "yesterday", "", "  ", "1e", "12:00",
+            [], {}, ["2026-03-01"], True, False, 1e300, -1e300, "1e300", "inf", "-inf", "nan",
+            "2026-03-01T25:00:00Z", "0000-00-00",
+        ])
+        return self.enc(obj)
+
+    def absurd_epoch(self) -> bytes:
+        # Numbers a date cannot represent (or barely can): before year 1, far beyond 9999.
+        obj = self.good_obj()
+        obj["timestamp"] = self.rnd.choice([
+            -9e10, -99_999_999_999, -62_135_596_801, -62_135_596_800, "-90000000000",
+            "0001-01-01T00:00:00+01:00", "0001-01-01T00:00:00Z", -1, 0, 1e11, 99_999_999_999,
+        ])
+        return self.enc(obj)
+
+    def future(self) -> bytes:
+        obj = self.good_obj()
+        obj["timestamp"] = self.rnd.choice(["2999-01-01T00:00:00Z", 9.9e10, "4102444800",
+                                            "9999-12-31T23:59:59Z"])
+        return self.enc(obj)
+
+    def late(self) -> bytes:
+        # Far older than the window of an active channel: the "late" policy.
+        obj = self.good_obj()
+        past = self.t - timedelta(days=self.rnd.choice([2, 30, 365 * 20]))
+        obj["timestamp"] = self.rnd.choice([_iso(past), past.timestamp()])
+        return self.enc(obj)
+
+    def no_id(self) -> bytes:
+        obj = self.good_obj()
+        del obj["id"]
+        return self.enc(obj)
+
+    def no_timestamp(self) -> bytes:
+        # The worker falls back to the record's Kafka timestamp (dedup has none).
+        obj = self.good_obj()
+        del obj["timestamp"]
+        obj["channel"] = "no-ts"
+        return self.enc(obj)
+
+    def resent_id(self) -> bytes:
+        # An id seen before with another text: answered with the original decision.
+        obj = self.good_obj()
+        obj["id"] = f"f{self.rnd.randint(1, max(1, self.n - 1))}"
+        return self.enc(obj)
+
+    def odd_text(self) -> bytes:
+        obj = self.good_obj()
+        obj["text"] = self.rnd.choice([
+            "ab", "!!! ??? ...", "\u0000\u0001 control", "🙂" * 50, "مرحبا بالعالم " * 5,
+            "e\u0301" * 40, "<b>bold</b> <i>html</i> " * 10, "x" * 2000,
+            "".join(self.rnd.choice(string.printable) for _ in range(200)),
+        ])
+        if self.rnd.random() < 0.5:
+            obj["channel"] = self.rnd.choice(["", "ünïcødé", "a" * 300, 7])
+        return self.enc(obj)
+
+    def extra_fields(self) -> bytes:
+        obj = self.good_obj()
+        obj.update({"body": None, "published_at": "not used", "nested": {"a": [1, {"b": None}]},
+                    "n": 1e308, "flag": None})
+        return self.enc(obj)
+
+    def tombstone(self) -> None:
+        return None
+
+
+CATEGORIES: dict[str, float] = {  # category -> weight
+    "good": 30, "random_bytes": 6, "invalid_utf8": 5, "not_json": 6, "wrong_shape": 4,
+    "wrong_types": 6, "missing_text": 4, "empty_text": 4, "oversized": 3, "deep": 3,
+    "bad_timestamp": 6, "absurd_epoch": 3, "future": 3, "late": 4, "no_id": 3,
+    "no_timestamp": 2, "resent_id": 3, "odd_text": 4, "extra_fields": 2, "tombstone": 1,
+}
+
+
+def fuzz_stream(n: int, seed: int = 1, max_item_bytes: int = 16_384) -> list[FuzzItem]:
+    """``n`` raw records; every category appears (n >= len(CATEGORIES))."""
+    gen = _Gen(seed, max_item_bytes)
+    names = list(CATEGORIES)
+    weights = [CATEGORIES[c] for c in names]
+    order = names + gen.rnd.choices(names, weights, k=max(0, n - len(names)))
+    head, tail = order[: len(names)], order[len(names):]
+    order = ["good"] * min(20, len(tail)) + head + tail[20:]  # channels active before the rest
+    out: list[FuzzItem] = []
+    for category in order[:n]:
+        make: Callable[[], bytes | None] = getattr(gen, category)
+        value = make()
+        key = gen.rnd.choice([None, b"", gen.rnd.randbytes(8), b"ch0"])
+        out.append(FuzzItem(category, value, key))
+    return out
+
+
+def reference_outcomes(
+    values: Sequence[bytes | None], positions: Sequence[str], kafka_ts: Sequence[float],
+    config: DetectorConfig, fmt: ItemFormat, now: float | None = None,
+) -> list[Outcome]:
+    """What ``ndd-stream dedup`` decides for these records in this order, with the worker's
+    two differences: identity fallback = Kafka position, timestamp fallback = Kafka time."""
+    detector = Detector(config)
+    out: list[Outcome] = []
+    for value, position, ts in zip(values, positions, kafka_ts, strict=True):
+        item = parse_item(value or b"", fmt, position=position, fallback_timestamp=ts, now=now)
+        if isinstance(item, Invalid):
+            out.append(Outcome(reason=item.reason))
+        else:
+            out.append(Outcome(decision=detector.decide(item)))
+    return out
+
+
+def iter_categories(items: Sequence[FuzzItem]) -> Iterator[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item.category] = counts.get(item.category, 0) + 1
+    yield from sorted(counts.items())
