@@ -105,7 +105,8 @@ class Detector:
         window.next_number += 1
         decision, sig = self._judge(window, doc, hour, nf)
         indexed = self._index(window, doc, hour, nf, sig, decision)
-        window.remember(decision, hour)
+        if decision.policy is not Policy.LATE:  # a late item is not in the window: not kept
+            window.remember(decision, hour)
         self.store.add(
             StoredDocument(
                 scope=doc.scope,

@@ -117,8 +117,9 @@ class FaithfulDetector:
             self.config.index_duplicates or not decision.is_duplicate
         ):
             self._index(scope, doc, hour, nf, sig)
-        scope.decisions[doc.identity] = decision
-        scope.identities_by_hour.setdefault(hour, []).append(doc.identity)
+        if decision.policy is not Policy.LATE:  # not in the window: not replay-protected
+            scope.decisions[doc.identity] = decision
+            scope.identities_by_hour.setdefault(hour, []).append(doc.identity)
         self.decided += 1
         return decision
 
