@@ -16,7 +16,7 @@ FMT = ItemFormat(max_item_bytes=10_000)
         (b"x" * 20_000, "oversized"),
         (b'{"text": "\xff\xfe"}', "invalid_utf8"),
         (b"not json at all", "not_json"),
-        (b"[" * 3000 + b"]" * 3000, "not_object"),
+        (b"[" * 3000 + b"]" * 3000, "not_json"),  # deeper than orjson's 1024 levels
         (b"[1, 2]", "not_object"),
         (b'{"id": [1], "text": "a", "timestamp": 1}', "bad_field_type"),
         (b'{"text": 42, "timestamp": 1}', "bad_field_type"),
