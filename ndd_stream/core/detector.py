@@ -306,7 +306,7 @@ class Detector:
         prefix = version.prefix(mixed, length)
         keys = np.unique((prefix >> np.uint64(32)).astype(np.uint32))
         window.add(
-            WindowDoc(identity, channel, timestamp, hour, int(sig.size), version.number, nf, 0),
+            WindowDoc(identity, channel, timestamp, hour, int(sig.size), version.number, nf),
             keys,
             version,
             guaranteed,

@@ -1,18 +1,30 @@
-"""The inverted index of the window: q-gram keys -> documents, hash-chained in numpy.
+"""The inverted index of the window: q-gram keys -> document numbers, as an LSM of CSR blocks.
 
 Why not a dict of bitmaps per q-gram: at a 50k-document window the prefix postings
 number ~35M, and a Python dict entry plus a bitmap object costs ~100 bytes each
-(3.5 GB). Here a posting costs 8 bytes (its key and a delta to the next posting of
-its bucket) and every operation is a few vectorised numpy calls per document.
+(3.5 GB). Why not hash chains (the previous design): a lookup walked every probed chain
+one vectorised step per link, so a decision cost as many numpy calls as the longest
+chain (1000+ at 50k documents), and growing/rehashing the arrays tripled peak memory.
 
-Postings are numbered in append order. A document's postings are a contiguous run,
-so an hour that falls out of the window is a prefix of the numbering and is dropped
-by moving ``base`` (no per-posting work); chains end at the first number below
-``base``. Lookups may return documents whose key merely shares 32 bits of hash or
-whose hour is outside the query's window; callers verify every candidate exactly.
+Here each ``add`` (one document, numbered in call order) becomes an immutable block in
+compressed-sparse-row form: sorted distinct keys, offsets, and the document number of
+every posting (4 bytes, relative to the block's first document). Looking a block up is a
+fixed handful of numpy calls whatever the data: one ``searchsorted`` of the probe keys
+into the block's keys and one vectorised gather of the matching ranges. Adjacent blocks
+are merged geometrically (like a binary counter, an LSM tree), so the window is a few
+large blocks plus O(log n) small recent ones. Merging stops at a size cap proportional to
+the live postings, so that expiry -- documents are released in number order, as the
+window releases hours -- can drop whole blocks, and a block never keeps more than a small
+fraction of the index alive after its documents expired. No array is grown in place:
+blocks are built by concatenation, so peak memory is the index plus one merge.
+
+Lookups may return documents whose key merely shares 32 bits of hash or whose hour is
+outside the query's window; callers verify every candidate exactly.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -20,123 +32,150 @@ import numpy.typing as npt
 Keys = npt.NDArray[np.uint32]
 Ints = npt.NDArray[np.int64]
 
-_MIN_BUCKETS = 1 << 10
-_NO_NEXT = np.uint32(0)
+# Merges stop at max(_MIN_CAP, live postings // _CAP_FRACTION) postings per block: large
+# enough that a 50k-document window is ~10-20 blocks, small enough that a partly expired
+# block keeps at most ~1/_CAP_FRACTION of the index alive.
+_MIN_CAP = 1 << 16
+_CAP_FRACTION = 8
 
 
-class PostingIndex:
-    """Append-only chained hash of (key, posting number); see the module docstring."""
+@dataclass(slots=True)
+class _Block:
+    """Postings of documents ``lo..hi-1``: ``ids[offs[i]:offs[i+1]] + lo`` have ``ukeys[i]``."""
 
-    def __init__(self) -> None:
-        self._head = np.full(_MIN_BUCKETS, -1, dtype=np.int64)
-        self._keys: Keys = np.zeros(1024, dtype=np.uint32)
-        self._delta = np.zeros(1024, dtype=np.uint32)  # cur - next; 0 = end of chain
-        self.base = 0  # first retained posting number
-        self.end = 0  # one past the last posting number
-        self._origin = 0  # posting number stored at array index 0 (<= base)
+    lo: int
+    hi: int
+    ukeys: Keys  # sorted, distinct
+    offs: npt.NDArray[np.int64]  # len(ukeys) + 1
+    ids: Keys  # document number - lo, per posting
 
-    def __len__(self) -> int:
-        return self.end - self.base
+    @property
+    def size(self) -> int:
+        return int(self.ids.size)
 
     @property
     def nbytes(self) -> int:
-        return int(self._head.nbytes + self._keys.nbytes + self._delta.nbytes)
+        return int(self.ukeys.nbytes + self.offs.nbytes + self.ids.nbytes)
+
+    def keys(self) -> Keys:
+        """The key of every posting, in posting order (for merging)."""
+        return np.repeat(self.ukeys, np.diff(self.offs))
+
+
+def _csr(lo: int, hi: int, keys: Keys, ids: Keys) -> _Block:
+    """A block from parallel (key, relative id) arrays; stable, so ids keep their order."""
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    ids = ids[order]
+    n = int(keys.size)
+    change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    offs = np.empty(change.size + 2, dtype=np.int64)
+    offs[0] = 0
+    offs[1:-1] = change
+    offs[-1] = n
+    return _Block(lo, hi, keys[offs[:-1]], offs, ids)
+
+
+class PostingIndex:
+    """Key -> document-number index of one window; see the module docstring.
+
+    Documents are numbered by ``add`` from 0 in call order; ``release_before(n)``
+    forgets documents numbered below ``n`` (the window releases them in order).
+    """
+
+    def __init__(self) -> None:
+        self._blocks: list[_Block] = []  # oldest first; document ranges ascending
+        self.base = 0  # first retained document number
+        self.end = 0  # number the next added document gets
+        self._size = 0  # postings held in blocks
+
+    def __len__(self) -> int:
+        """Postings held, including expired ones still sharing a block with live ones."""
+        return self._size
+
+    @property
+    def nbytes(self) -> int:
+        return sum(b.nbytes for b in self._blocks)
+
+    @property
+    def block_count(self) -> int:
+        return len(self._blocks)
 
     def add(self, keys: Keys) -> int:
-        """Append one document's distinct keys; return the number of its first posting."""
-        first = self.end
-        n = int(keys.size)
-        if n == 0:
-            return first
-        self._reserve(n)
-        self._link(keys, first)
-        self.end += n
-        if len(self) > 2 * self._head.size:
-            self._rehash(self._head.size * 4)
-        return first
+        """Index one document under ``keys``; return its document number."""
+        number = self.end
+        self.end += 1
+        if keys.size == 0:
+            return number
+        keys = np.asarray(keys, dtype=np.uint32)
+        ids = np.zeros(keys.size, dtype=np.uint32)
+        self._blocks.append(_csr(number, number + 1, keys, ids))
+        self._size += int(keys.size)
+        self._merge_tail()
+        return number
 
     def lookup(self, keys: Keys) -> Ints:
-        """Posting numbers (>= base) whose key is one of ``keys`` (distinct), any order."""
-        if keys.size == 0 or self.end == self.base:
+        """Document numbers (>= base) with a posting under one of ``keys``, once per
+        (probe key, posting) pair, in no particular order. Sorted probes are fastest."""
+        if keys.size == 0 or not self._blocks:
             return np.zeros(0, dtype=np.int64)
-        mask = np.uint32(self._head.size - 1)
-        cur = self._head[keys & mask]
-        alive = cur >= self.base
-        cur, want = cur[alive], keys[alive]
+        probe = np.asarray(keys, dtype=np.uint32)
         found: list[Ints] = []
-        while cur.size:
-            pos = cur - self._origin
-            hit = self._keys[pos] == want
-            if hit.any():
-                found.append(cur[hit])
-            delta = self._delta[pos]
-            cur = cur - delta.astype(np.int64)
-            alive = (delta != _NO_NEXT) & (cur >= self.base)
-            cur, want = cur[alive], want[alive]
+        for block in self._blocks:
+            if block.hi <= self.base:
+                continue
+            ukeys = block.ukeys
+            at = np.searchsorted(ukeys, probe)
+            np.minimum(at, ukeys.size - 1, out=at)
+            at = at[ukeys[at] == probe]
+            if not at.size:
+                continue
+            start = block.offs[at]
+            lens = block.offs[at + 1] - start
+            ends = np.cumsum(lens)
+            total = int(ends[-1])
+            if not total:
+                continue
+            # positions start[j]..start[j]+lens[j]-1 for every hit j, in one gather
+            idx = np.repeat(start - (ends - lens), lens) + np.arange(total, dtype=np.int64)
+            docs = block.ids[idx].astype(np.int64) + block.lo
+            if block.lo < self.base:
+                docs = docs[docs >= self.base]
+            found.append(docs)
         if not found:
             return np.zeros(0, dtype=np.int64)
-        return np.concatenate(found)
+        return found[0] if len(found) == 1 else np.concatenate(found)
 
     def release_before(self, number: int) -> None:
-        """Forget every posting numbered below ``number`` (an expired prefix): O(1) but for
-        an occasional compaction that is amortised over the postings it frees."""
+        """Forget documents numbered below ``number``: drops every block whose documents
+        are all below it; a block straddling it is filtered at lookup until it expires."""
         self.base = min(max(number, self.base), self.end)
-        if self.base - self._origin > self._keys.size // 2:
-            self._compact()
-        if len(self) < self._head.size // 8 and self._head.size > _MIN_BUCKETS:
-            self._rehash(max(_MIN_BUCKETS, 1 << (2 * len(self)).bit_length()))
+        drop = 0
+        for block in self._blocks:
+            if block.hi > self.base:
+                break
+            drop += 1
+            self._size -= block.size
+        if drop:
+            del self._blocks[:drop]
 
     # -- internals ----------------------------------------------------------------------
 
-    def _compact(self) -> None:
-        keep = len(self)
-        lo = self.base - self._origin
-        size = max(1024, keep + keep // 2)
-        keys = np.zeros(size, dtype=np.uint32)
-        delta = np.zeros(size, dtype=np.uint32)
-        keys[:keep] = self._keys[lo : lo + keep]
-        delta[:keep] = self._delta[lo : lo + keep]
-        self._keys, self._delta, self._origin = keys, delta, self.base
+    def _merge_tail(self) -> None:
+        """Merge the two newest blocks while the older is at most twice the newer and the
+        result stays under the cap. Blocks below the cap then shrink geometrically from old
+        to new (O(log n) of them) and each posting is merged O(log n) times. (Factor 2,
+        not 1: documents differ in size, and a run of ever smaller ones must still merge.)"""
+        cap = max(_MIN_CAP, self._size // _CAP_FRACTION)
+        blocks = self._blocks
+        while len(blocks) >= 2:
+            old, new = blocks[-2], blocks[-1]
+            if old.size > 2 * new.size or old.size + new.size > cap:
+                break
+            blocks[-2:] = [self._merge(old, new)]
 
-    def _reserve(self, n: int) -> None:
-        need = self.end - self._origin + n
-        if need <= self._keys.size:
-            return
-        if self.base > self._origin:
-            self._compact()
-            need = self.end - self._origin + n
-            if need <= self._keys.size:
-                return
-        size = max(need, self._keys.size + self._keys.size // 2)
-        self._keys.resize(size, refcheck=False)
-        self._delta.resize(size, refcheck=False)
-
-    def _link(self, keys: Keys, first: int) -> None:
-        """Push postings ``first..first+len(keys)`` onto their bucket chains, in order."""
-        n = int(keys.size)
-        numbers = np.arange(first, first + n, dtype=np.int64)
-        buckets = (keys & np.uint32(self._head.size - 1)).astype(np.int64)
-        order = np.argsort(buckets, kind="stable")
-        b = buckets[order]
-        num = numbers[order]
-        starts = np.empty(n, dtype=bool)
-        starts[0] = True
-        np.not_equal(b[1:], b[:-1], out=starts[1:])
-        prev = np.empty(n, dtype=np.int64)
-        prev[1:] = num[:-1]
-        prev[starts] = self._head[b[starts]]
-        ends = np.empty(n, dtype=bool)
-        ends[-1] = True
-        ends[:-1] = starts[1:]
-        self._head[b[ends]] = num[ends]
-        gap = num - prev
-        delta = np.where((prev < self.base) | (gap > 0xFFFFFFFF), 0, gap).astype(np.uint32)
-        pos = num - self._origin
-        self._keys[pos] = keys[order]
-        self._delta[pos] = delta
-
-    def _rehash(self, buckets: int) -> None:
-        self._head = np.full(buckets, -1, dtype=np.int64)
-        if len(self):
-            lo = self.base - self._origin
-            self._link(self._keys[lo : lo + len(self)].copy(), self.base)
+    @staticmethod
+    def _merge(old: _Block, new: _Block) -> _Block:
+        keys = np.concatenate([old.keys(), new.keys()])
+        ids = np.concatenate([old.ids, new.ids + np.uint32(new.lo - old.lo)])
+        return _csr(old.lo, new.hi, keys, ids)

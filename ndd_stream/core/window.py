@@ -1,9 +1,10 @@
 """The sliding window of one comparison scope: hours H-w..H of event time.
 
-Documents are numbered in arrival order. Their postings live in one
-:class:`PostingIndex`; an hour leaves the window when the scope's watermark (the
-latest hour seen) moves more than ``w`` hours past it, and the expired documents at
-the front of the arrival order are released with their postings in one step.
+Indexed documents are numbered in arrival order (``docs[i]`` is number ``doc_base + i``)
+and their prefix keys live in one :class:`PostingIndex` under that number; an hour leaves
+the window when the scope's watermark (the latest hour seen) moves more than ``w`` hours
+past it, and the expired documents at the front of the arrival order are released with
+their postings in one step.
 Expiry follows event time only; the wall clock plays no part.
 """
 
@@ -31,7 +32,6 @@ class WindowDoc:
     size: int  # |signature|
     version: int  # order version of its indexed prefix
     nf: str  # normal form, to recompute the signature on verification
-    first_posting: int
 
 
 @dataclass(slots=True)
@@ -49,8 +49,7 @@ class ScopeWindow:
         self.hours_back = hours_back
         self.index = PostingIndex()
         self.docs: list[WindowDoc] = []
-        self.doc_base = 0  # number of docs[0]
-        self._starts = np.zeros(256, dtype=np.int64)  # first posting of each retained doc
+        self.doc_base = 0  # number of docs[0], in the index's numbering
         # shared prefix keys that any true match of each retained doc must have (count filter)
         self._guaranteed = np.zeros(256, dtype=np.int64)
         self.watermark: int | None = None
@@ -100,11 +99,9 @@ class ScopeWindow:
         if not drop:
             return
         del self.docs[:drop]
-        self._starts = self._starts[drop:].copy()
         self._guaranteed = self._guaranteed[drop:].copy()
         self.doc_base += drop
-        release_to = self.docs[0].first_posting if self.docs else self.index.end
-        self.index.release_before(release_to)
+        self.index.release_before(self.doc_base)
 
     # -- documents ----------------------------------------------------------------------
 
@@ -121,36 +118,28 @@ class ScopeWindow:
     ) -> None:
         """Index ``doc`` under its prefix ``keys``; ``guaranteed`` is how many of them any
         document matching it is sure to share (see Detector._best_match)."""
-        doc.first_posting = self.index.add(keys)
         n = len(self.docs)
-        if n >= self._starts.size:
-            self._starts = np.resize(self._starts, 2 * n + 16)
-            self._guaranteed = np.resize(self._guaranteed, self._starts.size)
-        self._starts[n] = doc.first_posting
+        number = self.index.add(keys)
+        assert number == self.doc_base + n, "index and window numbering diverged"
+        if n >= self._guaranteed.size:
+            self._guaranteed = np.resize(self._guaranteed, 2 * n + 16)
         self._guaranteed[n] = guaranteed
         self.docs.append(doc)
         self.versions[version.number] += 1
         self.version_objects[version.number] = version
 
-    def docs_of_postings(self, postings: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        """Positions in ``docs`` of the documents owning these posting numbers (distinct)."""
-        n = len(self.docs)
-        if postings.size == 0 or n == 0:
-            return np.zeros(0, dtype=np.int64)
-        pos = np.searchsorted(self._starts[:n], postings, side="right") - 1
-        return np.unique(pos[pos >= 0])
-
     def shared_counts(
-        self, postings: npt.NDArray[np.int64]
+        self, numbers: npt.NDArray[np.int64]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """Positions in ``docs`` owning these postings (ascending, distinct), how many of the
-        postings each owns, and each one's guaranteed share (as given to :meth:`add`)."""
+        """Positions in ``docs`` of these document numbers (one per matching posting, as
+        :meth:`PostingIndex.lookup` returns them): ascending and distinct, how many postings
+        each owns, and each one's guaranteed share (as given to :meth:`add`)."""
         n = len(self.docs)
-        if postings.size == 0 or n == 0:
+        if numbers.size == 0 or n == 0:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty, empty
-        pos = np.searchsorted(self._starts[:n], postings, side="right") - 1
-        counts = np.bincount(pos[pos >= 0], minlength=n)
+        pos = numbers - self.doc_base
+        counts = np.bincount(pos[(pos >= 0) & (pos < n)], minlength=n)
         owners = np.flatnonzero(counts)
         return owners, counts[owners], self._guaranteed[owners]
 

@@ -1,0 +1,103 @@
+"""PostingIndex (LSM of CSR blocks) against a naive dict-of-lists reference.
+
+The detector's decisions depend on the multiset of document numbers a lookup returns
+(it counts shared prefix keys per document), so the reference compares sorted results,
+multiplicities included, under random adds, releases and lookups.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ndd_stream.core import postings
+from ndd_stream.core.postings import PostingIndex
+
+
+class _Reference:
+    """What the index must return: key -> document numbers, with expiry by number."""
+
+    def __init__(self) -> None:
+        self.by_key: defaultdict[int, list[int]] = defaultdict(list)
+        self.base = 0
+        self.end = 0
+
+    def add(self, keys: list[int]) -> int:
+        number = self.end
+        self.end += 1
+        for k in keys:
+            self.by_key[k].append(number)
+        return number
+
+    def lookup(self, keys: list[int]) -> list[int]:
+        return sorted(d for k in keys for d in self.by_key.get(k, ()) if d >= self.base)
+
+    def release_before(self, number: int) -> None:
+        self.base = min(max(number, self.base), self.end)
+
+
+_key = st.integers(min_value=0, max_value=40) | st.integers(min_value=0, max_value=2**32 - 1)
+_op = st.one_of(
+    st.tuples(st.just("add"), st.lists(_key, max_size=30)),
+    st.tuples(st.just("lookup"), st.lists(_key, max_size=30)),
+    st.tuples(st.just("release"), st.integers(min_value=0, max_value=8)),
+)
+
+
+def _check(ops: list[tuple[str, Any]]) -> None:
+    index, ref = PostingIndex(), _Reference()
+    for op, arg in ops:
+        if op == "add":
+            keys = list(arg)
+            assert index.add(np.array(keys, dtype=np.uint32)) == ref.add(keys)
+        elif op == "lookup":
+            keys = list(arg)
+            got = index.lookup(np.array(keys, dtype=np.uint32))
+            assert got.dtype == np.int64
+            assert sorted(got.tolist()) == ref.lookup(keys)
+        else:
+            step = int(arg)
+            index.release_before(ref.base + step)
+            ref.release_before(ref.base + step)
+        assert index.base == ref.base and index.end == ref.end
+    everything = sorted(ref.by_key)
+    got = index.lookup(np.array(everything, dtype=np.uint32))
+    assert sorted(got.tolist()) == ref.lookup(everything)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_op, max_size=120))
+def test_lookup_matches_reference(ops: list[tuple[str, Any]]) -> None:
+    _check(ops)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_op, max_size=200))
+def test_lookup_matches_reference_with_tiny_blocks(ops: list[tuple[str, Any]]) -> None:
+    """With a tiny merge cap, blocks stop merging early and straddle releases often."""
+    saved = postings._MIN_CAP
+    postings._MIN_CAP = 8
+    try:
+        _check(ops)
+    finally:
+        postings._MIN_CAP = saved
+
+
+def test_blocks_expire_and_stay_few() -> None:
+    """Many documents: O(log n) + cap-bound blocks, and releasing drops whole blocks."""
+    rng = np.random.default_rng(7)
+    index = PostingIndex()
+    for _ in range(3000):
+        index.add(np.unique(rng.integers(0, 5000, size=60, dtype=np.uint32)))
+    assert index.block_count <= 2 * 12 + 10
+    held = len(index)
+    index.release_before(2000)
+    assert len(index) < held
+    assert (index.lookup(np.arange(5000, dtype=np.uint32)) >= 2000).all()
+    index.release_before(3000)
+    assert len(index) == 0 and index.nbytes == 0
+    assert index.lookup(np.arange(10, dtype=np.uint32)).size == 0
