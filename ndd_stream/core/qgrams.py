@@ -81,9 +81,18 @@ def qgram_codes(nf: str, q: int = 4) -> Codes:
         return np.where(window_astral, squeezed, packed)
 
 
+def sorted_unique(values: Codes) -> Codes:
+    """Distinct values, ascending. A sort and a mask: for the few thousand codes of a
+    document this is ~20x faster than np.unique, whose numpy 2.x hash path dominates."""
+    if values.size < 2:
+        return values.copy()
+    ordered = np.sort(values)
+    keep = np.empty(ordered.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
+
+
 def signature(nf: str, q: int = 4) -> Codes:
     """The signature T_{w,q}: distinct q-gram codes of ``nf``, sorted ascending."""
-    codes = qgram_codes(nf, q)
-    if codes.size == 0:
-        return codes
-    return np.unique(codes)
+    return sorted_unique(qgram_codes(nf, q))
