@@ -7,22 +7,20 @@ dead-letter path sees exactly what a broken upstream would send.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 from confluent_kafka import KafkaError, Message, Producer
 
+from ndd_stream.core.items import parse_timestamp
 from ndd_stream.kafka_config import librdkafka_config
 from ndd_stream.settings import Settings
 
 #: Epoch values above this are taken as milliseconds, not seconds (year 2286 in seconds).
-_MS_THRESHOLD = 10_000_000_000
 
 
 @dataclass
@@ -54,29 +52,12 @@ class PreparedLine:
 
 
 def parse_timestamp_ms(value: Any) -> int | None:
-    """Kafka timestamp (ms) from ISO-8601 text or epoch seconds/ms; None if unparseable."""
-    if isinstance(value, bool) or value is None:
+    """Kafka timestamp (ms) of an item's event time, read exactly as the detector reads it
+    (:func:`ndd_stream.core.items.parse_timestamp`); None if unusable or negative."""
+    seconds = parse_timestamp(value)
+    if seconds is None or seconds < 0:
         return None
-    if isinstance(value, str):
-        text = value.strip()
-        if not text:
-            return None
-        try:
-            value = float(text)
-        except ValueError:
-            try:
-                parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-            except ValueError:
-                return None
-            if parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=UTC)
-            ms = int(parsed.timestamp() * 1000)
-            return ms if ms >= 0 else None
-    if isinstance(value, int | float):
-        if not math.isfinite(value) or value < 0:
-            return None
-        return int(value if value > _MS_THRESHOLD else value * 1000)
-    return None
+    return round(seconds * 1000)
 
 
 def prepare_line(settings: Settings, line: bytes) -> PreparedLine:

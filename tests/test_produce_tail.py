@@ -43,7 +43,7 @@ def _console() -> tuple[Console, io.StringIO]:
         (1709294400, 1709294400000),
         (1709294400.5, 1709294400500),
         ("1709294400", 1709294400000),
-        (1709294400123, 1709294400123),  # already milliseconds
+        (1709294400123, None),  # milliseconds: not epoch seconds, as for the detector
         ("yesterday", None),
         ("", None),
         (-5, None),
