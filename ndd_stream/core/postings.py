@@ -162,17 +162,20 @@ class PostingIndex:
     # -- internals ----------------------------------------------------------------------
 
     def _merge_tail(self) -> None:
-        """Merge the two newest blocks while the older is at most twice the newer and the
-        result stays under the cap. Blocks below the cap then shrink geometrically from old
-        to new (O(log n) of them) and each posting is merged O(log n) times. (Factor 2,
-        not 1: documents differ in size, and a run of ever smaller ones must still merge.)"""
+        """Merge adjacent blocks, newest pairs first, where the older is at most twice the
+        newer and the result stays under the cap. Blocks below the cap then shrink
+        geometrically from old to new (O(log n) of them) and each posting is merged O(log n)
+        times. Factor 2, not 1: documents differ in size, and a run of ever smaller ones
+        must still merge. All pairs, not only the newest: the cap grows with the index, so
+        blocks frozen under an earlier, smaller cap (a window filling up) merge later."""
         cap = max(_MIN_CAP, self._size // _CAP_FRACTION)
         blocks = self._blocks
-        while len(blocks) >= 2:
-            old, new = blocks[-2], blocks[-1]
-            if old.size > 2 * new.size or old.size + new.size > cap:
-                break
-            blocks[-2:] = [self._merge(old, new)]
+        i = len(blocks) - 2
+        while i >= 0:
+            old, new = blocks[i], blocks[i + 1]
+            if old.size <= 2 * new.size and old.size + new.size <= cap:
+                blocks[i : i + 2] = [self._merge(old, new)]
+            i -= 1
 
     @staticmethod
     def _merge(old: _Block, new: _Block) -> _Block:
