@@ -421,10 +421,9 @@ def crash_scenario(settings: Settings, workdir: Path, *, items: int, kills: int,
     lines = news_lines(items, seed)
     want, want_dlq = dedup_of(settings, lines)
     report = Report("kill -9", items)
-    log_path = workdir / "worker.log"
     reader = OutputReader(settings)
     feeder = Feeder(settings, lines, rate=rate).start()
-    worker = start_worker(settings, log_path)
+    worker = start_worker(settings, workdir / "worker-0.log")
     problems: list[str] = []
     deadline = started + timeout
     try:
@@ -446,12 +445,14 @@ def crash_scenario(settings: Settings, workdir: Path, *, items: int, kills: int,
             assert worker.alive(), f"worker died on its own\n{worker.log_tail()}"
             worker.kill9()
             report.crashes += 1
-            worker = start_worker(settings, log_path)
+            worker = start_worker(settings, workdir / f"worker-{report.crashes}.log")
         positions = feeder.join(timeout=max(10.0, deadline - time.monotonic()))
         drained = reader.wait_for(positions, timeout=max(10.0, deadline - time.monotonic()),
                                   alive=worker.alive)
         if not drained:
             problems.append(f"not drained within {timeout:.0f}s\n{worker.log_tail()}")
+        # a clean stop of a worker that is up (SIGTERM while Python still imports is fatal)
+        _wait(lambda: bool(events_named(worker.log_path, "partition_ready")), 60)
         code = worker.stop()
         if code != 0:
             problems.append(f"clean stop exited {code}\n{worker.log_tail()}")

@@ -28,6 +28,7 @@ from ndd_stream.worker.logs import json_handler
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import BrokerLostData, DeciderPool
 from ndd_stream.worker.records import OutRecord, Source
+from ndd_stream.worker.refetch import Fetched, read_range
 from ndd_stream.worker.routing import route_raw
 
 log = logging.getLogger("ndd_stream.worker")
@@ -60,6 +61,7 @@ class Service:
         self.settings = settings
         self.metrics = metrics or WorkerMetrics()
         self.topics = output_topics(settings)
+        self._format = settings.item_format()
         self.scoped_name = topic_name(settings, "scoped")
         self.app = self._make_app()
         self._admin = AdminClient(librdkafka_config(settings))
@@ -67,7 +69,11 @@ class Service:
         self.pool = DeciderPool(
             settings.data_dir / settings.app_id, settings.detector_config(),
             settings.item_format(), self.topics, librdkafka_config(settings), self.metrics,
+            scoped_topic=self.scoped_name,
         )
+        # Router: raw partitions owned, and the next offset to forward of each (see route).
+        self._raw_owned: set[tuple[str, int]] = set()
+        self._route_next: dict[tuple[str, int], int] = {}
         self._wire()
 
     def _make_app(self) -> faust.App:
@@ -126,9 +132,94 @@ class Service:
             record.topic, record.key, record.value, record.partition, None, record.headers)
         return fut
 
+    async def route(self, messages: list[Any]) -> None:
+        """Forward raw records to the scoped topic (or the DLQ); wait for every delivery.
+
+        Each raw partition is forwarded in offset order from the group's committed offset;
+        records the consumer skipped are read from the broker first (see
+        DeciderPool.process and refetch.py).
+        """
+        pending = []
+        for m in messages:
+            tp = (m.topic, m.partition)
+            if tp not in self._raw_owned:
+                continue  # revoked: its new owner forwards it
+            expected = self._route_next.get(tp)
+            if expected is not None and m.offset < expected:
+                continue  # forwarded already
+            run = [m]
+            if expected is not None and m.offset > expected:
+                run = [*await self.fill(m.topic, m.partition, expected, m.offset), m]
+            for item in run:
+                self._route_next[tp] = item.offset + 1
+                pending.append(await self.send(self._routed(item)))
+        for fut in pending:
+            await fut
+
+    def _routed(self, m: Any) -> OutRecord:
+        src = Source(m.topic, m.partition, m.offset,
+                     int(m.timestamp * 1000) if m.timestamp else None)
+        record, invalid = route_raw(m.value, m.key, src, self._format, self.scoped_name,
+                                    self.settings.dlq_topic)
+        if invalid is not None:
+            self.metrics.dlq.labels(invalid.reason, "route").inc()
+            log.warning("%s: %s: %s", src.position, invalid.reason, invalid.detail,
+                        extra={"topic": m.topic, "partition": m.partition,
+                               "offset": m.offset, "event": "dlq"})
+        return record
+
+    async def fill(self, topic: str, partition: int, start: int, end: int) -> list[Fetched]:
+        """Records start <= offset < end that the consumer skipped, read from the broker."""
+        self.metrics.gaps.inc()
+        log.warning("%s[%d]: expected offset %d, the consumer delivered %d: reading the %d "
+                    "skipped records from the broker", topic, partition, start, end,
+                    end - start, extra={"topic": topic, "partition": partition,
+                                        "offset": start, "event": "offset_gap"})
+        found = await asyncio.get_running_loop().run_in_executor(
+            None, read_range, librdkafka_config(self.settings), topic, partition, start, end)
+        first = found[0].offset if found else end
+        if first > start:
+            log.error("%s[%d]: offsets %d-%d are no longer in the topic and were never "
+                      "processed", topic, partition, start, first - 1,
+                      extra={"topic": topic, "partition": partition, "offset": start,
+                             "event": "records_lost"})
+        return found
+
+    async def fill_scoped(self, partition: int, start: int, end: int) -> list[Fetched]:
+        return await asyncio.get_running_loop().run_in_executor(
+            None, read_range, librdkafka_config(self.settings), self.scoped_name, partition,
+            start, end)
+
+    def _committed(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The group's committed offsets (OffsetFetch; joins nothing); -1 when none."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({**librdkafka_config(self.settings), "group.id": self.settings.app_id,
+                             "enable.auto.commit": False})
+        try:
+            found = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=10)
+            return {(tp.topic, tp.partition): tp.offset for tp in found}
+        finally:
+            consumer.close()
+
+    async def assign_raw(self, tps: list[tuple[str, int]]) -> None:
+        """Where forwarding of newly assigned raw partitions starts: the committed offset
+        (what Faust seeks to), or the earliest record the router already took if lower."""
+        self._raw_owned = set(tps)
+        self._route_next = {tp: n for tp, n in self._route_next.items() if tp in self._raw_owned}
+        try:
+            committed = await asyncio.get_running_loop().run_in_executor(
+                None, self._committed, tps)
+        except KafkaException as exc:
+            log.warning("committed offsets unknown (%s): forwarding from the first record "
+                        "delivered", exc, extra={"event": "committed_unknown"})
+            return
+        for tp, offset in committed.items():
+            if offset >= 0 and tp in self._raw_owned:
+                self._route_next[tp] = min(offset, self._route_next.get(tp, offset))
+
     def _wire(self) -> None:
         s = self.settings
-        fmt = s.item_format()
         raw = (self._topic(pattern=s.raw_topic_pattern) if s.raw_topic_pattern
                else self._topic(*s.raw_topic_list()))
         scoped = self._topic(self.scoped_name)
@@ -138,45 +229,45 @@ class Service:
         async def router(stream: faust.StreamT) -> None:
             batches = stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
             async for events in batches:
-                pending = []
-                for event in events:
-                    m = event.message
-                    src = Source(m.topic, m.partition, m.offset,
-                                 int(m.timestamp * 1000) if m.timestamp else None)
-                    record, invalid = route_raw(m.value, m.key, src, fmt, service.scoped_name,
-                                                s.dlq_topic)
-                    if invalid is not None:
-                        service.metrics.dlq.labels(invalid.reason, "route").inc()
-                        log.warning("%s: %s: %s", src.position, invalid.reason, invalid.detail,
-                                    extra={"topic": m.topic, "partition": m.partition,
-                                           "offset": m.offset, "event": "dlq"})
-                    pending.append(await service.send(record))
-                for fut in pending:
-                    await fut
+                try:
+                    await service.route([e.message for e in events])
+                except Exception as exc:  # see the decider
+                    log.exception("router failed", extra={"event": "router_error"})
+                    fatal(f"router crashed: {exc!r}")
 
         @self.app.agent(scoped, name="ndd-decider")
         async def decider(stream: faust.StreamT) -> None:
             batches = stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
             async for events in batches:
                 messages = [e.message for e in events]
-                await service.pool.process(messages, service.send)
+                try:
+                    await service.pool.process(messages, service.send, service.fill_scoped)
+                except Exception as exc:
+                    # Faust would restart the agent and leave the taken events unacked, so
+                    # the worker would stall silently. State is committed per batch: exit.
+                    log.exception("decider failed", extra={"event": "decider_error"})
+                    fatal(f"decider crashed: {exc!r}")
                 service.record_lag(messages)
 
         @self.app.on_partitions_revoked.connect  # type: ignore[arg-type]
         async def on_revoked(app: Any, revoked: Any, **kwargs: Any) -> None:
+            raw_revoked = {(tp.topic, tp.partition) for tp in revoked
+                           if tp.topic != service.scoped_name}
+            service._raw_owned -= raw_revoked
+            for tp in raw_revoked:
+                service._route_next.pop(tp, None)
             mine = [tp.partition for tp in revoked if tp.topic == service.scoped_name]
             if mine:
                 log.info("partitions revoked: %s", mine, extra={"event": "revoked"})
-                service.pool.close(mine)
+                await service.pool.revoke(mine)
 
         @self.app.on_partitions_assigned.connect  # type: ignore[arg-type]
         async def on_assigned(app: Any, assigned: Any, **kwargs: Any) -> None:
             mine = sorted(tp.partition for tp in assigned if tp.topic == service.scoped_name)
-            gone = [p for p in service.pool.deciders if p not in mine]
-            service.pool.close(gone)
+            await service.assign_raw(sorted((tp.topic, tp.partition) for tp in assigned
+                                            if tp.topic != service.scoped_name))
             try:
-                for partition in mine:
-                    await service.pool.ensure(partition)
+                await service.pool.assign(mine)
             except (BrokerLostData, ChangelogError) as exc:
                 fatal(str(exc))
 

@@ -18,6 +18,10 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 SENTINEL_KEY = b"ndd-sentinel"
+POSITION_KEY = b"ndd-position"
+"""Key of the record written after each batch's documents: the value is the first scoped
+offset not yet reflected (decimal), so a worker that takes the partition over resumes
+exactly there instead of trusting the group's committed offset."""
 
 
 class ChangelogError(RuntimeError):
@@ -28,6 +32,7 @@ class ChangelogError(RuntimeError):
 class ChangelogRead:
     records: list[tuple[bytes, bytes]]  # (key, value) of document records, in order
     next_offset: int  # offset after the sentinel: where the next reader starts
+    position: int | None = None  # the last position record read (scoped offset), if any
 
 
 def read_partition(conf: dict[str, object], topic: str, partition: int, start: int,
@@ -54,6 +59,7 @@ def read_partition(conf: dict[str, object], topic: str, partition: int, start: i
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
                          "enable.partition.eof": False})
     records: list[tuple[bytes, bytes]] = []
+    position: int | None = None
     deadline = time.monotonic() + timeout_s
     try:
         consumer.assign([TopicPartition(topic, partition, max(start, 0))])
@@ -70,7 +76,10 @@ def read_partition(conf: dict[str, object], topic: str, partition: int, start: i
             key, value = msg.key() or b"", msg.value() or b""
             if key == SENTINEL_KEY:
                 if value == token:
-                    return ChangelogRead(records, int(msg.offset() or 0) + 1)
+                    return ChangelogRead(records, int(msg.offset() or 0) + 1, position)
+                continue
+            if key == POSITION_KEY:
+                position = int(value)
                 continue
             records.append((key, value))
     except KafkaException as exc:

@@ -18,6 +18,7 @@ from ndd_stream.core.store import StoredDocument
 from ndd_stream.jsonio import dumps
 from ndd_stream.state.codec import document_key, encode_document
 from ndd_stream.state.rocks import RocksStore
+from ndd_stream.worker.changelog import POSITION_KEY
 from ndd_stream.worker.records import (
     OutRecord,
     Source,
@@ -26,6 +27,10 @@ from ndd_stream.worker.records import (
     header_map,
     iso_utc,
 )
+
+UNKNOWN_OFFSET = -1
+"""``next_offset`` of a partition rebuilt from a changelog without position records
+(written by an older worker): the first record the consumer delivers is taken as next."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +92,8 @@ class PartitionDecider:
         self.fmt = fmt
         self.topics = topics
         marker = self.store.marker()
-        self.next_offset = marker.get("next", 0)  # first scoped offset not yet applied
+        # first scoped offset not yet applied (UNKNOWN_OFFSET: the next one delivered)
+        self.next_offset = marker.get("next", 0)
         self.changelog_next = marker.get("changelog", 0)  # first changelog offset not applied
         self.restored = self.detector.restore()
 
@@ -115,11 +121,15 @@ class PartitionDecider:
             records.append(OutRecord(self.topics.decisions, key, dumps(audit), headers_out))
         return Outcome(records, decision=decision, channel=item.channel)
 
-    def drain_changelog(self) -> list[OutRecord]:
-        """Changelog records for the documents decided since the last call."""
+    def drain_changelog(self, position: int | None = None) -> list[OutRecord]:
+        """Changelog records for the documents decided since the last call, then (if given)
+        the position record: the first scoped offset the state does not reflect."""
         out = [OutRecord(self.topics.changelog, document_key(d), encode_document(d), [],
                          partition=self.partition) for d in self.store.pending]
         self.store.pending.clear()
+        if position is not None:
+            out.append(OutRecord(self.topics.changelog, POSITION_KEY, str(position).encode(),
+                                 [], partition=self.partition))
         return out
 
     def commit(self, next_offset: int, changelog_next: int | None = None) -> None:
@@ -131,10 +141,14 @@ class PartitionDecider:
         if self.store.inner.needs_compaction:
             self.store.inner.compact()
 
-    def apply_changelog(self, docs: list[tuple[bytes, bytes]], changelog_next: int) -> int:
-        """Add changelog records written by another worker, then rebuild the detector."""
+    def apply_changelog(self, docs: list[tuple[bytes, bytes]], changelog_next: int,
+                        next_offset: int) -> int:
+        """Add changelog records written by another worker, then rebuild the detector.
+        ``next_offset`` is where that worker left the scoped partition (UNKNOWN_OFFSET:
+        take the first record the consumer delivers)."""
         from ndd_stream.state.codec import decode_document
 
+        self.next_offset = next_offset
         for key, value in docs:
             self.store.inner.add(decode_document(key, value))
         self.store.inner.commit({"next": self.next_offset, "changelog": changelog_next})

@@ -35,6 +35,8 @@ class WorkerMetrics:
                                 ["source"], registry=r)
         self.lag = Gauge("ndd_consumer_lag", "Records behind the partition end (if known)",
                          ["topic", "partition"], registry=r)
+        self.gaps = Counter("ndd_consumer_gaps_total",
+                            "Times the consumer skipped records and was rewound", registry=r)
         self.assigned = Gauge("ndd_assigned_partitions", "Scoped partitions owned", registry=r)
 
     def render(self) -> bytes:

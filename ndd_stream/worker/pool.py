@@ -8,6 +8,11 @@ Per batch of scoped records, in this order (what makes at-least-once safe):
 5. only then Faust acks the events, so Kafka's committed offset never passes state.
 A crash between any two steps replays records whose decisions are either recomputed
 from the same state (same result) or answered from the stored decision by identity.
+
+A batch runs under the pool's lock, and a rebalance takes that lock before it closes a
+revoked partition: the batch in flight finishes with the state it started with, and
+records of a partition this worker no longer owns (fetched before the rebalance and
+still in the agent's hands) are not decided; their new owner decides them.
 """
 
 from __future__ import annotations
@@ -22,13 +27,16 @@ from typing import Any, Protocol
 from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.items import ItemFormat
 from ndd_stream.worker.changelog import read_partition
-from ndd_stream.worker.deciding import OutputTopics, PartitionDecider
+from ndd_stream.worker.deciding import UNKNOWN_OFFSET, OutputTopics, PartitionDecider
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.records import OutRecord, Source
 
 log = logging.getLogger("ndd_stream.worker")
 
 Send = Callable[[OutRecord], Awaitable[Awaitable[Any]]]
+Fill = Callable[[int, int, int], Awaitable[Sequence["Message"]]]
+"""``fill(partition, start, end)``: records start <= offset < end of the scoped partition,
+read from the broker (fewer at the front if retention removed them)."""
 
 
 class BrokerLostData(RuntimeError):
@@ -37,13 +45,22 @@ class BrokerLostData(RuntimeError):
 
 
 class Message(Protocol):
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: Any
-    timestamp: float | None
+    """What the pool reads of a record (Faust's messages and refetch.Fetched have it)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def value(self) -> bytes | None: ...
+    @property
+    def headers(self) -> Any: ...
+    @property
+    def timestamp(self) -> float | None: ...
 
 
 class DeciderPool:
@@ -52,7 +69,9 @@ class DeciderPool:
     def __init__(
         self, state_dir: Path, config: DetectorConfig, fmt: ItemFormat, topics: OutputTopics,
         kafka_conf: dict[str, object], metrics: WorkerMetrics, restore_timeout_s: float = 300.0,
+        scoped_topic: str = "scoped",
     ) -> None:
+        self.scoped_topic = scoped_topic
         self.state_dir = state_dir
         self.config = config
         self.fmt = fmt
@@ -62,6 +81,24 @@ class DeciderPool:
         self.restore_timeout_s = restore_timeout_s
         self.deciders: dict[int, PartitionDecider] = {}
         self._opening: dict[int, asyncio.Task[PartitionDecider]] = {}
+        # Scoped partitions assigned to this worker (None: not told yet, so all of them).
+        self.owned: set[int] | None = None
+        self.lock = asyncio.Lock()
+
+    async def assign(self, partitions: Sequence[int]) -> None:
+        """A rebalance gave this worker ``partitions``: close the others, open these."""
+        async with self.lock:
+            self.owned = set(partitions)
+            self.close([p for p in self.deciders if p not in self.owned])
+        for partition in sorted(partitions):
+            await self.ensure(partition)
+
+    async def revoke(self, partitions: Sequence[int]) -> None:
+        """A rebalance takes ``partitions`` away: wait for the batch in flight, close them."""
+        async with self.lock:
+            if self.owned is not None:
+                self.owned.difference_update(partitions)
+            self.close(partitions)
 
     async def ensure(self, partition: int) -> PartitionDecider:
         decider = self.deciders.get(partition)
@@ -97,11 +134,13 @@ class DeciderPool:
                 f"{decider.changelog_next - 1}: the broker lost data (restarted empty?). "
                 "Refusing to continue; restore the broker's data, or delete the state "
                 "directory to start from an empty window.")
-        if read.records:
-            # Another worker owned the partition meanwhile: its records supersede our
-            # offsets, so replay from Kafka's committed offset and let identities answer.
-            decider.next_offset = 0
-            decider.apply_changelog(read.records, read.next_offset)
+        if read.records or read.position is not None:
+            # Another worker owned the partition meanwhile (or this one wrote a batch's
+            # changelog and crashed before committing it locally): those records and the
+            # position they end at supersede the local state. Without a position record
+            # (older workers) take what the consumer delivers, and let identities answer.
+            position = read.position if read.position is not None else UNKNOWN_OFFSET
+            decider.apply_changelog(read.records, read.next_offset, position)
             self.metrics.restored.labels("changelog").inc(len(read.records))
         else:
             decider.commit(decider.next_offset, read.next_offset)
@@ -118,42 +157,84 @@ class DeciderPool:
                 decider.close()
         self.metrics.assigned.set(len(self.deciders))
 
-    async def process(self, messages: Sequence[Message], send: Send) -> int:
-        """Run steps 1-4 of the module docstring for one batch; returns records decided."""
+    async def process(self, messages: Sequence[Message], send: Send,
+                      fill: Fill | None = None) -> int:
+        """Run steps 1-4 of the module docstring for one batch; returns records decided.
+
+        Records are decided strictly in offset order from each partition's ``next_offset``
+        (the state's own position). One already reflected is skipped. One *beyond* it
+        means the consumer skipped records (Faust can, around a rebalance, and its
+        committed offset can then pass them): ``fill(partition, start, end)`` reads the
+        missing ones from the broker and they are decided first, so nothing is lost.
+        """
+        async with self.lock:
+            return await self._process(messages, send, fill)
+
+    async def _process(self, messages: Sequence[Message], send: Send,
+                       fill: Fill | None) -> int:
         pending: list[Awaitable[Any]] = []
-        last: dict[int, int] = {}
+        cursor: dict[int, int] = {}  # next offset to decide, per partition of this batch
         decided = 0
         for msg in messages:
+            if self.owned is not None and msg.partition not in self.owned:
+                continue  # revoked: its new owner decides it
             decider = await self.ensure(msg.partition)
-            last[msg.partition] = max(last.get(msg.partition, -1), msg.offset)
-            if msg.offset < decider.next_offset:
+            expected = cursor.get(msg.partition, decider.next_offset)
+            if expected == UNKNOWN_OFFSET:
+                expected = msg.offset
+            if msg.offset < expected:
                 continue  # applied and produced before a restart
-            ts = msg.timestamp
-            source = Source(msg.topic, msg.partition, msg.offset,
-                            int(ts * 1000) if ts is not None else None)
-            started = time.perf_counter()
-            outcome = decider.process(msg.value, msg.key, msg.headers, source)
-            self.metrics.latency.observe(time.perf_counter() - started)
-            decided += 1
-            self._count(decider, outcome, source)
-            for record in outcome.records:
-                pending.append(await send(record))
+            run: Sequence[Message] = [msg]
+            if msg.offset > expected:
+                run = [*await self._fill(msg.partition, expected, msg.offset, fill), msg]
+            for item in run:
+                cursor[msg.partition] = item.offset + 1
+                ts = item.timestamp
+                source = Source(item.topic, item.partition, item.offset,
+                                int(ts * 1000) if ts is not None else None)
+                started = time.perf_counter()
+                outcome = decider.process(item.value, item.key, item.headers, source)
+                self.metrics.latency.observe(time.perf_counter() - started)
+                decided += 1
+                self._count(decider, outcome, source)
+                for record in outcome.records:
+                    pending.append(await send(record))
         await _all(pending)
         changelog_futures: dict[int, list[Awaitable[Any]]] = {}
-        for partition in last:
-            changelog_futures[partition] = [await send(r)
-                                            for r in self.deciders[partition].drain_changelog()]
+        for partition, position in cursor.items():
+            records = self.deciders[partition].drain_changelog(position)
+            changelog_futures[partition] = [await send(r) for r in records]
         changelog_next: dict[int, int] = {}
         for partition, futures in changelog_futures.items():
             metadata = await _all(futures)
             offsets = [m.offset for m in metadata if getattr(m, "offset", None) is not None]
             if offsets:
                 changelog_next[partition] = max(offsets) + 1
-        for partition, offset in last.items():
+        for partition, position in cursor.items():
             decider = self.deciders[partition]
-            decider.commit(max(decider.next_offset, offset + 1), changelog_next.get(partition))
+            decider.commit(position, changelog_next.get(partition))
             self._gauges(decider)
         return decided
+
+    async def _fill(self, partition: int, expected: int, delivered: int,
+                    fill: Fill | None) -> Sequence[Message]:
+        """The records the consumer skipped, read from the broker (see process)."""
+        self.metrics.gaps.inc()
+        log.warning("%s[%d]: expected offset %d, the consumer delivered %d: reading the %d "
+                    "skipped records from the broker", self.scoped_topic, partition, expected,
+                    delivered, delivered - expected,
+                    extra={"partition": partition, "offset": expected, "event": "offset_gap"})
+        if fill is None:
+            raise RuntimeError(f"{self.scoped_topic}[{partition}]: offsets {expected}-"
+                               f"{delivered - 1} were skipped and cannot be read")
+        found = list(await fill(partition, expected, delivered))
+        first = found[0].offset if found else delivered
+        if first > expected:  # retention removed them before they were decided
+            log.error("%s[%d]: offsets %d-%d are no longer in the topic and were never "
+                      "decided", self.scoped_topic, partition, expected, first - 1,
+                      extra={"partition": partition, "offset": expected,
+                             "event": "records_lost"})
+        return found
 
     def _count(self, decider: PartitionDecider, outcome: Any, source: Source) -> None:
         part = str(decider.partition)
