@@ -37,12 +37,6 @@ def long_run(request: pytest.FixtureRequest) -> None:
         pytest.skip("long variant: run with -m slow or NDD_RELIABILITY_SLOW=1")
 
 
-KNOWN_FAILURE = pytest.mark.skip(
-    reason="fails on main: a worker killed during a rebalance can stall the group or exit "
-    "-15 on a clean stop; the fix (worker/refetch) is unfinished, see the closing note of "
-    "session 1 and issue 6")
-
-@KNOWN_FAILURE
 @pytest.mark.timeout(420)
 def test_random_kill_9_while_streaming_loses_nothing_and_keeps_decisions(
     make_settings: SettingsFactory, tmp_path: Path
@@ -56,7 +50,6 @@ def test_random_kill_9_while_streaming_loses_nothing_and_keeps_decisions(
     assert report.lost == 0 and report.mismatches == 0
 
 
-@KNOWN_FAILURE
 @pytest.mark.timeout(420)
 def test_second_worker_joins_and_leaves_at_random_moments_without_loss(
     make_settings: SettingsFactory, tmp_path: Path
