@@ -29,7 +29,7 @@ from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import BrokerLostData, DeciderPool
 from ndd_stream.worker.records import OutRecord, Source
 from ndd_stream.worker.refetch import Fetched, read_range
-from ndd_stream.worker.routing import route_raw
+from ndd_stream.worker.routing import producer_request_limit, route_raw
 
 log = logging.getLogger("ndd_stream.worker")
 
@@ -95,7 +95,7 @@ class Service:
             topic_allow_declare=False,
             topic_disable_leader=True,
             producer_acks=-1,
-            producer_max_request_size=max(1_048_576, 2 * s.max_item_bytes),
+            producer_max_request_size=producer_request_limit(s.max_item_bytes),
             consumer_max_fetch_size=max(4_194_304, 2 * s.max_item_bytes),
             stream_wait_empty=False,
             loghandlers=[json_handler()],
@@ -347,10 +347,23 @@ def run_worker(settings: Settings) -> int:
     # Faust's own handler goes to /dev/null: the JSON handler given to the app is the log.
     worker = faust.Worker(service.app, loglevel=settings.log_level, quiet=True,
                           logfile=os.devnull)
+    code = 0
     try:
         worker.execute_from_commandline()
     except SystemExit as exc:
-        return int(exc.code or 0)
+        code = int(exc.code or 0)
     finally:
         service.pool.close()
+    crash = service.app.crash_reason
+    if code != 0 or crash is not None:
+        # Faust ends a crashed app itself (code 1), often before watch_crash sees it: give
+        # the same CRITICAL line and exit code as every other fatal condition.
+        if crash is not None:
+            log.critical("worker crashed: %r", crash, extra={"event": "fatal"})
+        else:
+            log.critical("worker stopped with exit code %d (the errors above say why)", code,
+                         extra={"event": "fatal"})
+        for handler in logging.getLogger().handlers + log.handlers:
+            handler.flush()
+        return 3
     return 0
