@@ -165,7 +165,9 @@ def _timestamp(obj: dict[str, Any], fmt: ItemFormat, fallback: float | None) -> 
 def parse_timestamp(value: object) -> float | None:
     """Epoch seconds from epoch seconds (int, float or numeric string) or ISO-8601.
 
-    Naive ISO times are taken as UTC. Returns None when unusable.
+    Naive ISO times are taken as UTC. Returns None when unusable, including numbers that
+    are no date: before 0001-01-01 UTC (a worker could not write them as ISO-8601) or
+    after about the year 5000.
     """
     if isinstance(value, bool):
         return None
@@ -185,6 +187,10 @@ def parse_timestamp(value: object) -> float | None:
             ts = parsed.timestamp()
     else:
         return None
-    if not math.isfinite(ts) or abs(ts) > 1e11:  # beyond year 5000: not a timestamp
+    if not math.isfinite(ts) or not _MIN_TIMESTAMP <= ts <= _MAX_TIMESTAMP:
         return None
     return ts
+
+
+_MIN_TIMESTAMP = -62_135_596_800.0  # 0001-01-01T00:00:00Z: earlier is no date (ISO, headers)
+_MAX_TIMESTAMP = 1e11  # about the year 5138: later is not a timestamp

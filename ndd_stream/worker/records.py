@@ -13,6 +13,8 @@ Headers (all values UTF-8):
   ndd-engine          engine version (ndd_stream.ENGINE_VERSION)
   ndd-source-topic / ndd-source-partition / ndd-source-offset   where the raw item was read
   ndd-dlq-reason / ndd-dlq-detail   (DLQ records only)
+  ndd-dlq-truncated   original length of an item too large for the worker's producer
+                      (about 1 MiB, or 2 x max_item_bytes): the dead letter keeps its head
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ H_SRC_OFFSET = "ndd-source-offset"
 H_SRC_TIMESTAMP = "ndd-source-timestamp"
 H_DLQ_REASON = "ndd-dlq-reason"
 H_DLQ_DETAIL = "ndd-dlq-detail"
+H_DLQ_TRUNCATED = "ndd-dlq-truncated"
 
 
 @dataclass(frozen=True, slots=True)

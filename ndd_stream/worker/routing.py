@@ -8,7 +8,17 @@ and forwards the original bytes unchanged, with the raw position in headers.
 from __future__ import annotations
 
 from ndd_stream.core.items import Invalid, ItemFormat, decode_object, scope_of
-from ndd_stream.worker.records import OutRecord, Source, dlq_headers
+from ndd_stream.worker.records import H_DLQ_TRUNCATED, OutRecord, Source, dlq_headers
+
+
+def producer_request_limit(max_item_bytes: int) -> int:
+    """The worker producer's max request size: room for any item it forwards."""
+    return max(1_048_576, 2 * max_item_bytes)
+
+
+def dead_letter_limit(max_item_bytes: int) -> int:
+    """The largest dead-letter payload kept whole (64 KiB left for headers and framing)."""
+    return producer_request_limit(max_item_bytes) - 65_536
 
 
 def route_raw(
@@ -19,6 +29,14 @@ def route_raw(
     raw = value or b""
     obj = decode_object(raw, fmt)
     if isinstance(obj, Invalid):
-        return OutRecord(dlq_topic, key, raw, dlq_headers(obj.reason, obj.detail, source)), obj
+        headers = dlq_headers(obj.reason, obj.detail, source)
+        limit = dead_letter_limit(fmt.max_item_bytes)
+        if len(raw) > limit:
+            # The worker's producer could not send it (and a dead letter that cannot be
+            # sent would stop the worker): keep the head of the item and its length; the
+            # whole item stays in the raw topic (ndd-source-* headers say where).
+            headers.append((H_DLQ_TRUNCATED, str(len(raw)).encode()))
+            raw = raw[:limit]
+        return OutRecord(dlq_topic, key, raw, headers), obj
     scope = scope_of(obj, fmt)
     return OutRecord(scoped_topic, scope.encode("utf-8"), raw, source.headers()), None

@@ -1,0 +1,260 @@
+"""Broker trouble: the worker recovers without loss, or exits loudly (code 3), never hangs.
+
+Each test runs its own embedded broker (Tansu keeps data in memory only, and these tests
+pause, stop and replace it). The behaviour checked here is documented in
+docs/RELIABILITY.md:
+
+* broker hung (SIGSTOP) longer than the session timeout, shorter than
+  NDD_BROKER_TIMEOUT_S: the worker logs ``broker_unreachable``, then
+  ``broker_reachable``, and goes on; nothing is lost, no decision changes;
+* broker hung or gone longer than NDD_BROKER_TIMEOUT_S: exit code 3 with a CRITICAL JSON
+  line (event ``fatal``); after a restart it goes on without loss;
+* broker replaced by an empty one (in-memory broker restarted): exit code 3 with
+  "the broker lost data", the local state untouched, and the same refusal on every
+  restart until the operator deletes the state directory;
+* the app crashes (here: a state directory of another format): exit code 3.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka_helpers import SettingsFactory
+from reliability_harness import (
+    Feeder,
+    OutputReader,
+    Report,
+    check_outputs,
+    create_topics,
+    dedup_of,
+    events_named,
+    news_lines,
+    start_worker,
+    wait_exit,
+    worker_settings,
+)
+
+from ndd_stream.broker import BrokerBinaryNotFound, EmbeddedBroker, free_port, resolve_tansu_bin
+from ndd_stream.settings import Settings
+from ndd_stream.state.codec import FORMAT_KEY
+from ndd_stream.state.rocks import RocksStore
+
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(240)]
+
+
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
+    """A broker for this test alone, on a port it can be restarted on."""
+    try:
+        binary = resolve_tansu_bin()
+    except BrokerBinaryNotFound as exc:
+        pytest.skip(f"embedded Kafka broker unavailable: {exc}")
+    broker = EmbeddedBroker(binary=binary, port=free_port(), log_dir=tmp_path / "tansu")
+    broker.start()
+    yield broker
+    broker.stop()
+
+
+def _settings(broker: EmbeddedBroker, tmp_path: Path, **overrides: object) -> Settings:
+    return worker_settings(broker.bootstrap, tmp_path.name[-20:].replace("_", "-"),
+                           tmp_path / "data", partitions=2, **overrides)
+
+
+def _state(settings: Settings) -> tuple[int, int]:
+    """(documents, sum of next offsets) over the worker's partition stores, read directly."""
+    docs = nexts = 0
+    for path in sorted((settings.data_dir / settings.app_id).glob("partition-*")):
+        store = RocksStore(path)
+        try:
+            docs += sum(1 for _ in store.load())
+            nexts += store.marker().get("next", 0)
+        finally:
+            store.close()
+    return docs, nexts
+
+
+def _fatal(log_path: Path) -> str:
+    lines = events_named(log_path, "fatal")
+    assert lines, f"no fatal log line in {log_path}"
+    assert lines[-1]["level"] == "CRITICAL"
+    return str(lines[-1]["message"])
+
+
+def test_broker_hung_beyond_the_session_timeout_then_back_loses_nothing(
+    own_broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    settings = _settings(own_broker, tmp_path, broker_timeout_s=60.0)
+    create_topics(settings)
+    lines = news_lines(3000, seed=21, id_prefix="p-")
+    want, want_dlq = dedup_of(settings, lines)
+    reader = OutputReader(settings)
+    feeder = Feeder(settings, lines, rate=300).start()  # still producing during the pause
+    log_path = tmp_path / "worker.log"
+    worker = start_worker(settings, log_path)
+    try:
+        assert reader.wait_count(500, timeout=90, alive=worker.alive), worker.log_tail()
+        own_broker.pause()
+        paused_at = time.monotonic()
+        while time.monotonic() - paused_at < 15.0:  # > session timeout (6 s)
+            assert worker.alive(), worker.log_tail()
+            time.sleep(0.5)
+        own_broker.resume()
+        positions = feeder.join(timeout=120)
+        assert reader.wait_for(positions, timeout=150, alive=worker.alive), worker.log_tail()
+        assert worker.alive()
+        assert events_named(log_path, "broker_unreachable"), worker.log_tail()
+        assert _wait_event(log_path, "broker_reachable", 30), worker.log_tail()
+        assert worker.stop() == 0
+    finally:
+        worker.stop()
+        reader.close()
+    report = Report("broker paused 15 s", len(lines))
+    problems = check_outputs(report, reader.records, positions, want, want_dlq)
+    print(report.line())
+    assert not problems, "\n".join(problems)
+
+
+def test_broker_hung_beyond_broker_timeout_exits_3_and_a_restart_loses_nothing(
+    own_broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    settings = _settings(own_broker, tmp_path, broker_timeout_s=10.0)
+    create_topics(settings)
+    lines = news_lines(2000, seed=22, id_prefix="h-")
+    want, want_dlq = dedup_of(settings, lines)
+    reader = OutputReader(settings)
+    feeder = Feeder(settings, lines[:1000], rate=2000).start()
+    log_path = tmp_path / "worker.log"
+    worker = start_worker(settings, log_path)
+    try:
+        assert reader.wait_count(300, timeout=90, alive=worker.alive), worker.log_tail()
+        own_broker.pause()
+        paused_at = time.monotonic()
+        code = wait_exit(worker, timeout=60)
+        exited_after = time.monotonic() - paused_at
+        own_broker.resume()
+        assert code == 3, f"exit {code}\n{worker.log_tail()}"
+        assert 10.0 <= exited_after < 40.0, exited_after
+        assert "answered for" in _fatal(log_path)
+        positions = feeder.join(timeout=60)
+        feeder = Feeder(settings, lines[1000:], rate=2000).start()
+        worker = start_worker(settings, tmp_path / "worker-2.log")
+        positions += feeder.join(timeout=60)
+        assert reader.wait_for(positions, timeout=150, alive=worker.alive), worker.log_tail()
+        assert worker.stop() == 0
+    finally:
+        worker.stop()
+        reader.close()
+    report = Report("broker hung 10+ s", len(lines), crashes=1)
+    problems = check_outputs(report, reader.records, positions, want, want_dlq)
+    print(report.line(), f"exit 3 after {exited_after:.1f}s")
+    assert not problems, "\n".join(problems)
+
+
+def test_broker_gone_for_good_exits_3(own_broker: EmbeddedBroker, tmp_path: Path) -> None:
+    settings = _settings(own_broker, tmp_path, broker_timeout_s=8.0)
+    create_topics(settings)
+    log_path = tmp_path / "worker.log"
+    worker = start_worker(settings, log_path)
+    try:
+        assert _wait_event(log_path, "partition_ready", 60), worker.log_tail()
+        own_broker.stop()
+        stopped_at = time.monotonic()
+        code = wait_exit(worker, timeout=60)
+        exited_after = time.monotonic() - stopped_at
+    finally:
+        worker.stop()
+    assert code == 3, worker.log_tail()
+    assert 8.0 <= exited_after < 30.0, exited_after
+    assert f"no broker at {settings.brokers} answered" in _fatal(log_path)
+    print(f"broker stopped: exit 3 after {exited_after:.1f}s")
+
+
+def test_broker_restarted_empty_is_refused_loudly_and_state_is_kept(
+    own_broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    settings = _settings(own_broker, tmp_path, broker_timeout_s=60.0)
+    create_topics(settings)
+    lines = news_lines(400, seed=23, id_prefix="r-")
+    reader = OutputReader(settings)
+    positions = Feeder(settings, lines, rate=5000).start().join(timeout=60)
+    log_path = tmp_path / "worker.log"
+    worker = start_worker(settings, log_path)
+    try:
+        assert reader.wait_for(positions, timeout=90, alive=worker.alive), worker.log_tail()
+        reader.close()
+        time.sleep(2.0)  # let the last batch's state commit land
+        own_broker.stop()
+        own_broker.start()  # same port, empty: what an in-memory broker restart looks like
+        code = wait_exit(worker, timeout=90)
+        detected = _fatal(log_path) if code is not None else ""
+    finally:
+        worker.stop()
+    assert code == 3, worker.log_tail()
+    assert "the broker lost data" in detected, detected
+    # The local state still reflects every item decided before (nothing reset or mixed).
+    docs, nexts = _state(settings)
+    assert (docs, nexts) == (len(lines), len(lines)), (docs, nexts)
+
+    # A restart against the empty broker (topics re-created) refuses the same way ...
+    create_topics(settings)
+    again = start_worker(settings, tmp_path / "worker-2.log")
+    try:
+        code = wait_exit(again, timeout=90)
+    finally:
+        again.stop()
+    assert code == 3 and "the broker lost data" in _fatal(tmp_path / "worker-2.log")
+    assert _state(settings) == (docs, nexts)
+
+    # ... until the operator deletes the state: then it starts over with an empty window.
+    shutil.rmtree(settings.data_dir)
+    fresh = news_lines(300, seed=24, id_prefix="f-")
+    want, want_dlq = dedup_of(settings, fresh)
+    reader = OutputReader(settings)
+    positions = Feeder(settings, fresh, rate=5000).start().join(timeout=60)
+    worker = start_worker(settings, tmp_path / "worker-3.log")
+    try:
+        assert reader.wait_for(positions, timeout=90, alive=worker.alive), worker.log_tail()
+        assert worker.stop() == 0
+    finally:
+        worker.stop()
+        reader.close()
+    report = Report("after an empty broker", len(fresh))
+    problems = check_outputs(report, reader.records, positions, want, want_dlq)
+    assert not problems, "\n".join(problems)
+    print(f"empty broker: exit 3 twice ({detected[:80]}...), state kept: {docs} documents")
+
+
+def test_an_app_crash_exits_3(make_settings: SettingsFactory, tmp_path: Path) -> None:
+    """A worker whose app crashes (here: its state directory was written by another
+    format) exits with code 3 and says why, instead of running on without a partition."""
+    settings = make_settings(partitions=1)
+    create_topics(settings)
+    path = settings.data_dir / settings.app_id / "partition-0"
+    RocksStore(path).close()
+    from rocksdict import Options, Rdict
+
+    db = Rdict(str(path), options=Options(raw_mode=True))
+    db.put(FORMAT_KEY, b"ndd-state-0")
+    db.close()
+    log_path = tmp_path / "worker.log"
+    worker = start_worker(settings, log_path)
+    try:
+        code = wait_exit(worker, timeout=90)
+    finally:
+        worker.stop()
+    assert code == 3, worker.log_tail()
+    message = _fatal(log_path)
+    assert "crashed" in message and "state format" in message, message
+
+
+def _wait_event(log_path: Path, event: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if log_path.exists() and events_named(log_path, event):
+            return True
+        time.sleep(0.2)
+    return False
