@@ -254,7 +254,10 @@ def main(argv: list[str] | None = None) -> int:
         out["index_bytes"] = window.index.nbytes
         out["nf_bytes"] = nf_bytes
         out["docs_bytes_est"] = len(window.docs) * 200  # WindowDoc object, slots, list slot
+        out["bitmap_bytes"] = window.bitmaps.nbytes if window.bitmaps is not None else 0
+        # decision stats of the measured items only (profiling below adds to them)
         out["candidates"] = det.stats.candidates
+        out["bitmap_pruned"] = det.stats.bitmap_pruned
         out["verified"] = det.stats.verified
         if args.profile:
             out["profile"] = profile_shares(det, stream.take(args.profile))

@@ -87,7 +87,11 @@ def main(argv: list[str] | None = None) -> int:
            "local_restore_s_per_10k": round(local_s * per10k, 2),
            "changelog_restore_s_per_10k": round(changelog_s * per10k, 2)}
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "restore.json").write_bytes(jsonio.dumps(out))
+    path = RESULTS / "restore.json"  # one entry per (docs, threshold), newest run wins
+    previous = jsonio.loads(path.read_bytes()) if path.exists() else []
+    runs = [r for r in (previous if isinstance(previous, list) else [previous])
+            if (r["docs"], r["threshold"]) != (n, args.threshold)]
+    path.write_bytes(jsonio.dumps(sorted([*runs, out], key=lambda r: (r["threshold"], r["docs"]))))
     print(out)
     return 0
 

@@ -45,16 +45,19 @@ def streams(draw: st.DrawFn) -> list[Document]:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     docs=streams(),
-    threshold=st.sampled_from([0.3, 0.5, 0.7, 0.8, 0.9, 1.0]),
+    threshold=st.sampled_from([0.2, 0.3, 0.49, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]),
     q=st.sampled_from([1, 2, 3, 4, 5]),
     window=st.sampled_from([0, 1, 2, 24]),
     index_duplicates=st.booleans(),
+    bitmap_bits=st.sampled_from([None, 0, 6, 10]),  # 6: 64-bit bitmaps, collisions galore
 )
 def test_decisions_equal_brute_force(
-    docs: list[Document], threshold: float, q: int, window: int, index_duplicates: bool
+    docs: list[Document], threshold: float, q: int, window: int, index_duplicates: bool,
+    bitmap_bits: int | None,
 ) -> None:
+    """Whatever the threshold (full or partial prefixes) and bitmap filter size."""
     config = DetectorConfig(q=q, threshold=threshold, window_hours=window,
-                            index_duplicates=index_duplicates)
+                            index_duplicates=index_duplicates, bitmap_bits=bitmap_bits)
     detector = Detector(config)
     got = [detector.decide(d) for d in docs]
     want = brute_force(docs, q=q, threshold=threshold, window_hours=window,

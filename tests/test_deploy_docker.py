@@ -186,12 +186,14 @@ def test_healthcheck_uses_health_endpoint() -> None:
 
 
 def test_build_stage_copies_what_the_wheel_needs() -> None:
-    """pyproject.toml's readme, packages and force-included topics/ are in the build."""
+    """pyproject.toml's readme, packages, force-included topics/ and the build hook that
+    compiles the kernels (hatch_build.py) are in the build."""
     project = pyproject()
     wheel = project["tool"]["hatch"]["build"]["targets"]["wheel"]
     needed = {"pyproject.toml", project["project"]["readme"]}
     needed |= set(wheel["packages"])
     needed |= set(wheel.get("force-include", {}))
+    needed |= {hook["path"] for hook in wheel.get("hooks", {}).values() if "path" in hook}
     build = stages()[0]
     copied: set[str] = set()
     for value in values(build, "COPY"):
@@ -263,9 +265,11 @@ def test_matcher_follows_docker_semantics() -> None:
     [
         "pyproject.toml",
         "README.md",
+        "hatch_build.py",
         "ndd_stream/__init__.py",
         "ndd_stream/settings.py",
         "ndd_stream/core/detector.py",
+        "ndd_stream/core/_kernels.c",
         SAMPLE_FEED_SRC,
         "topics/news.yaml",
     ],
@@ -284,6 +288,7 @@ def test_context_keeps(path: str) -> None:
         "helm/ndd-stream/values.yaml",
         "ndd_stream/__pycache__/settings.cpython-311.pyc",
         "ndd_stream/core/__pycache__/x.cpython-311.pyc",
+        "ndd_stream/core/_kernels.cpython-311-x86_64-linux-gnu.so",  # built by the image
         "ndd-data/ndd-stream-data/v1/tables/0.db",
         ".venv/bin/python",
         ".env",

@@ -27,7 +27,7 @@ from ndd_stream.settings import Settings  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "helm" / "ndd-stream"
 CI_VALUES = sorted((CHART / "ci").glob("*.yaml"))
-KUBE_VERSION = "1.30.0"
+KUBE_VERSION = "1.33.0"
 RELEASE = "news"
 NAMESPACE = "ndd"
 UID = 10001

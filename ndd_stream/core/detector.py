@@ -21,10 +21,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ndd_stream.core.bitmaps import Bitmap, auto_bits
 from ndd_stream.core.document import Decision, Document, Policy, Status
 from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.order import FrequencyBook, OrderVersion
-from ndd_stream.core.qgrams import Codes, fmix64, signature
+from ndd_stream.core.qgrams import Codes, fmix64, signature, sorted_unique
 from ndd_stream.core.similarity import extended_prefix, intersection_size, size_bounds
 from ndd_stream.core.store import NullStore, StateStore, StoredDocument
 from ndd_stream.core.window import ScopeWindow, ShortDoc, WindowDoc
@@ -48,6 +49,9 @@ class DetectorConfig:
     index_duplicates: bool = True  # Fig. 2 indexes every document; False: unique ones only
     order_bits: int = 22  # size of the q-gram frequency sketch (2**bits counters)
     cache_signatures: int = 2048  # recently verified signatures kept in memory
+    # Bitmap filter (ndd_stream.core.bitmaps): 2**bits bits per indexed document, 0 = off,
+    # None = bitmaps.auto_bits(threshold) (14 from 0.5 to 0.7, else off).
+    bitmap_bits: int | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
@@ -56,6 +60,17 @@ class DetectorConfig:
             raise ValueError(f"q must be >= 1, got {self.q}")
         if self.window_hours < 0:
             raise ValueError(f"window_hours must be >= 0, got {self.window_hours}")
+        if self.bitmap_bits is not None and self.bitmap_bits != 0 and not (
+            6 <= self.bitmap_bits <= 24
+        ):
+            raise ValueError(f"bitmap_bits must be 0 or in 6..24, got {self.bitmap_bits}")
+
+    @property
+    def effective_bitmap_bits(self) -> int:
+        """The bitmap filter's size in bits (log2) after resolving ``None``; 0 = off."""
+        if self.bitmap_bits is None:
+            return auto_bits(self.threshold)
+        return self.bitmap_bits
 
 
 def hour_of(timestamp: float) -> int:
@@ -65,7 +80,8 @@ def hour_of(timestamp: float) -> int:
 @dataclass
 class DetectorStats:
     decided: int = 0
-    candidates: int = 0
+    candidates: int = 0  # passed the count filter
+    bitmap_pruned: int = 0  # of those, ruled out by the bitmap filter
     verified: int = 0
     by_status: dict[str, int] = field(default_factory=dict)
 
@@ -87,6 +103,9 @@ class Detector:
         self._windows: dict[str, ScopeWindow] = {}
         self._book = FrequencyBook(bits=self.config.order_bits)
         self._cache: OrderedDict[tuple[str, int], Codes] = OrderedDict()
+        # The deciding document's mixed codes, its prefix per order version and its bitmap,
+        # computed by the probe and reused when it is indexed (same signature).
+        self._probed: tuple[Codes, Codes, dict[int, Codes], Bitmap | None] | None = None
         self.stats = DetectorStats()
 
     # -- public API ---------------------------------------------------------------------
@@ -103,8 +122,11 @@ class Detector:
         nf = self._normal_form(doc.text)
         number = window.next_number
         window.next_number += 1
-        decision, sig = self._judge(window, doc, hour, nf)
-        indexed = self._index(window, doc, hour, nf, sig, decision)
+        try:
+            decision, sig = self._judge(window, doc, hour, nf)
+            indexed = self._index(window, doc, hour, nf, sig, decision)
+        finally:
+            self._probed = None
         if decision.policy is not Policy.LATE:  # a late item is not in the window: not kept
             window.remember(decision, hour)
         self.store.add(
@@ -224,16 +246,22 @@ class Detector:
         mixed = fmix64(sig)
         length, guaranteed = extended_prefix(sig.size, t)
         probes = [v.prefix(mixed, length) for v in versions]
-        codes = np.unique(np.concatenate(probes)) if len(probes) > 1 else probes[0]
-        keys = np.unique(codes >> np.uint64(32))
+        bitmap = window.bitmaps.bitmap(mixed) if window.bitmaps is not None else None
+        self._probed = (
+            sig, mixed, {v.number: p for v, p in zip(versions, probes, strict=True)}, bitmap
+        )
+        codes = sorted_unique(np.concatenate(probes)) if len(probes) > 1 else probes[0]
+        keys = sorted_unique(codes >> np.uint64(32))
         # Count filter: a match shares >= min(guaranteed, its own) prefix q-grams under its
         # version, hence as many distinct keys but for codes folded onto one 32-bit key.
         folded = int(codes.size - keys.size)
-        owners, shared_keys, theirs = window.shared_counts(
-            window.index.lookup(keys.astype(np.uint32))
-        )
+        owners, shared_keys, theirs = window.shared_counts(keys.astype(np.uint32))
         positions = owners[shared_keys + folded >= np.minimum(theirs, guaranteed)]
         self.stats.candidates += int(positions.size)
+        if bitmap is not None and window.bitmaps is not None and positions.size:
+            keep = window.bitmaps.may_match(positions + window.doc_base, bitmap, sig.size, t)
+            self.stats.bitmap_pruned += int(positions.size - np.count_nonzero(keep))
+            positions = positions[keep]
         lo_size, hi_size = size_bounds(sig.size, t)
         # Hours below the watermark's window have expired even if, arriving out of order,
         # one of their documents still sits behind a newer one in the arrival order.
@@ -300,16 +328,28 @@ class Detector:
                 nf, ShortDoc(identity, channel, timestamp)
             )
             return
-        mixed = fmix64(sig)
         version: OrderVersion = self._book.current
         length, guaranteed = extended_prefix(sig.size, self.config.threshold)
-        prefix = version.prefix(mixed, length)
-        keys = np.unique((prefix >> np.uint64(32)).astype(np.uint32))
+        probed = self._probed
+        bitmap: Bitmap | None = None
+        if probed is not None and probed[0] is sig:
+            mixed = probed[1]
+            prefix = probed[2].get(version.number)
+            if prefix is None:
+                prefix = version.prefix(mixed, length)
+            bitmap = probed[3]
+        else:
+            mixed = fmix64(sig)
+            prefix = version.prefix(mixed, length)
+        if window.bitmaps is not None and bitmap is None:
+            bitmap = window.bitmaps.bitmap(mixed)
+        keys = sorted_unique(prefix >> np.uint64(32)).astype(np.uint32)
         window.add(
             WindowDoc(identity, channel, timestamp, hour, int(sig.size), version.number, nf),
             keys,
             version,
             guaranteed,
+            bitmap,
         )
         self._book.count(mixed)
 
@@ -330,7 +370,9 @@ class Detector:
     def _window(self, scope: str) -> ScopeWindow:
         window = self._windows.get(scope)
         if window is None:
-            window = self._windows[scope] = ScopeWindow(scope, self.config.window_hours)
+            window = self._windows[scope] = ScopeWindow(
+                scope, self.config.window_hours, self.config.effective_bitmap_bits
+            )
         return window
 
     def _count(self, decision: Decision) -> None:

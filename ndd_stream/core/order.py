@@ -9,8 +9,9 @@ Each indexed document remembers its version, and a probe computes its prefix und
 every version still alive in the window (rarely more than two). The order never
 changes a decision, only the number of candidates to verify.
 
-The rank of a q-gram is (frequency class, fmix64(code)): the class is the bit length
-of its sketched count, and fmix64 is a bijection, so the order is total.
+The rank of a q-gram is (frequency class, fmix64(code)): the class is
+``floor(CLASSES_PER_OCTAVE * log2(count)) + 1`` of its sketched count (0 if unseen), and
+fmix64 is a bijection, so the order is total.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import numpy.typing as npt
 from ndd_stream.core.qgrams import Codes
 
 _SNAPSHOTS_AT = (256, 1024, 4096, 16384, 65536)
+CLASSES_PER_OCTAVE = 3  # classes per doubling of the count: finer is rarer-first (~10% fewer
+# postings probed at a 50k window than 1 per doubling); classes above 63 are clipped
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,8 @@ class FrequencyBook:
         counts = self._counts
         classes = np.zeros(counts.size, dtype=np.uint8)
         nz = counts > 0
-        classes[nz] = np.floor(np.log2(counts[nz])).astype(np.uint8) + 1
+        cls = np.floor(CLASSES_PER_OCTAVE * np.log2(counts[nz])) + 1
+        classes[nz] = np.minimum(cls, 63).astype(np.uint8)
         self.current = OrderVersion(self.current.number + 1, classes, self._shift)
         later = [n for n in _SNAPSHOTS_AT if n > self._documents]
         self._next_snapshot = (

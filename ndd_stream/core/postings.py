@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ndd_stream.core.kernels import block_postings, count_block, directory
+
 Keys = npt.NDArray[np.uint32]
 Ints = npt.NDArray[np.int64]
 
@@ -48,6 +50,7 @@ class _Block:
     ukeys: Keys  # sorted, distinct
     offs: npt.NDArray[np.int64]  # len(ukeys) + 1
     ids: Keys  # document number - lo, per posting
+    directory: tuple[Keys, int] | None = None  # for the C lookup; built on first use
 
     @property
     def size(self) -> int:
@@ -55,7 +58,8 @@ class _Block:
 
     @property
     def nbytes(self) -> int:
-        return int(self.ukeys.nbytes + self.offs.nbytes + self.ids.nbytes)
+        extra = 0 if self.directory is None else self.directory[0].nbytes
+        return int(self.ukeys.nbytes + self.offs.nbytes + self.ids.nbytes) + extra
 
     def keys(self) -> Keys:
         """The key of every posting, in posting order (for merging)."""
@@ -124,27 +128,33 @@ class PostingIndex:
         for block in self._blocks:
             if block.hi <= self.base:
                 continue
-            ukeys = block.ukeys
-            at = np.searchsorted(ukeys, probe)
-            np.minimum(at, ukeys.size - 1, out=at)
-            at = at[ukeys[at] == probe]
-            if not at.size:
-                continue
-            start = block.offs[at]
-            lens = block.offs[at + 1] - start
-            ends = np.cumsum(lens)
-            total = int(ends[-1])
-            if not total:
-                continue
-            # positions start[j]..start[j]+lens[j]-1 for every hit j, in one gather
-            idx = np.repeat(start - (ends - lens), lens) + np.arange(total, dtype=np.int64)
-            docs = block.ids[idx].astype(np.int64) + block.lo
+            docs = block_postings(block.ukeys, block.offs, block.ids, probe).astype(np.int64)
+            docs += block.lo
             if block.lo < self.base:
                 docs = docs[docs >= self.base]
-            found.append(docs)
+            if docs.size:
+                found.append(docs)
         if not found:
             return np.zeros(0, dtype=np.int64)
         return found[0] if len(found) == 1 else np.concatenate(found)
+
+    def count(self, keys: Keys, first: int, n: int) -> npt.NDArray[np.int32]:
+        """For documents ``first .. first+n-1``: how many postings each has under ``keys``
+        (sorted, distinct). The same as counting :meth:`lookup`, in one pass per block (in
+        C when the kernels are built, see :mod:`ndd_stream.core.kernels`)."""
+        counts = np.zeros(n, dtype=np.int32)
+        if keys.size == 0 or n <= 0:
+            return counts
+        probe = np.ascontiguousarray(keys, dtype=np.uint32)
+        first = max(first, self.base)
+        for block in self._blocks:
+            if block.hi <= first:
+                continue
+            if block.directory is None:
+                block.directory = directory(block.ukeys)
+            count_block(block.ukeys, block.offs, block.ids, block.lo, probe, first, counts,
+                        block.directory)
+        return counts
 
     def release_before(self, number: int) -> None:
         """Forget documents numbered below ``number``: drops every block whose documents

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ndd_stream.core.bitmaps import Bitmap, BitmapFilter
 from ndd_stream.core.document import Decision
 from ndd_stream.core.order import OrderVersion
 from ndd_stream.core.postings import PostingIndex
@@ -44,10 +45,11 @@ class ShortDoc:
 class ScopeWindow:
     """Index, documents, short texts and decisions of one scope, by hour."""
 
-    def __init__(self, scope: str, hours_back: int) -> None:
+    def __init__(self, scope: str, hours_back: int, bitmap_bits: int = 0) -> None:
         self.scope = scope
         self.hours_back = hours_back
         self.index = PostingIndex()
+        self.bitmaps = BitmapFilter(bitmap_bits) if bitmap_bits else None
         self.docs: list[WindowDoc] = []
         self.doc_base = 0  # number of docs[0], in the index's numbering
         # shared prefix keys that any true match of each retained doc must have (count filter)
@@ -102,6 +104,8 @@ class ScopeWindow:
         self._guaranteed = self._guaranteed[drop:].copy()
         self.doc_base += drop
         self.index.release_before(self.doc_base)
+        if self.bitmaps is not None:
+            self.bitmaps.release_before(self.doc_base)
 
     # -- documents ----------------------------------------------------------------------
 
@@ -115,12 +119,17 @@ class ScopeWindow:
         keys: npt.NDArray[np.uint32],
         version: OrderVersion,
         guaranteed: int = 1,
+        bitmap: Bitmap | None = None,
     ) -> None:
         """Index ``doc`` under its prefix ``keys``; ``guaranteed`` is how many of them any
-        document matching it is sure to share (see Detector._best_match)."""
+        document matching it is sure to share (see Detector._best_match); ``bitmap`` is
+        its bitmap-filter bitmap (required when the window has a bitmap filter)."""
         n = len(self.docs)
         number = self.index.add(keys)
         assert number == self.doc_base + n, "index and window numbering diverged"
+        if self.bitmaps is not None:
+            assert bitmap is not None, "a window with a bitmap filter needs every bitmap"
+            self.bitmaps.add(number, bitmap, doc.size)
         if n >= self._guaranteed.size:
             self._guaranteed = np.resize(self._guaranteed, 2 * n + 16)
         self._guaranteed[n] = guaranteed
@@ -129,19 +138,18 @@ class ScopeWindow:
         self.version_objects[version.number] = version
 
     def shared_counts(
-        self, numbers: npt.NDArray[np.int64]
+        self, keys: npt.NDArray[np.uint32]
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """Positions in ``docs`` of these document numbers (one per matching posting, as
-        :meth:`PostingIndex.lookup` returns them): ascending and distinct, how many postings
-        each owns, and each one's guaranteed share (as given to :meth:`add`)."""
+        """Window documents with a posting under one of ``keys`` (sorted, distinct): their
+        positions in ``docs`` (ascending), how many of the keys each has, and each one's
+        guaranteed share (as given to :meth:`add`)."""
         n = len(self.docs)
-        if numbers.size == 0 or n == 0:
+        if keys.size == 0 or n == 0:
             empty = np.zeros(0, dtype=np.int64)
             return empty, empty, empty
-        pos = numbers - self.doc_base
-        counts = np.bincount(pos[(pos >= 0) & (pos < n)], minlength=n)
+        counts = self.index.count(keys, self.doc_base, n)
         owners = np.flatnonzero(counts)
-        return owners, counts[owners], self._guaranteed[owners]
+        return owners, counts[owners].astype(np.int64), self._guaranteed[owners]
 
     def live_versions(self) -> list[OrderVersion]:
         return [self.version_objects[v] for v in sorted(self.versions)]

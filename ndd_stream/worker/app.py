@@ -20,6 +20,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from ndd_stream import topics as topic_defs
+from ndd_stream.core import kernels
 from ndd_stream.kafka_config import describe, faust_broker_kwargs, librdkafka_config
 from ndd_stream.settings import Settings
 from ndd_stream.worker.changelog import ChangelogError
@@ -313,9 +314,11 @@ class Service:
 
         @self.app.task
         async def announce() -> None:
-            log.info("ndd-stream worker: %s; raw=%s scoped=%s; metrics on http://%s:%d/metrics",
+            log.info("ndd-stream worker: %s; raw=%s scoped=%s; kernels=%s; "
+                     "metrics on http://%s:%d/metrics",
                      describe(s), s.raw_topic_pattern or s.raw_topics, service.scoped_name,
-                     s.web_host, service.web_port, extra={"event": "start"})
+                     kernels.IMPLEMENTATION, s.web_host, service.web_port,
+                     extra={"event": "start"})
 
 
 def fatal(message: str, code: int = 3) -> None:

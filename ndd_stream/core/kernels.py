@@ -1,0 +1,130 @@
+"""The detector's two hot loops, in C when the extension was built, else in numpy.
+
+``ndd_stream/core/_kernels.c`` is compiled at install time by ``hatch_build.py`` when a C
+compiler is present; without one, installation still succeeds and these numpy versions
+run instead (same results, ~5x slower decisions at large windows). ``IMPLEMENTATION``
+says which one is in use (the worker logs it at start and tests compare the two).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import numpy.typing as npt
+
+U32 = npt.NDArray[np.uint32]
+U64 = npt.NDArray[np.uint64]
+I32 = npt.NDArray[np.int32]
+I64 = npt.NDArray[np.int64]
+
+
+def block_postings(ukeys: U32, offs: I64, ids: U32, probe: U32) -> U32:
+    """The postings (``ids`` entries) of every key of ``probe`` found in ``ukeys``
+    (ascending, distinct), in one vectorised gather."""
+    if not ukeys.size or not probe.size:
+        return ids[:0]
+    at = np.searchsorted(ukeys, probe)
+    np.minimum(at, ukeys.size - 1, out=at)
+    at = at[ukeys[at] == probe]
+    if not at.size:
+        return ids[:0]
+    start = offs[at]
+    lens = offs[at + 1] - start
+    ends = np.cumsum(lens)
+    total = int(ends[-1])
+    # positions start[j]..start[j]+lens[j]-1 for every hit j
+    idx = np.repeat(start - (ends - lens), lens) + np.arange(total, dtype=np.int64)
+    return ids[idx]
+
+
+def directory(ukeys: U32) -> tuple[U32, int]:
+    """(directory, bits) of ``ukeys`` for the C ``count_block``: ``directory[v]`` is the
+    first position of a key whose top ``bits`` bits are >= v (about one key per value).
+    Built by counting keys per top-bits value, O(n): it is rebuilt for every new block."""
+    bits = min(31, max(1, int(ukeys.size).bit_length()))
+    table = np.zeros((1 << bits) + 1, dtype=np.uint32)
+    if ukeys.size:
+        per_value = np.bincount(ukeys >> np.uint32(32 - bits), minlength=1 << bits)
+        np.cumsum(per_value, out=table[1:], dtype=np.uint32)
+    return table, bits
+
+
+def count_block_numpy(
+    ukeys: U32, offs: I64, ids: U32, lo: int, probe: U32, base: int, counts: I32
+) -> int:
+    """Add 1 to ``counts[lo + ids[j] - base]`` for every posting j of every key of ``probe``
+    (ascending) in the block's ``ukeys`` (ascending, distinct); skip postings outside
+    ``counts``. Returns the postings counted."""
+    pos = block_postings(ukeys, offs, ids, probe).astype(np.int64) + (lo - base)
+    pos = pos[(pos >= 0) & (pos < counts.size)]
+    if pos.size:
+        counts += np.bincount(pos, minlength=counts.size).astype(np.int32)
+    return int(pos.size)
+
+
+def intersection_numpy(a: U64, b: U64) -> int:
+    """|A ∩ B| of two ascending arrays of distinct codes (binary search of the smaller)."""
+    if a.size > b.size:
+        a, b = b, a
+    if a.size == 0:
+        return 0
+    idx = np.searchsorted(b, a)
+    idx[idx == b.size] = 0
+    return int(np.count_nonzero(b[idx] == a))
+
+
+def xor_popcount_numpy(table: U64, rows: I64, query: U64) -> I64:
+    """popcount(table[r] ^ query) for every row index r of ``rows`` (``table``: 2-D)."""
+    if not rows.size:
+        return np.zeros(0, dtype=np.int64)
+    return np.bitwise_count(table[rows] ^ query).sum(axis=1, dtype=np.int64)
+
+
+def _load() -> tuple[str, object]:
+    if os.environ.get("NDD_NO_KERNELS") == "1":  # force numpy (tests, comparisons)
+        return "numpy", None
+    try:
+        from ndd_stream.core import _kernels  # type: ignore[attr-defined]
+    except ImportError:
+        return "numpy", None
+    return "c", _kernels
+
+
+IMPLEMENTATION, _C = _load()
+"""``"c"`` or ``"numpy"``: which implementation this process uses."""
+
+
+def count_block(
+    ukeys: U32,
+    offs: I64,
+    ids: U32,
+    lo: int,
+    probe: U32,
+    base: int,
+    counts: I32,
+    index: tuple[U32, int] | None = None,
+) -> int:
+    """:func:`count_block_numpy`, in C when built; ``index`` is :func:`directory` of
+    ``ukeys`` (computed here when not given)."""
+    if _C is None:
+        return count_block_numpy(ukeys, offs, ids, lo, probe, base, counts)
+    table, bits = index if index is not None else directory(ukeys)
+    return int(_C.count_block(ukeys, offs, ids, table, bits, lo, probe, base, counts))  # type: ignore[attr-defined]
+
+
+def intersection(a: U64, b: U64) -> int:
+    if _C is None:
+        return intersection_numpy(a, b)
+    return int(_C.intersection(a, b))  # type: ignore[attr-defined]
+
+
+def xor_popcount(table: U64, rows: I64, query: U64) -> I64:
+    """:func:`xor_popcount_numpy`, in C when built (no (rows x width) temporary)."""
+    if _C is None:
+        return xor_popcount_numpy(table, rows, query)
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    out = np.empty(rows.size, dtype=np.int64)
+    if rows.size:
+        _C.xor_popcount(table, table.shape[1], rows, query, out)  # type: ignore[attr-defined]
+    return out

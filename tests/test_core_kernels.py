@@ -1,0 +1,159 @@
+"""The C kernels (ndd_stream/core/_kernels.c) give exactly what their numpy versions give.
+
+The C module is optional at install time; with NDD_REQUIRE_KERNELS=1 (CI sets it) its
+absence is a failure, otherwise the C-side tests skip and only numpy is checked.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ndd_stream.core import kernels
+from ndd_stream.core.detector import Detector, DetectorConfig
+from ndd_stream.core.document import Document
+
+try:
+    from ndd_stream.core import _kernels  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on the install
+    _kernels = None
+
+needs_c = pytest.mark.skipif(_kernels is None, reason="C kernels not built (no compiler?)")
+
+
+def test_the_c_kernels_are_built_where_required() -> None:
+    if os.environ.get("NDD_REQUIRE_KERNELS") == "1":
+        assert _kernels is not None, "NDD_REQUIRE_KERNELS=1 but ndd_stream.core._kernels is missing"
+        assert kernels.IMPLEMENTATION == "c"
+
+
+def _block(postings: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """CSR arrays (ukeys, offs, ids) of (key, id) postings, as PostingIndex builds them."""
+    keys = np.array([k for k, _ in postings], dtype=np.uint32)
+    ids = np.array([i for _, i in postings], dtype=np.uint32)
+    order = np.argsort(keys, kind="stable")
+    keys, ids = keys[order], ids[order]
+    ukeys, starts = np.unique(keys, return_index=True)
+    offs = np.append(starts, keys.size).astype(np.int64)
+    return ukeys, offs, ids
+
+
+def _reference(postings: list[tuple[int, int]], lo: int, probe: set[int], base: int,
+               n: int) -> list[int]:
+    counts = [0] * n
+    for key, i in postings:
+        pos = lo + i - base
+        if key in probe and 0 <= pos < n:
+            counts[pos] += 1
+    return counts
+
+
+posting_lists = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 40)), max_size=300)
+
+
+@settings(max_examples=300, deadline=None)
+@given(posting_lists, st.sets(st.integers(0, 70), max_size=40), st.integers(0, 20),
+       st.integers(0, 30), st.integers(0, 60))
+def test_count_block_counts_each_matching_posting_once(
+    postings: list[tuple[int, int]], probe: set[int], lo: int, base: int, n: int
+) -> None:
+    ukeys, offs, ids = _block(postings)
+    keys = np.array(sorted(probe), dtype=np.uint32)
+    expected = _reference(postings, lo, probe, base, n)
+    implementations = [kernels.count_block_numpy]
+    if _kernels is not None:
+        implementations.append(kernels.count_block)
+    for count in implementations:
+        counts = np.zeros(n, dtype=np.int32)
+        total = count(ukeys, offs, ids, lo, keys, base, counts)
+        assert counts.tolist() == expected, count
+        assert total == sum(expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.integers(0, 2**32 - 1), max_size=3000))
+def test_directory_points_at_the_first_key_of_each_top_bits_value(keys: set[int]) -> None:
+    ukeys = np.array(sorted(keys), dtype=np.uint32)
+    table, bits = kernels.directory(ukeys)
+    starts = np.arange((1 << bits) + 1, dtype=np.uint64) << np.uint64(32 - bits)
+    assert table.tolist() == np.searchsorted(ukeys, starts).tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 50)), max_size=400),
+       st.integers(0, 2**16))
+def test_count_block_finds_keys_spread_over_the_whole_range(
+    postings: list[tuple[int, int]], seed: int
+) -> None:
+    """Keys anywhere in 32 bits (the directory's buckets), probes half present, half not."""
+    rng = np.random.default_rng(seed)
+    present = sorted({k for k, _ in postings})
+    chosen = {k for k in present if rng.random() < 0.5}
+    chosen |= set(rng.integers(0, 2**32, size=20, dtype=np.uint64).tolist())
+    ukeys, offs, ids = _block(postings)
+    keys = np.array(sorted(chosen), dtype=np.uint32)
+    expected = _reference(postings, 0, chosen, 0, 51)
+    for count in [kernels.count_block_numpy] + ([kernels.count_block] if _kernels else []):
+        counts = np.zeros(51, dtype=np.int32)
+        count(ukeys, offs, ids, 0, keys, 0, counts)
+        assert counts.tolist() == expected, count
+
+
+@needs_c
+def test_count_block_rejects_arrays_of_the_wrong_width() -> None:
+    ukeys, offs, ids = _block([(1, 0), (2, 1)])
+    counts = np.zeros(4, dtype=np.int32)
+    table, bits = kernels.directory(ukeys)
+    with pytest.raises(ValueError, match="offs"):
+        _kernels.count_block(ukeys, offs[:-1], ids, table, bits, 0, ukeys, 0, counts)
+    with pytest.raises(ValueError, match="counts"):
+        _kernels.count_block(ukeys, offs, ids, table, bits, 0, ukeys, 0,
+                             np.zeros(3, dtype=np.int8))
+    with pytest.raises(ValueError, match="directory"):
+        _kernels.count_block(ukeys, offs, ids, table[:-1], bits, 0, ukeys, 0, counts)
+
+
+codes = st.lists(st.integers(0, 2**64 - 1), max_size=200).map(
+    lambda xs: np.unique(np.array(xs, dtype=np.uint64)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(codes, codes, st.lists(st.integers(0, 2**64 - 1), max_size=50))
+def test_intersection_is_the_size_of_the_set_intersection(
+    a: np.ndarray, b: np.ndarray, shared: list[int]
+) -> None:
+    a = np.union1d(a, np.array(shared, dtype=np.uint64))
+    b = np.union1d(b, np.array(shared, dtype=np.uint64))
+    expected = len(set(a.tolist()) & set(b.tolist()))
+    assert kernels.intersection_numpy(a, b) == expected
+    if _kernels is not None:
+        assert _kernels.intersection(a, b) == expected
+
+
+def test_the_detector_decides_the_same_with_and_without_the_c_kernels(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from newsgen import items as news_items
+
+    from ndd_stream.core.items import parse_timestamp
+
+    items = news_items(600, seed=5, step_s=240.0)  # ~80 h: hours expire too
+
+    def run() -> list[tuple[str, str | None, float]]:
+        det = Detector(DetectorConfig(threshold=0.5))
+        out = []
+        for it in items:
+            ts = parse_timestamp(it["timestamp"])
+            assert ts is not None
+            d = det.decide(Document(it["id"], it["channel"], it["channel"], ts, it["text"]))
+            out.append((d.status.value, d.duplicate_of, d.similarity))
+        return out
+
+    with_c = run()
+    monkeypatch.setattr(kernels, "_C", None)
+    assert run() == with_c
+    assert any(status != "unique" for status, _, _ in with_c)
