@@ -1,8 +1,9 @@
-"""The detector's two hot loops, in C when the extension was built, else in numpy.
+"""The detector's hot loops (counting, intersection, xor-popcount): C when built, else numpy.
 
 ``ndd_stream/core/_kernels.c`` is compiled at install time by ``hatch_build.py`` when a C
 compiler is present; without one, installation still succeeds and these numpy versions
-run instead (same results, ~5x slower decisions at large windows). ``IMPLEMENTATION``
+run instead (same results, slower: the numpy-only index decided 60 docs/s at a 50k window
+and t = 0.8, the kernels 248; docs/BENCHMARK.md). ``IMPLEMENTATION``
 says which one is in use (the worker logs it at start and tests compare the two).
 """
 
