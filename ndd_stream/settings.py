@@ -97,7 +97,9 @@ class Settings(BaseSettings):
     )
     extract: ExtractMode = Field(
         DEFAULT_EXTRACT,
-        description="Text extraction: raw (as is), tags (strip HTML), main (main content only).",
+        description="Text extraction: raw (as is), tags (strip HTML), main (HTML: the page's "
+        "main content by resiliparse, then only its prose blocks, dropping short lines such "
+        "as bylines, menus and share links; plain text: its prose blocks).",
     )
     scope: str = Field(
         "channel",

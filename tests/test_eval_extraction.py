@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from test_eval_support import article, html_page, write_cluster_corpus
 
+from ndd_stream.core.detector import DEFAULT_THRESHOLD
+from ndd_stream.core.extract import EXTRACT_MODES, extract_text
+from ndd_stream.core.items import ItemFormat, parse_object
 from ndd_stream.eval.corpus import load_corpus
 from ndd_stream.eval.extraction import extract_items, extraction_modes
 from ndd_stream.eval.extraction_lab import main_prose, prose_blocks
+from ndd_stream.eval.runner import EvalConfig
+from ndd_stream.settings import Settings
 
 
 def test_prose_filter_keeps_long_blocks_only() -> None:
@@ -34,5 +40,47 @@ def test_extract_items_by_mode(tmp_path: Path) -> None:
         out = extract_items(corpus.items, mode)
         assert out.html_pages == 2 and not out.failures
         plain = out.texts[[i.source for i in corpus.items].index("plain.txt")]
-        assert plain == "<b>kept</b> as is"
+        if mode in EXTRACT_MODES:  # as the stream treats a plain-text body
+            assert plain == extract_text("<b>kept</b> as is", mode)
+        else:  # lab extractors are for HTML pages only
+            assert plain == "<b>kept</b> as is"
     assert "<script>" not in extract_items(corpus.items, "tags").texts[0]
+
+
+def test_eval_judges_the_text_the_stream_judges(tmp_path: Path) -> None:
+    """JSONL with a title field, a plain .txt and an HTML page: eval's text for DDD equals
+    the text core.items builds for the same fields, in every core mode."""
+    body = article(5)
+    page = html_page("Page title", article(6), site=2)
+    root = tmp_path / "c"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "story.txt").write_text("Short line\nBy Reporter\n" + body, encoding="utf-8")
+    (root / "a" / "page.html").write_text(page, encoding="utf-8")
+    jsonl = tmp_path / "items.jsonl"
+    jsonl.write_text(
+        '{"id": "x1", "cluster": "k", "title": "Breaking headline here", "text": '
+        + json.dumps(body) + "}\n",
+        encoding="utf-8",
+    )
+    for mode in EXTRACT_MODES:
+        fmt = ItemFormat(extract=mode)
+        folder = load_corpus(root)
+        texts = dict(zip([i.source for i in folder.items],
+                         extract_items(folder.items, mode).texts, strict=True))
+        for name, content in (("story.txt", "Short line\nBy Reporter\n" + body),
+                              ("page.html", page)):
+            stream = parse_object({"text": content}, fmt, "p", fallback_timestamp=0.0)
+            assert not hasattr(stream, "reason"), stream
+            key = next(k for k in texts if k.endswith(name))
+            assert texts[key] == stream.text, (mode, name)
+        items = load_corpus(jsonl).items
+        got = extract_items(items, mode).texts[0]
+        stream = parse_object({"title": "Breaking headline here", "text": body}, fmt, "p",
+                              fallback_timestamp=0.0)
+        assert got == stream.text and got.startswith("Breaking headline here"), mode
+
+
+def test_eval_dedup_and_worker_share_their_defaults() -> None:
+    config = EvalConfig(corpus=Path("."))
+    assert config.ddd_threshold == DEFAULT_THRESHOLD == Settings.model_fields["threshold"].default
+    assert config.extract == Settings.model_fields["extract"].default == ItemFormat().extract

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -113,8 +114,8 @@ def parse_object(
             continue
         if not isinstance(value, str):
             return Invalid("bad_field_type", f"{name!r} must be a string")
-        parts.append(extract_text(value, fmt.extract))
-    text = "\n".join(parts)
+        parts.append(value)
+    text = compose_text(parts, fmt.extract)
     if not text.strip():
         return Invalid("empty_text", "no text after extraction")
     ts = _timestamp(obj, fmt, fallback_timestamp)
@@ -132,6 +133,13 @@ def parse_object(
         timestamp=ts,
         text=text,
     )
+
+
+def compose_text(parts: Sequence[str], mode: ExtractMode) -> str:
+    """The text an item is judged on: each of its fields (title first, then body)
+    extracted per ``mode`` and joined by newlines. ``ndd-stream eval`` calls this too,
+    so the evaluation decides on exactly the stream's text."""
+    return "\n".join(extract_text(part, mode) for part in parts)
 
 
 def scope_of(obj: dict[str, Any], fmt: ItemFormat) -> str:

@@ -9,13 +9,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from ndd_stream.core.detector import DEFAULT_THRESHOLD
+from ndd_stream.core.extract import DEFAULT_EXTRACT
 from ndd_stream.eval.corpus import JsonlFields
 from ndd_stream.eval.extraction import extraction_modes
 from ndd_stream.eval.methods.registry import DEFAULT_METHODS, FACTORIES
 from ndd_stream.eval.runner import DEFAULT_THRESHOLDS, EvalConfig
 
-DEFAULT_EXTRACT = "main"
-DEFAULT_DDD_THRESHOLD = 0.3
+DEFAULT_DDD_THRESHOLD = DEFAULT_THRESHOLD  # the stream's and dedup's defaults, one source
 
 
 def parse_thresholds(values: list[str]) -> tuple[float, ...]:

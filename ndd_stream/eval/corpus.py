@@ -39,6 +39,7 @@ class Item:
     timestamp: float | None = None
     title: str = ""
     encoding: str | None = None
+    title_from_field: bool = False  # a JSONL title field (the stream judges title + body)
 
 
 @dataclass(frozen=True)
@@ -202,11 +203,13 @@ def _jsonl_item(record: dict[str, object], fields: JsonlFields, source: str) -> 
             return Skipped(source, f"unreadable timestamp {record[fields.timestamp]!r}")
     html = fields.html if fields.html is not None else is_html(text)
     raw_title = record.get(fields.title) if fields.title else None
-    if isinstance(raw_title, str) and raw_title.strip():
+    from_field = isinstance(raw_title, str) and bool(raw_title.strip())
+    if isinstance(raw_title, str) and from_field:
         title = raw_title.strip()
     else:
         title = html_title(text) if html else _text_title(text)
-    return Item(identity, cluster, text, html, source, timestamp, title, "utf-8")
+    return Item(identity, cluster, text, html, source, timestamp, title, "utf-8",
+                title_from_field=from_field)
 
 
 def _timestamp(value: object) -> float | None:

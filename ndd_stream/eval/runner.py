@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ndd_stream.core.detector import DEFAULT_THRESHOLD
+from ndd_stream.core.extract import DEFAULT_EXTRACT
 from ndd_stream.eval.corpus import Corpus, JsonlFields, load_corpus
 from ndd_stream.eval.documents import EvalDoc
 from ndd_stream.eval.extraction import extract_items
@@ -46,11 +48,11 @@ class EvalConfig:
     corpus: Path
     methods: tuple[str, ...] = DEFAULT_METHODS
     thresholds: tuple[float, ...] = DEFAULT_THRESHOLDS
-    extract: str = "main"
+    extract: str = DEFAULT_EXTRACT
     order: str = "random"
     seed: int = 0
     window_hours: int = 24
-    ddd_threshold: float = 0.3
+    ddd_threshold: float = DEFAULT_THRESHOLD
     fields: JsonlFields = field(default_factory=JsonlFields)
     progress: bool | None = None
 
