@@ -108,7 +108,15 @@ class Feeder:
         self.chunk = chunk
         self.positions: list[Position | None] = [None] * len(lines)
         self.errors: list[str] = []
+        self.allowed = len(lines)  # lines it may produce so far (see allow)
+        self._more = threading.Event()
         self._thread = threading.Thread(target=self._run, name="feeder", daemon=True)
+
+    def allow(self, n: int) -> Feeder:
+        """Produce only the first ``n`` lines until allowed more (a scenario's phases)."""
+        self.allowed = min(len(self.lines), n)
+        self._more.set()
+        return self
 
     def start(self) -> Feeder:
         self._thread.start()
@@ -118,9 +126,20 @@ class Feeder:
         producer = Producer({"bootstrap.servers": self.settings.brokers,
                              "partitioner": "murmur2_random", "linger.ms": 5,
                              "message.max.bytes": 16_000_000, "message.timeout.ms": 120_000})
-        started = time.monotonic()
-        for lo in range(0, len(self.lines), self.chunk):
-            for i in range(lo, min(lo + self.chunk, len(self.lines))):
+        started, paced_from = time.monotonic(), 0  # pacing restarts after each hold
+        held_until = time.monotonic() + 900.0  # bounded: a stuck scenario ends anyway
+        lo = 0
+        while lo < len(self.lines):
+            if lo >= self.allowed:
+                if time.monotonic() > held_until:
+                    self.errors.append(f"held at line {lo} for 900 s")
+                    break
+                self._more.wait(0.5)
+                self._more.clear()
+                started, paced_from = time.monotonic(), lo
+                continue
+            hi = min(lo + self.chunk, self.allowed)
+            for i in range(lo, hi):
                 kwargs: dict[str, Any] = {"value": self.lines[i],
                                           "on_delivery": self._delivered(i)}
                 key = self.keys[i] if self.keys is not None else channel_key(self.lines[i])
@@ -137,10 +156,11 @@ class Feeder:
                     except BufferError:
                         producer.poll(0.1)
                 producer.poll(0)
-            ahead = (lo + self.chunk) / self.rate - (time.monotonic() - started)
+            lo = hi
+            ahead = (hi - paced_from) / self.rate - (time.monotonic() - started)
             if ahead > 0:
                 producer.flush(ahead)
-                time.sleep(max(0.0, (lo + self.chunk) / self.rate
+                time.sleep(max(0.0, (hi - paced_from) / self.rate
                                - (time.monotonic() - started)))
         if producer.flush(120) != 0:
             self.errors.append("records not delivered within 120 s")
@@ -376,14 +396,15 @@ def events_named(log_path: Path, event: str) -> list[dict[str, Any]]:
 def web_port(log_path: Path, timeout: float = 60.0) -> int | None:
     """The metrics port a worker announced in its start line."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while True:
         if log_path.exists():
             found = re.findall(r"metrics on http://[^:]+:(\d+)/metrics", log_path.read_text(
                 errors="replace"))
             if found:
                 return int(found[-1])
+        if time.monotonic() >= deadline:
+            return None
         time.sleep(0.2)
-    return None
 
 
 def scrape(port: int, timeout: float = 5.0) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -478,7 +499,11 @@ def rebalance_scenario(first_settings: Settings, second_settings: Settings, work
     want, want_dlq = dedup_of(first_settings, lines)
     report = Report("rebalance", items)
     reader = OutputReader(first_settings)
-    feeder = Feeder(first_settings, lines, rate=rate).start()
+    # The feed comes in 2*cycles+1 shares, each released at a phase: new items arrive
+    # while the second worker owns partitions (a backlog could be drained before its join
+    # completes, and then the leave would hand back nothing to rebuild).
+    share = max(1, items // (2 * cycles + 1))
+    feeder = Feeder(first_settings, lines, rate=rate).allow(share).start()
     first = start_worker(first_settings, workdir / "first.log")
     second = WorkerProcess(second_settings, workdir / "second.log")
     problems: list[str] = []
@@ -486,9 +511,9 @@ def rebalance_scenario(first_settings: Settings, second_settings: Settings, work
     try:
         for c in range(cycles):
             for phase in ("join", "leave"):
-                done = len(reader.sources)
-                step = max(1, (items - done) // (2 * (cycles - c) + 1))
-                target = min(items, done + rnd.randint(max(1, step // 3), step))
+                done, allowed = len(reader.sources), feeder.allowed
+                ahead = max(1, allowed - done)
+                target = min(allowed, done + rnd.randint(max(1, ahead // 3), ahead))
                 ok = reader.wait_count(target, timeout=deadline - time.monotonic(),
                                        alive=first.alive)
                 assert ok, f"no progress to {target} before {phase} {c + 1}\n{first.log_tail()}"
@@ -498,12 +523,19 @@ def rebalance_scenario(first_settings: Settings, second_settings: Settings, work
                     ready = len(events_named(second.log_path, "partition_ready"))
                     assert _wait(lambda r=ready: len(events_named(
                         second.log_path, "partition_ready")) > r, 120), second.log_tail()
+                    feeder.allow(allowed + share)
+                    # ... and has decided items there, so that its leave hands partitions
+                    # with changelog records back
+                    assert _wait(lambda: decided_by(second) > 0, 120), (
+                        f"second worker decided nothing\n{second.log_tail()}")
                 else:
+                    feeder.allow(allowed + share)  # it leaves while items arrive
                     code = second.stop()
                     if code != 0:
                         problems.append(f"second worker exited {code}\n{second.log_tail()}")
                 report.rebalances += 1
                 assert first.alive(), f"first worker died\n{first.log_tail()}"
+        feeder.allow(items)
         positions = feeder.join(timeout=max(10.0, deadline - time.monotonic()))
         if not reader.wait_for(positions, timeout=max(10.0, deadline - time.monotonic()),
                                alive=first.alive):
@@ -524,6 +556,17 @@ def rebalance_scenario(first_settings: Settings, second_settings: Settings, work
     problems += check_outputs(report, reader.records, positions, want, want_dlq)
     report.seconds = time.monotonic() - started
     return report, problems
+
+
+def decided_by(worker: WorkerProcess) -> float:
+    """Items a running worker has decided so far, from its metrics (0 if not reachable)."""
+    port = web_port(worker.log_path, timeout=0.0)
+    if port is None:
+        return 0.0
+    try:
+        return metric_sum(scrape(port, timeout=2.0), "ndd_items_total")
+    except OSError:
+        return 0.0
 
 
 def _wait(predicate: Callable[[], bool], timeout: float) -> bool:

@@ -57,8 +57,9 @@ def test_second_worker_joins_and_leaves_at_random_moments_without_loss(
     first = make_settings(partitions=4)
     second = make_settings(partitions=4, data_dir=tmp_path / "second-data")
     assert first.app_id == second.app_id  # one consumer group
+    # A live stream (slower than one worker decides), released in shares per phase.
     report, problems = rebalance_scenario(first, second, tmp_path, items=6_000, cycles=2,
-                                          seed=SEED + 1, timeout=400)
+                                          seed=SEED + 1, rate=250.0, timeout=400)
     print(report.line(), *report.notes)
     assert report.rebalances == 4
     assert not problems, "\n".join(problems)

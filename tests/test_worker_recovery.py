@@ -6,10 +6,15 @@ import re
 from pathlib import Path
 
 import pytest
-from kafka_helpers import SettingsFactory, consume, wait_until
+from confluent_kafka import Consumer, TopicPartition
+from kafka_helpers import Outgoing, SettingsFactory, committed_offsets, consume, produce, wait_until
 from newsgen import items
 from test_worker_routing import _create_topics, _lines, _send
 from worker_harness import Routed, WorkerProcess, collect, expected_decisions
+
+from ndd_stream.worker.app import topic_name
+from ndd_stream.worker.records import Source
+from ndd_stream.worker.routing import route_raw
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(400)]
 
@@ -85,3 +90,39 @@ def test_second_worker_joins_then_leaves_without_loss_or_change(
     # The second worker really decided items: the first rebuilt them from the changelog.
     restored = [int(n) for n in re.findall(r"\((\d+) changelog records\)", first.log_tail(5000))]
     assert max(restored, default=0) > 0, first.log_tail()
+
+
+def test_records_a_committed_offset_already_passed_are_decided_at_assignment(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    """Faust can commit a scoped partition past records it never delivered (offsets it
+    counts as a gap; a worker stopped mid-batch). The next owner resumes at that offset;
+    with no later record to reveal the gap, the records at the end of the partition were
+    never decided. Here the group's offset is set past all of them before any worker ran."""
+    settings = make_settings(partitions=1)
+    _create_topics(settings)
+    lines = _lines(items(120, seed=21))
+    want, _ = expected_decisions(settings, lines)
+    scoped = topic_name(settings, "scoped")
+    raw = settings.raw_topic_list()[0]
+    routed_in = []
+    for offset, line in enumerate(lines):  # what the router would have forwarded
+        record, invalid = route_raw(line, None, Source(raw, 0, offset), settings.item_format(),
+                                    scoped, settings.dlq_topic)
+        assert invalid is None
+        routed_in.append(Outgoing(value=record.value, key=record.key,
+                                  headers=list(record.headers), partition=0))
+    produce(settings.brokers, scoped, routed_in)
+    group = Consumer({"bootstrap.servers": settings.brokers, "group.id": settings.app_id})
+    try:
+        group.commit(offsets=[TopicPartition(scoped, 0, len(lines))], asynchronous=False)
+    finally:
+        group.close()
+    assert committed_offsets(settings.brokers, settings.app_id, scoped) == {0: len(lines)}
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        routed = collect(settings, expected=len(lines), timeout=120, worker=worker)
+    finally:
+        worker.stop()
+    assert _assert_consistent(routed, want) == 0
+    assert "reading the 120 skipped records" in (tmp_path / "worker.log").read_text()

@@ -193,6 +193,22 @@ class Service:
             None, read_range, librdkafka_config(self.settings), self.scoped_name, partition,
             start, end)
 
+    async def catch_up(self, partitions: list[int]) -> None:
+        """Decide what lies between each assigned partition's state and the offset Faust
+        resumes it at (DeciderPool.catch_up), before Faust delivers anything."""
+        if not partitions:
+            return
+        try:
+            committed = await asyncio.get_running_loop().run_in_executor(
+                None, self._committed, [(self.scoped_name, p) for p in partitions])
+        except KafkaException as exc:
+            log.warning("committed offsets unknown (%s): gaps are closed when records "
+                        "arrive", exc, extra={"event": "committed_unknown"})
+            return
+        for (_, partition), offset in sorted(committed.items()):
+            if offset >= 0:
+                await self.pool.catch_up(partition, offset, self.send, self.fill_scoped)
+
     def _committed(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The group's committed offsets (OffsetFetch; joins nothing); -1 when none."""
         from confluent_kafka import Consumer, TopicPartition
@@ -232,16 +248,19 @@ class Service:
         async def router(stream: faust.StreamT) -> None:
             batches = stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
             async for events in batches:
+                hold(events)
                 try:
                     await service.route([e.message for e in events])
                 except Exception as exc:  # see the decider
                     log.exception("router failed", extra={"event": "router_error"})
                     fatal(f"router crashed: {exc!r}")
+                release(events)
 
         @self.app.agent(scoped, name="ndd-decider")
         async def decider(stream: faust.StreamT) -> None:
             batches = stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
             async for events in batches:
+                hold(events)
                 messages = [e.message for e in events]
                 try:
                     await service.pool.process(messages, service.send, service.fill_scoped)
@@ -250,6 +269,7 @@ class Service:
                     # the worker would stall silently. State is committed per batch: exit.
                     log.exception("decider failed", extra={"event": "decider_error"})
                     fatal(f"decider crashed: {exc!r}")
+                release(events)
                 service.record_lag(messages)
 
         @self.app.on_partitions_revoked.connect  # type: ignore[arg-type]
@@ -273,6 +293,7 @@ class Service:
                 await service.pool.assign(mine)
             except (BrokerLostData, ChangelogError) as exc:
                 fatal(str(exc))
+            await service.catch_up(mine)
 
         @self.app.page("/metrics")
         async def metrics_page(web: Any, request: Any) -> Any:
@@ -321,6 +342,24 @@ class Service:
                      describe(s), s.raw_topic_pattern or s.raw_topics, service.scoped_name,
                      kernels.IMPLEMENTATION, s.web_host, service.web_port,
                      extra={"event": "start"})
+
+
+def hold(events: Any) -> None:
+    """Keep the events' offsets from being committed until ``release``.
+
+    take_events acks a batch in a ``finally``, so a worker stopped (cancelled) in the middle
+    of a batch would let Faust commit records it never forwarded or decided; the next owner
+    would start past them. The extra reference keeps them uncommitted instead: they are
+    delivered again (at-least-once) and answered with the same decision.
+    """
+    for event in events:
+        event.message.incref()
+
+
+def release(events: Any) -> None:
+    """The batch is done (delivered, state committed): drop the reference of ``hold``."""
+    for event in events:
+        event.ack()
 
 
 def fatal(message: str, code: int = 3) -> None:

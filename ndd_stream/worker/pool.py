@@ -216,6 +216,25 @@ class DeciderPool:
             self._gauges(decider)
         return decided
 
+    async def catch_up(self, partition: int, resume: int, send: Send, fill: Fill) -> int:
+        """Decide the records between the state's position and ``resume`` now.
+
+        After an assignment Faust resumes a partition at the group's committed offset,
+        which can be past what the state reflects (Faust counts offsets it never delivered
+        as done, and a worker stopped mid-batch can commit its batch). A gap in the middle
+        is noticed when the next record arrives; one at the end of a partition that gets no
+        more records would wait forever, so it is closed here. Returns records decided.
+        """
+        async with self.lock:
+            decider = self.deciders.get(partition)
+            if decider is None or (self.owned is not None and partition not in self.owned):
+                return 0
+            start = decider.next_offset
+            if start == UNKNOWN_OFFSET or resume <= start:
+                return 0
+            found = await self._fill(partition, start, resume, fill)
+            return await self._process(found, send, fill) if found else 0
+
     async def _fill(self, partition: int, expected: int, delivered: int,
                     fill: Fill | None) -> Sequence[Message]:
         """The records the consumer skipped, read from the broker (see process)."""
