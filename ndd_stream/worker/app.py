@@ -206,8 +206,17 @@ class Service:
                         "arrive", exc, extra={"event": "committed_unknown"})
             return
         for (_, partition), offset in sorted(committed.items()):
-            if offset >= 0:
+            if offset < 0:
+                continue
+            try:
                 await self.pool.catch_up(partition, offset, self.send, self.fill_scoped)
+            except Exception as exc:  # as in the decider: state is safe, exit loudly
+                log.exception("%s[%d]: catching up to offset %d failed", self.scoped_name,
+                              partition, offset, extra={"topic": self.scoped_name,
+                                                        "partition": partition,
+                                                        "offset": offset,
+                                                        "event": "decider_error"})
+                fatal(f"catch-up of {self.scoped_name}[{partition}] failed: {exc!r}")
 
     def _committed(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """The group's committed offsets (OffsetFetch; joins nothing); -1 when none."""

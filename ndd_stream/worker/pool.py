@@ -108,16 +108,21 @@ class DeciderPool:
         if task is None:
             task = asyncio.get_running_loop().create_task(self._open(partition))
             self._opening[partition] = task
+        # Shielded: a waiter cancelled mid-open (a rebalance callback, a stop) must not
+        # orphan the RocksDB store the executor thread goes on opening; a second open of
+        # the same directory would fail on RocksDB's lock ("lock hold by current process").
+        return await asyncio.shield(task)
+
+    async def _open(self, partition: int) -> PartitionDecider:
+        """Open in a thread and register the decider, whoever still waits for it."""
         try:
-            decider = await task
+            decider = await asyncio.get_running_loop().run_in_executor(
+                None, self._open_sync, partition)
         finally:
             self._opening.pop(partition, None)
         self.deciders[partition] = decider
         self.metrics.assigned.set(len(self.deciders))
         return decider
-
-    async def _open(self, partition: int) -> PartitionDecider:
-        return await asyncio.get_running_loop().run_in_executor(None, self._open_sync, partition)
 
     def _open_sync(self, partition: int) -> PartitionDecider:
         started = time.monotonic()
