@@ -174,7 +174,7 @@ class Service:
     async def fill(self, topic: str, partition: int, start: int, end: int) -> list[Fetched]:
         """Records start <= offset < end that the consumer skipped, read from the broker."""
         self.metrics.gaps.inc()
-        log.warning("%s[%d]: expected offset %d, the consumer delivered %d: reading the %d "
+        log.warning("%s[%d]: expected offset %d, the consumer is at %d: reading the %d "
                     "skipped records from the broker", topic, partition, start, end,
                     end - start, extra={"topic": topic, "partition": partition,
                                         "offset": start, "event": "offset_gap"})

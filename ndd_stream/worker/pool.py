@@ -244,7 +244,7 @@ class DeciderPool:
                     fill: Fill | None) -> Sequence[Message]:
         """The records the consumer skipped, read from the broker (see process)."""
         self.metrics.gaps.inc()
-        log.warning("%s[%d]: expected offset %d, the consumer delivered %d: reading the %d "
+        log.warning("%s[%d]: expected offset %d, the consumer is at %d: reading the %d "
                     "skipped records from the broker", self.scoped_topic, partition, expected,
                     delivered, delivered - expected,
                     extra={"partition": partition, "offset": expected, "event": "offset_gap"})
