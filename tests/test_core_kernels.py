@@ -34,11 +34,11 @@ def test_the_c_kernels_are_built_where_required() -> None:
 def _block(postings: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """CSR arrays (ukeys, offs, ids) of (key, id) postings, as PostingIndex builds them."""
     keys = np.array([k for k, _ in postings], dtype=np.uint32)
-    ids = np.array([i for _, i in postings], dtype=np.uint32)
+    ids = np.array([i for _, i in postings], dtype=np.uint16)
     order = np.argsort(keys, kind="stable")
     keys, ids = keys[order], ids[order]
     ukeys, starts = np.unique(keys, return_index=True)
-    offs = np.append(starts, keys.size).astype(np.int64)
+    offs = np.append(starts, keys.size).astype(np.uint32)
     return ukeys, offs, ids
 
 
@@ -115,6 +115,11 @@ def test_count_block_rejects_arrays_of_the_wrong_width() -> None:
                              np.zeros(3, dtype=np.int8))
     with pytest.raises(ValueError, match="directory"):
         _kernels.count_block(ukeys, offs, ids, table[:-1], bits, 0, ukeys, 0, counts)
+    with pytest.raises(ValueError, match="out of range of ids"):  # fewer ids than offsets say
+        _kernels.count_block(ukeys, offs, ids[:1], table, bits, 0, ukeys, 0, counts)
+    with pytest.raises(ValueError, match="offs"):  # 8-byte offsets: the old layout
+        _kernels.count_block(ukeys, offs.astype(np.int64), ids, table, bits, 0, ukeys, 0,
+                             counts)
 
 
 codes = st.lists(st.integers(0, 2**64 - 1), max_size=200).map(

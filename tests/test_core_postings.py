@@ -101,3 +101,27 @@ def test_blocks_expire_and_stay_few() -> None:
     index.release_before(3000)
     assert len(index) == 0 and index.nbytes == 0
     assert index.lookup(np.arange(10, dtype=np.uint32)).size == 0
+
+
+def test_no_block_spans_more_documents_than_its_2_byte_ids_can_number() -> None:
+    """Posting ids are uint16 relative to a block's first document: merges must stop at
+    MAX_SPAN documents even when the postings cap would allow more (here: documents of one
+    key each, so 70k documents are only 70k postings), and counts stay exact across it."""
+    saved = postings.MAX_SPAN
+    postings.MAX_SPAN = 1 << 8  # the same rule at a size a test can afford
+    try:
+        index = PostingIndex()
+        for n in range(2_000):
+            index.add(np.array([n % 3], dtype=np.uint32))
+        spans = [b.hi - b.lo for b in index._blocks]
+        assert max(spans) <= postings.MAX_SPAN
+        assert sum(b.size for b in index._blocks) == 2_000
+        counts = index.count(np.array([1], dtype=np.uint32), 0, 2_000)
+        assert counts.tolist() == [1 if n % 3 == 1 else 0 for n in range(2_000)]
+    finally:
+        postings.MAX_SPAN = saved
+    index = PostingIndex()  # the real limit, with ids near it
+    for _ in range(70_000):
+        index.add(np.array([5], dtype=np.uint32))
+    assert max(b.hi - b.lo for b in index._blocks) <= 1 << 16
+    assert index.count(np.array([5], dtype=np.uint32), 0, 70_000).sum() == 70_000

@@ -36,8 +36,8 @@ check(Py_buffer *b, Py_ssize_t itemsize, const char *name)
 PyDoc_STRVAR(count_block_doc,
 "count_block(ukeys, offs, ids, directory, bits, lo, probe, base, counts) -> postings\n\n"
 "For every key of ``probe`` (uint32) found in the block's ``ukeys`` (uint32, ascending,\n"
-"distinct), add 1 to ``counts[lo + ids[j] - base]`` (int32) for each of its postings j in\n"
-"``offs[i]:offs[i+1]`` (int64); postings outside ``counts`` are skipped. ``directory``\n"
+"distinct), add 1 to ``counts[lo + ids[j] - base]`` (int32; ids are uint16) for each of its\n"
+"postings j in ``offs[i]:offs[i+1]`` (uint32); postings outside ``counts`` are skipped. ``directory``\n"
 "(uint32, 2**bits + 1 items) holds, for every value v of a key's top ``bits`` bits, the\n"
 "first position in ``ukeys`` of a key with top bits >= v. Returns the postings counted.");
 
@@ -55,16 +55,16 @@ count_block(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*y*y*y*iLy*Lw*", &ukeys, &offs, &ids, &dir, &bits, &lo,
                           &probe, &base, &counts))
         return NULL;
-    if (check(&ukeys, 4, "ukeys") || check(&offs, 8, "offs") || check(&ids, 4, "ids") ||
+    if (check(&ukeys, 4, "ukeys") || check(&offs, 4, "offs") || check(&ids, 2, "ids") ||
         check(&dir, 4, "directory") || check(&probe, 4, "probe") || check(&counts, 4, "counts"))
         goto done;
     {
-        const uint32_t *uk = ukeys.buf, *id = ids.buf, *pr = probe.buf, *dr = dir.buf;
-        const int64_t *of = offs.buf;
+        const uint32_t *uk = ukeys.buf, *pr = probe.buf, *dr = dir.buf, *of = offs.buf;
+        const uint16_t *id = ids.buf;
         int32_t *cn = counts.buf;
-        Py_ssize_t nk = ukeys.len / 4, np_ = probe.len / 4, nids = ids.len / 4;
+        Py_ssize_t nk = ukeys.len / 4, np_ = probe.len / 4, nids = ids.len / 2;
         Py_ssize_t nc = counts.len / 4;
-        if (offs.len / 8 != nk + 1) {
+        if (offs.len / 4 != nk + 1) {
             PyErr_SetString(PyExc_ValueError, "offs must have len(ukeys) + 1 items");
             goto done;
         }
@@ -72,7 +72,7 @@ count_block(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "directory must have 2**bits + 1 items");
             goto done;
         }
-        if (nk && (of[0] < 0 || of[nk] > nids)) {
+        if (nk && (Py_ssize_t)of[nk] > nids) {
             PyErr_SetString(PyExc_ValueError, "offs out of range of ids");
             goto done;
         }
@@ -117,8 +117,8 @@ count_block(PyObject *self, PyObject *args)
             Py_ssize_t a = at[p];
             if (a < 0)
                 continue;
-            int64_t s = of[a], e = of[a + 1];
-            if (s < 0 || e > nids || s > e) {
+            Py_ssize_t s = of[a], e = of[a + 1];
+            if (e > nids || s > e) {
                 at[p] = -1;
                 continue;
             }
@@ -130,8 +130,8 @@ count_block(PyObject *self, PyObject *args)
             if (at[p] < 0)
                 continue;
             Py_ssize_t q = p + 4; /* a later run's second cache line, ahead of time */
-            if (q < np_ && at[q] >= 0 && end[q] - at[q] > 16)
-                PREFETCH(&id[at[q] + 16]);
+            if (q < np_ && at[q] >= 0 && end[q] - at[q] > 32)
+                PREFETCH(&id[at[q] + 32]);
             for (Py_ssize_t j = at[p]; j < end[p]; j++) {
                 long long pos = shift + (long long)id[j];
                 if (pos >= 0 && pos < nc) {

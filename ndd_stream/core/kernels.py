@@ -14,13 +14,14 @@ import os
 import numpy as np
 import numpy.typing as npt
 
+U16 = npt.NDArray[np.uint16]
 U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
 I32 = npt.NDArray[np.int32]
 I64 = npt.NDArray[np.int64]
 
 
-def block_postings(ukeys: U32, offs: I64, ids: U32, probe: U32) -> U32:
+def block_postings(ukeys: U32, offs: U32, ids: U16, probe: U32) -> U16:
     """The postings (``ids`` entries) of every key of ``probe`` found in ``ukeys``
     (ascending, distinct), in one vectorised gather."""
     if not ukeys.size or not probe.size:
@@ -30,8 +31,8 @@ def block_postings(ukeys: U32, offs: I64, ids: U32, probe: U32) -> U32:
     at = at[ukeys[at] == probe]
     if not at.size:
         return ids[:0]
-    start = offs[at]
-    lens = offs[at + 1] - start
+    start = offs[at].astype(np.int64)
+    lens = offs[at + 1].astype(np.int64) - start
     ends = np.cumsum(lens)
     total = int(ends[-1])
     # positions start[j]..start[j]+lens[j]-1 for every hit j
@@ -52,7 +53,7 @@ def directory(ukeys: U32) -> tuple[U32, int]:
 
 
 def count_block_numpy(
-    ukeys: U32, offs: I64, ids: U32, lo: int, probe: U32, base: int, counts: I32
+    ukeys: U32, offs: U32, ids: U16, lo: int, probe: U32, base: int, counts: I32
 ) -> int:
     """Add 1 to ``counts[lo + ids[j] - base]`` for every posting j of every key of ``probe``
     (ascending) in the block's ``ukeys`` (ascending, distinct); skip postings outside
@@ -98,8 +99,8 @@ IMPLEMENTATION, _C = _load()
 
 def count_block(
     ukeys: U32,
-    offs: I64,
-    ids: U32,
+    offs: U32,
+    ids: U16,
     lo: int,
     probe: U32,
     base: int,

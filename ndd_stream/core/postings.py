@@ -7,8 +7,10 @@ one vectorised step per link, so a decision cost as many numpy calls as the long
 chain (1000+ at 50k documents), and growing/rehashing the arrays tripled peak memory.
 
 Here each ``add`` (one document, numbered in call order) becomes an immutable block in
-compressed-sparse-row form: sorted distinct keys, offsets, and the document number of
-every posting (4 bytes, relative to the block's first document). Looking a block up is a
+compressed-sparse-row form: sorted distinct keys, offsets (4 bytes), and the document
+number of every posting (2 bytes, relative to the block's first document, so a block spans
+at most 65,536 documents: at a 50k window this halves the bytes a probe reads and the
+index's memory against 4-byte numbers). Looking a block up is a
 fixed handful of numpy calls whatever the data: one ``searchsorted`` of the probe keys
 into the block's keys and one vectorised gather of the matching ranges. Adjacent blocks
 are merged geometrically (like a binary counter, an LSM tree), so the window is a few
@@ -33,12 +35,18 @@ from ndd_stream.core.kernels import block_postings, count_block, directory
 
 Keys = npt.NDArray[np.uint32]
 Ints = npt.NDArray[np.int64]
+Ids = npt.NDArray[np.uint16]
+Offsets = npt.NDArray[np.uint32]
 
 # Merges stop at max(_MIN_CAP, live postings // _CAP_FRACTION) postings per block: large
 # enough that a 50k-document window is ~10-20 blocks, small enough that a partly expired
 # block keeps at most ~1/_CAP_FRACTION of the index alive.
 _MIN_CAP = 1 << 16
 _CAP_FRACTION = 8
+# Posting ids are 2 bytes relative to the block's first document, so a merge never makes a
+# block span more documents than this; and offsets are 4 bytes, so never more postings.
+MAX_SPAN = 1 << 16
+_MAX_POSTINGS = (1 << 32) - 1
 
 
 @dataclass(slots=True)
@@ -48,8 +56,8 @@ class _Block:
     lo: int
     hi: int
     ukeys: Keys  # sorted, distinct
-    offs: npt.NDArray[np.int64]  # len(ukeys) + 1
-    ids: Keys  # document number - lo, per posting
+    offs: Offsets  # len(ukeys) + 1
+    ids: Ids  # document number - lo, per posting
     directory: tuple[Keys, int] | None = None  # for the C lookup; built on first use
 
     @property
@@ -66,14 +74,14 @@ class _Block:
         return np.repeat(self.ukeys, np.diff(self.offs))
 
 
-def _csr(lo: int, hi: int, keys: Keys, ids: Keys) -> _Block:
+def _csr(lo: int, hi: int, keys: Keys, ids: Ids) -> _Block:
     """A block from parallel (key, relative id) arrays; stable, so ids keep their order."""
     order = np.argsort(keys, kind="stable")
     keys = keys[order]
     ids = ids[order]
     n = int(keys.size)
     change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
-    offs = np.empty(change.size + 2, dtype=np.int64)
+    offs = np.empty(change.size + 2, dtype=np.uint32)
     offs[0] = 0
     offs[1:-1] = change
     offs[-1] = n
@@ -112,7 +120,7 @@ class PostingIndex:
         if keys.size == 0:
             return number
         keys = np.asarray(keys, dtype=np.uint32)
-        ids = np.zeros(keys.size, dtype=np.uint32)
+        ids = np.zeros(keys.size, dtype=np.uint16)
         self._blocks.append(_csr(number, number + 1, keys, ids))
         self._size += int(keys.size)
         self._merge_tail()
@@ -183,12 +191,15 @@ class PostingIndex:
         i = len(blocks) - 2
         while i >= 0:
             old, new = blocks[i], blocks[i + 1]
-            if old.size <= 2 * new.size and old.size + new.size <= cap:
+            if (old.size <= 2 * new.size and old.size + new.size <= cap
+                    and new.hi - old.lo <= MAX_SPAN
+                    and old.size + new.size <= _MAX_POSTINGS):
                 blocks[i : i + 2] = [self._merge(old, new)]
             i -= 1
 
     @staticmethod
     def _merge(old: _Block, new: _Block) -> _Block:
         keys = np.concatenate([old.keys(), new.keys()])
-        ids = np.concatenate([old.ids, new.ids + np.uint32(new.lo - old.lo)])
+        shifted = new.ids.astype(np.uint32) + np.uint32(new.lo - old.lo)  # < MAX_SPAN
+        ids = np.concatenate([old.ids, shifted.astype(np.uint16)])
         return _csr(old.lo, new.hi, keys, ids)
