@@ -162,3 +162,41 @@ def test_the_detector_decides_the_same_with_and_without_the_c_kernels(
     monkeypatch.setattr(kernels, "_C", None)
     assert run() == with_c
     assert any(status != "unique" for status, _, _ in with_c)
+
+
+blocks = st.lists(st.tuples(st.integers(0, 40) | st.integers(0, 2**32 - 1),
+                            st.integers(0, 300)), max_size=200)
+
+
+@settings(max_examples=300, deadline=None)
+@given(blocks, blocks, st.integers(0, 65_535 - 300))
+def test_merge_csr_equals_a_stable_sort_of_both_blocks(
+    a: list[tuple[int, int]], b: list[tuple[int, int]], shift: int
+) -> None:
+    """Merging two blocks keeps every posting once, keys ascending and distinct, and under a
+    shared key the older block's postings first (the order a stable sort gives)."""
+    ak, ao, ai = _block(a)
+    bk, bo, bi = _block(b)
+    by_key = sorted([(k, 0, n, i) for n, (k, i) in enumerate(a)]
+                    + [(k, 1, n, i + shift) for n, (k, i) in enumerate(b)])
+    expected = _block([(k, i) for k, _, _, i in by_key])
+    implementations = [kernels.merge_csr_numpy] + ([kernels.merge_csr] if _kernels else [])
+    for merge in implementations:
+        keys, offs, ids = merge(ak, ao, ai, bk, bo, bi, shift)
+        assert (keys.dtype, offs.dtype, ids.dtype) == (np.uint32, np.uint32, np.uint16)
+        assert keys.tolist() == expected[0].tolist(), merge
+        assert offs.tolist() == expected[1].tolist(), merge
+        assert ids.tolist() == expected[2].tolist(), merge
+
+
+@needs_c
+def test_merge_csr_refuses_ids_that_would_not_fit_16_bits() -> None:
+    ak, ao, ai = _block([(1, 10)])
+    bk, bo, bi = _block([(1, 65_000)])
+    keys = np.empty(1, dtype=np.uint32)
+    offs = np.empty(2, dtype=np.uint32)
+    ids = np.empty(2, dtype=np.uint16)
+    with pytest.raises(ValueError, match="fit"):
+        _kernels.merge_csr(ak, ao, ai, bk, bo, bi, 1_000, keys, offs, ids)
+    with pytest.raises(ValueError, match="every posting"):
+        _kernels.merge_csr(ak, ao, ai, bk, bo, bi, 0, keys, offs, ids[:1])

@@ -9,12 +9,15 @@
  * xor_popcount: bits differing between a query bitmap and stored bitmaps (the bitmap
  * filter's upper bound on |A ∩ B|, ndd_stream.core.bitmaps).
  *
+ * union_count, merge_csr: merging two posting blocks of the index in one linear pass.
+ *
  * No numpy C API: arguments are plain contiguous buffers (the buffer protocol), so the
  * extension builds with nothing but a C compiler and Python's headers.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__GNUC__) || defined(__clang__)
 #define PREFETCH(addr) __builtin_prefetch(addr)
@@ -267,10 +270,149 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(union_count_doc,
+"union_count(a, b) -> int\n\n|A ∪ B| of two ascending arrays of distinct uint32 keys.");
+
+static PyObject *
+union_count(PyObject *self, PyObject *args)
+{
+    Py_buffer a, b;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*", &a, &b))
+        return NULL;
+    if (check(&a, 4, "a") || check(&b, 4, "b"))
+        goto done;
+    {
+        const uint32_t *x = a.buf, *y = b.buf;
+        Py_ssize_t nx = a.len / 4, ny = b.len / 4, i = 0, j = 0, shared = 0;
+        Py_BEGIN_ALLOW_THREADS
+        while (i < nx && j < ny) {
+            uint32_t u = x[i], v = y[j];
+            shared += (u == v);
+            i += (u <= v);
+            j += (v <= u);
+        }
+        Py_END_ALLOW_THREADS
+        result = PyLong_FromSsize_t(nx + ny - shared);
+    }
+done:
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&b);
+    return result;
+}
+
+PyDoc_STRVAR(merge_csr_doc,
+"merge_csr(a_keys, a_offs, a_ids, b_keys, b_offs, b_ids, shift, keys, offs, ids) -> None\n\n"
+"Merge two CSR posting blocks (keys uint32 ascending distinct, offs uint32, ids uint16)\n"
+"into the preallocated ``keys`` (|A ∪ B| items), ``offs`` (|A ∪ B| + 1) and ``ids`` (all\n"
+"postings). Under a key present in both, A's postings come first, then B's, each in its\n"
+"own order; B's ids are increased by ``shift`` (results must fit 16 bits).");
+
+/* Why: merging blocks was ~15% of a decision at a 50k window in numpy (repeat the keys,
+ * concatenate, stable argsort, gather, find the runs: ~10 passes); both inputs are sorted,
+ * so one linear merge that copies whole posting runs does it. */
+static PyObject *
+merge_csr(PyObject *self, PyObject *args)
+{
+    Py_buffer ak, ao, ai, bk, bo, bi, ok, oo, oi;
+    long long shift;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*Lw*w*w*", &ak, &ao, &ai, &bk, &bo, &bi, &shift,
+                          &ok, &oo, &oi))
+        return NULL;
+    if (check(&ak, 4, "a_keys") || check(&ao, 4, "a_offs") || check(&ai, 2, "a_ids") ||
+        check(&bk, 4, "b_keys") || check(&bo, 4, "b_offs") || check(&bi, 2, "b_ids") ||
+        check(&ok, 4, "keys") || check(&oo, 4, "offs") || check(&oi, 2, "ids"))
+        goto done;
+    {
+        const uint32_t *xk = ak.buf, *xo = ao.buf, *yk = bk.buf, *yo = bo.buf;
+        const uint16_t *xi = ai.buf, *yi = bi.buf;
+        uint32_t *zk = ok.buf, *zo = oo.buf;
+        uint16_t *zi = oi.buf;
+        Py_ssize_t nx = ak.len / 4, ny = bk.len / 4, nz = ok.len / 4, pz = oi.len / 2;
+        if (ao.len / 4 != nx + 1 || bo.len / 4 != ny + 1 || oo.len / 4 != nz + 1) {
+            PyErr_SetString(PyExc_ValueError, "offs must have len(keys) + 1 items");
+            goto done;
+        }
+        if ((Py_ssize_t)xo[nx] > ai.len / 2 || (Py_ssize_t)yo[ny] > bi.len / 2 ||
+            (Py_ssize_t)xo[nx] - (Py_ssize_t)xo[0] + (Py_ssize_t)yo[ny] - (Py_ssize_t)yo[0] != pz) {
+            PyErr_SetString(PyExc_ValueError, "ids must hold every posting of both blocks");
+            goto done;
+        }
+        if (shift < 0 || shift > 65535) {
+            PyErr_SetString(PyExc_ValueError, "shift must fit 16 bits");
+            goto done;
+        }
+        Py_ssize_t i = 0, j = 0, k = 0, p = 0;
+        int bad = 0;
+        Py_BEGIN_ALLOW_THREADS
+        while (i < nx || j < ny) {
+            int take_x = j >= ny || (i < nx && xk[i] <= yk[j]);
+            int take_y = i >= nx || (j < ny && yk[j] <= xk[i]);
+            if (k >= nz) {
+                bad = 1;
+                break;
+            }
+            zk[k] = take_x ? xk[i] : yk[j];
+            zo[k] = (uint32_t)p;
+            if (take_x) {
+                Py_ssize_t s = xo[i], e = xo[i + 1];
+                if (s > e || p + (e - s) > pz) {
+                    bad = 1;
+                    break;
+                }
+                memcpy(zi + p, xi + s, (size_t)(e - s) * sizeof(uint16_t));
+                p += e - s;
+                i++;
+            }
+            if (take_y) {
+                Py_ssize_t s = yo[j], e = yo[j + 1];
+                if (s > e || p + (e - s) > pz) {
+                    bad = 1;
+                    break;
+                }
+                for (Py_ssize_t q = s; q < e; q++) {
+                    long long v = (long long)yi[q] + shift;
+                    if (v > 65535)
+                        bad = 1;
+                    zi[p++] = (uint16_t)v;
+                }
+                j++;
+            }
+            k++;
+        }
+        if (!bad && (k != nz || p != pz))
+            bad = 1;
+        else if (!bad)
+            zo[k] = (uint32_t)p;
+        Py_END_ALLOW_THREADS
+        if (bad) {
+            PyErr_SetString(PyExc_ValueError,
+                            "merge_csr: output sizes or shifted ids do not fit the inputs");
+            goto done;
+        }
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
+done:
+    PyBuffer_Release(&ak);
+    PyBuffer_Release(&ao);
+    PyBuffer_Release(&ai);
+    PyBuffer_Release(&bk);
+    PyBuffer_Release(&bo);
+    PyBuffer_Release(&bi);
+    PyBuffer_Release(&ok);
+    PyBuffer_Release(&oo);
+    PyBuffer_Release(&oi);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"count_block", count_block, METH_VARARGS, count_block_doc},
     {"intersection", intersection, METH_VARARGS, intersection_doc},
     {"xor_popcount", xor_popcount, METH_VARARGS, xor_popcount_doc},
+    {"union_count", union_count, METH_VARARGS, union_count_doc},
+    {"merge_csr", merge_csr, METH_VARARGS, merge_csr_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,4 +1,5 @@
-"""The detector's hot loops (counting, intersection, xor-popcount): C when built, else numpy.
+"""The detector's hot loops (counting, block merging, intersection, xor-popcount): C when
+built, else numpy.
 
 ``ndd_stream/core/_kernels.c`` is compiled at install time by ``hatch_build.py`` when a C
 compiler is present; without one, installation still succeeds and these numpy versions
@@ -65,6 +66,33 @@ def count_block_numpy(
     return int(pos.size)
 
 
+def csr(keys: U32, ids: U16) -> tuple[U32, U32, U16]:
+    """(distinct keys, offsets, ids) of parallel (key, id) postings: a stable sort by key,
+    so ids under one key keep their order, then the runs of equal keys."""
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    ids = ids[order]
+    n = int(keys.size)
+    if n == 0:
+        return keys, np.zeros(1, dtype=np.uint32), ids
+    change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    offs = np.empty(change.size + 2, dtype=np.uint32)
+    offs[0] = 0
+    offs[1:-1] = change
+    offs[-1] = n
+    return keys[offs[:-1]], offs, ids
+
+
+def merge_csr_numpy(
+    a_keys: U32, a_offs: U32, a_ids: U16, b_keys: U32, b_offs: U32, b_ids: U16, shift: int
+) -> tuple[U32, U32, U16]:
+    """Two CSR blocks as one (see :func:`merge_csr`): every posting with its key, sorted
+    stably by key (A's postings first under a shared key)."""
+    keys = np.concatenate([np.repeat(a_keys, np.diff(a_offs)), np.repeat(b_keys, np.diff(b_offs))])
+    shifted = (b_ids.astype(np.uint32) + np.uint32(shift)).astype(np.uint16)
+    return csr(keys, np.concatenate([a_ids, shifted]))
+
+
 def intersection_numpy(a: U64, b: U64) -> int:
     """|A ∩ B| of two ascending arrays of distinct codes (binary search of the smaller)."""
     if a.size > b.size:
@@ -113,6 +141,22 @@ def count_block(
         return count_block_numpy(ukeys, offs, ids, lo, probe, base, counts)
     table, bits = index if index is not None else directory(ukeys)
     return int(_C.count_block(ukeys, offs, ids, table, bits, lo, probe, base, counts))  # type: ignore[attr-defined]
+
+
+def merge_csr(
+    a_keys: U32, a_offs: U32, a_ids: U16, b_keys: U32, b_offs: U32, b_ids: U16, shift: int
+) -> tuple[U32, U32, U16]:
+    """(keys, offs, ids) of blocks A and B merged: keys ascending and distinct, under each
+    key A's postings then B's (B's ids plus ``shift``, which must keep them < 2**16). In C
+    one linear pass; the numpy version sorts."""
+    if _C is None or shift < 0:
+        return merge_csr_numpy(a_keys, a_offs, a_ids, b_keys, b_offs, b_ids, shift)
+    n = int(_C.union_count(a_keys, b_keys))  # type: ignore[attr-defined]
+    keys = np.empty(n, dtype=np.uint32)
+    offs = np.empty(n + 1, dtype=np.uint32)
+    ids = np.empty(a_ids.size + b_ids.size, dtype=np.uint16)
+    _C.merge_csr(a_keys, a_offs, a_ids, b_keys, b_offs, b_ids, shift, keys, offs, ids)  # type: ignore[attr-defined]
+    return keys, offs, ids
 
 
 def intersection(a: U64, b: U64) -> int:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ndd_stream.core.kernels import block_postings, count_block, directory
+from ndd_stream.core.kernels import block_postings, count_block, csr, directory, merge_csr
 
 Keys = npt.NDArray[np.uint32]
 Ints = npt.NDArray[np.int64]
@@ -69,24 +69,6 @@ class _Block:
         extra = 0 if self.directory is None else self.directory[0].nbytes
         return int(self.ukeys.nbytes + self.offs.nbytes + self.ids.nbytes) + extra
 
-    def keys(self) -> Keys:
-        """The key of every posting, in posting order (for merging)."""
-        return np.repeat(self.ukeys, np.diff(self.offs))
-
-
-def _csr(lo: int, hi: int, keys: Keys, ids: Ids) -> _Block:
-    """A block from parallel (key, relative id) arrays; stable, so ids keep their order."""
-    order = np.argsort(keys, kind="stable")
-    keys = keys[order]
-    ids = ids[order]
-    n = int(keys.size)
-    change = np.flatnonzero(keys[1:] != keys[:-1]) + 1
-    offs = np.empty(change.size + 2, dtype=np.uint32)
-    offs[0] = 0
-    offs[1:-1] = change
-    offs[-1] = n
-    return _Block(lo, hi, keys[offs[:-1]], offs, ids)
-
 
 class PostingIndex:
     """Key -> document-number index of one window; see the module docstring.
@@ -121,7 +103,7 @@ class PostingIndex:
             return number
         keys = np.asarray(keys, dtype=np.uint32)
         ids = np.zeros(keys.size, dtype=np.uint16)
-        self._blocks.append(_csr(number, number + 1, keys, ids))
+        self._blocks.append(_Block(number, number + 1, *csr(keys, ids)))
         self._size += int(keys.size)
         self._merge_tail()
         return number
@@ -199,7 +181,8 @@ class PostingIndex:
 
     @staticmethod
     def _merge(old: _Block, new: _Block) -> _Block:
-        keys = np.concatenate([old.keys(), new.keys()])
-        shifted = new.ids.astype(np.uint32) + np.uint32(new.lo - old.lo)  # < MAX_SPAN
-        ids = np.concatenate([old.ids, shifted.astype(np.uint16)])
-        return _csr(old.lo, new.hi, keys, ids)
+        """One block of both; the newer block's ids are shifted to the older one's first
+        document (new.hi - old.lo <= MAX_SPAN keeps them 2-byte)."""
+        keys, offs, ids = merge_csr(old.ukeys, old.offs, old.ids, new.ukeys, new.offs,
+                                    new.ids, new.lo - old.lo)
+        return _Block(old.lo, new.hi, keys, offs, ids)
