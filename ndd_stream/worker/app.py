@@ -29,7 +29,7 @@ from ndd_stream.worker.logs import json_handler
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import BrokerLostData, DeciderPool
 from ndd_stream.worker.records import OutRecord, Source
-from ndd_stream.worker.refetch import Fetched, read_range
+from ndd_stream.worker.refetch import Fetched, log_gap, log_lost, read_range
 from ndd_stream.worker.routing import producer_request_limit, route_raw
 
 log = logging.getLogger("ndd_stream.worker")
@@ -174,18 +174,10 @@ class Service:
     async def fill(self, topic: str, partition: int, start: int, end: int) -> list[Fetched]:
         """Records start <= offset < end that the consumer skipped, read from the broker."""
         self.metrics.gaps.inc()
-        log.warning("%s[%d]: expected offset %d, the consumer is at %d: reading the %d "
-                    "skipped records from the broker", topic, partition, start, end,
-                    end - start, extra={"topic": topic, "partition": partition,
-                                        "offset": start, "event": "offset_gap"})
+        log_gap(log, topic, partition, start, end)
         found = await asyncio.get_running_loop().run_in_executor(
             None, read_range, librdkafka_config(self.settings), topic, partition, start, end)
-        first = found[0].offset if found else end
-        if first > start:
-            log.error("%s[%d]: offsets %d-%d are no longer in the topic and were never "
-                      "processed", topic, partition, start, first - 1,
-                      extra={"topic": topic, "partition": partition, "offset": start,
-                             "event": "records_lost"})
+        log_lost(log, topic, partition, start, found, end, "processed")
         return found
 
     async def fill_scoped(self, partition: int, start: int, end: int) -> list[Fetched]:

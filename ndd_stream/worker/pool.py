@@ -30,6 +30,7 @@ from ndd_stream.worker.changelog import read_partition
 from ndd_stream.worker.deciding import UNKNOWN_OFFSET, OutputTopics, PartitionDecider
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.records import OutRecord, Source
+from ndd_stream.worker.refetch import log_gap, log_lost
 
 log = logging.getLogger("ndd_stream.worker")
 
@@ -244,20 +245,12 @@ class DeciderPool:
                     fill: Fill | None) -> Sequence[Message]:
         """The records the consumer skipped, read from the broker (see process)."""
         self.metrics.gaps.inc()
-        log.warning("%s[%d]: expected offset %d, the consumer is at %d: reading the %d "
-                    "skipped records from the broker", self.scoped_topic, partition, expected,
-                    delivered, delivered - expected,
-                    extra={"partition": partition, "offset": expected, "event": "offset_gap"})
+        log_gap(log, self.scoped_topic, partition, expected, delivered)
         if fill is None:
             raise RuntimeError(f"{self.scoped_topic}[{partition}]: offsets {expected}-"
                                f"{delivered - 1} were skipped and cannot be read")
         found = list(await fill(partition, expected, delivered))
-        first = found[0].offset if found else delivered
-        if first > expected:  # retention removed them before they were decided
-            log.error("%s[%d]: offsets %d-%d are no longer in the topic and were never "
-                      "decided", self.scoped_topic, partition, expected, first - 1,
-                      extra={"partition": partition, "offset": expected,
-                             "event": "records_lost"})
+        log_lost(log, self.scoped_topic, partition, expected, found, delivered, "decided")
         return found
 
     def _count(self, decider: PartitionDecider, outcome: Any, source: Source) -> None:

@@ -11,8 +11,10 @@ the next prefetched record, and the re-fetched ones are dropped again.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -75,3 +77,24 @@ def read_range(conf: dict[str, object], topic: str, partition: int, start: int, 
         raise RefetchError(f"{topic}[{partition}]: {exc}") from exc
     finally:
         consumer.close()
+
+
+def log_gap(logger: logging.Logger, topic: str, partition: int, expected: int,
+            delivered: int) -> None:
+    """The warning both agents give before reading skipped records themselves."""
+    logger.warning("%s[%d]: expected offset %d, the consumer is at %d: reading the %d "
+                   "skipped records from the broker", topic, partition, expected, delivered,
+                   delivered - expected, extra={"topic": topic, "partition": partition,
+                                                "offset": expected, "event": "offset_gap"})
+
+
+def log_lost(logger: logging.Logger, topic: str, partition: int, expected: int,
+             found: Sequence[Any], delivered: int, never: str) -> None:
+    """An error if the broker no longer holds the first skipped records (retention removed
+    them before they were ``never``, e.g. "processed" or "decided")."""
+    first = found[0].offset if found else delivered
+    if first > expected:
+        logger.error("%s[%d]: offsets %d-%d are no longer in the topic and were never %s",
+                     topic, partition, expected, first - 1, never,
+                     extra={"topic": topic, "partition": partition, "offset": expected,
+                            "event": "records_lost"})
