@@ -39,10 +39,11 @@ check(Py_buffer *b, Py_ssize_t itemsize, const char *name)
 PyDoc_STRVAR(count_block_doc,
 "count_block(ukeys, offs, ids, directory, bits, lo, probe, base, counts) -> postings\n\n"
 "For every key of ``probe`` (uint32) found in the block's ``ukeys`` (uint32, ascending,\n"
-"distinct), add 1 to ``counts[lo + ids[j] - base]`` (int32; ids are uint16) for each of its\n"
-"postings j in ``offs[i]:offs[i+1]`` (uint32); postings outside ``counts`` are skipped. ``directory``\n"
-"(uint32, 2**bits + 1 items) holds, for every value v of a key's top ``bits`` bits, the\n"
-"first position in ``ukeys`` of a key with top bits >= v. Returns the postings counted.");
+"distinct), add 1 to ``counts[lo + ids[j] - base]`` (int32; ids are uint16) for each of\n"
+"its postings j in ``offs[i]:offs[i+1]`` (uint32); postings outside ``counts`` are\n"
+"skipped. ``directory`` (uint32, 2**bits + 1 items) holds, for every value v of a key's\n"
+"top ``bits`` bits, the first position in ``ukeys`` of a key with top bits >= v. Returns\n"
+"the postings counted.");
 
 /* Why a directory and not a binary search: the index is far larger than the caches, and
  * a binary search is a chain of ~17 dependent cache misses per key and block; the keys are
