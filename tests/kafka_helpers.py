@@ -167,6 +167,76 @@ def produce(
     return delivered
 
 
+class Reader:
+    """A consumer that reads ``topics`` from the beginning, joins no group and commits
+    nothing; records accumulate over :meth:`read` calls, so a caller waiting for output
+    keeps what it already has instead of re-reading (and re-waiting for) every partition."""
+
+    def __init__(self, bootstrap: str, topics: str | Sequence[str], *,
+                 timeout: float = 20.0) -> None:
+        names = [topics] if isinstance(topics, str) else list(topics)
+        self.records: list[Record] = []
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"test-reader-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "enable.partition.eof": False,
+            }
+        )
+        try:
+            metadata = self._consumer.list_topics(timeout=timeout)
+            assignment = []
+            for name in names:
+                meta = metadata.topics.get(name)
+                assert meta is not None and meta.partitions, f"no such topic {name}"
+                assignment += [TopicPartition(name, p, OFFSET_BEGINNING) for p in meta.partitions]
+            self._consumer.assign(assignment)
+        except BaseException:
+            self._consumer.close()
+            raise
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def read(self, *, n: int | None = None, timeout: float = 20.0,
+             idle: float | None = None) -> list[Record]:
+        """Poll until ``n`` records in all, ``timeout`` seconds, or ``idle`` seconds without a
+        new record; return every record read so far."""
+        deadline = time.monotonic() + timeout
+        last = time.monotonic()
+        while n is None or len(self.records) < n:
+            now = time.monotonic()
+            if now >= deadline or (idle is not None and now - last >= idle):
+                break
+            msg = self._consumer.poll(min(0.25, deadline - now))
+            if msg is None:
+                continue
+            err = msg.error()
+            assert err is None, f"consume error: {err}"
+            ts_type, ts = msg.timestamp()
+            raw_headers = cast(list[tuple[str, Any]], msg.headers() or [])
+            self.records.append(
+                Record(
+                    topic=str(msg.topic()),
+                    partition=int(msg.partition() or 0),
+                    offset=int(msg.offset() or 0),
+                    key=msg.key(),
+                    value=msg.value(),
+                    headers=tuple((k, _as_bytes(v)) for k, v in raw_headers),
+                    timestamp_ms=ts if ts_type else None,
+                )
+            )
+            last = time.monotonic()
+        return self.records
+
+
 def consume(
     bootstrap: str,
     topics: str | Sequence[str],
@@ -180,52 +250,8 @@ def consume(
     ``idle`` stops after that many seconds without a new record (to prove that nothing
     *more* arrives, use ``n=None`` with ``idle``). Commits nothing and joins no group.
     """
-    names = [topics] if isinstance(topics, str) else list(topics)
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"test-reader-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": False,
-        }
-    )
-    records: list[Record] = []
-    try:
-        metadata = consumer.list_topics(timeout=timeout)
-        assignment = []
-        for name in names:
-            meta = metadata.topics.get(name)
-            assert meta is not None and meta.partitions, f"no such topic {name}"
-            assignment += [TopicPartition(name, p, OFFSET_BEGINNING) for p in meta.partitions]
-        consumer.assign(assignment)
-        deadline = time.monotonic() + timeout
-        last = time.monotonic()
-        while n is None or len(records) < n:
-            now = time.monotonic()
-            if now >= deadline or (idle is not None and now - last >= idle):
-                break
-            msg = consumer.poll(min(0.25, deadline - now))
-            if msg is None:
-                continue
-            err = msg.error()
-            assert err is None, f"consume error: {err}"
-            ts_type, ts = msg.timestamp()
-            raw_headers = cast(list[tuple[str, Any]], msg.headers() or [])
-            records.append(
-                Record(
-                    topic=str(msg.topic()),
-                    partition=int(msg.partition() or 0),
-                    offset=int(msg.offset() or 0),
-                    key=msg.key(),
-                    value=msg.value(),
-                    headers=tuple((k, _as_bytes(v)) for k, v in raw_headers),
-                    timestamp_ms=ts if ts_type else None,
-                )
-            )
-            last = time.monotonic()
-    finally:
-        consumer.close()
-    return records
+    with Reader(bootstrap, topics, timeout=timeout) as reader:
+        return reader.read(n=n, timeout=timeout, idle=idle)
 
 
 def _as_bytes(value: str | bytes | None) -> bytes:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafka_helpers import Record, consume
+from kafka_helpers import Reader, Record
 
 from ndd_stream import jsonio
 from ndd_stream.core.detector import DetectorConfig
@@ -93,17 +93,19 @@ def collect(settings: Settings, expected: int, timeout: float,
     """Read unique + duplicate + DLQ until ``expected`` distinct inputs are accounted for."""
     topics = [settings.unique_topic, settings.duplicate_topic, settings.dlq_topic]
     deadline = time.monotonic() + timeout
-    records: list[Record] = []
-    while time.monotonic() < deadline:
-        records = consume(settings.brokers, topics, timeout=min(10.0, deadline - time.monotonic()),
-                          idle=2.0)
-        routed = Routed(records)
-        accounted = len(routed.decisions()) + len({_src(r) for r in routed.dlq()})
-        if accounted >= expected:
-            return routed
-        if worker is not None and not worker.alive():
-            break
-    return Routed(records)
+    # One reader for the whole wait: a fresh one per round re-read everything and, when
+    # the broker was slow to serve a partition's first fetch, gave up on it after each
+    # round's idle time again and again (a CI run saw no decision in 120 s).
+    with Reader(settings.brokers, topics, timeout=min(10.0, timeout)) as reader:
+        while time.monotonic() < deadline:
+            records = reader.read(timeout=min(2.0, max(0.0, deadline - time.monotonic())))
+            routed = Routed(records)
+            accounted = len(routed.decisions()) + len({_src(r) for r in routed.dlq()})
+            if accounted >= expected:
+                return routed
+            if worker is not None and not worker.alive():
+                break
+        return Routed(reader.records)
 
 
 def _src(record: Record) -> str:
