@@ -93,9 +93,8 @@ def collect(settings: Settings, expected: int, timeout: float,
     """Read unique + duplicate + DLQ until ``expected`` distinct inputs are accounted for."""
     topics = [settings.unique_topic, settings.duplicate_topic, settings.dlq_topic]
     deadline = time.monotonic() + timeout
-    # One reader for the whole wait: a fresh one per round re-read everything and, when
-    # the broker was slow to serve a partition's first fetch, gave up on it after each
-    # round's idle time again and again (a CI run saw no decision in 120 s).
+    # One reader for the whole wait: with a fresh one per round, the round that met the
+    # deadline could be cut short and return almost nothing (a CI run saw no decision).
     with Reader(settings.brokers, topics, timeout=min(10.0, timeout)) as reader:
         while time.monotonic() < deadline:
             records = reader.read(timeout=min(2.0, max(0.0, deadline - time.monotonic())))
@@ -109,8 +108,14 @@ def collect(settings: Settings, expected: int, timeout: float,
 
 
 def _src(record: Record) -> str:
-    return (record.header("ndd-source-topic") or b"").decode() + "@" + (
-        record.header("ndd-source-offset") or b"").decode()
+    """Where a dead-lettered item was read: topic[partition]@offset. The partition matters:
+    unkeyed bad items land on random partitions, and two at the same offset of different
+    partitions were counted as one, so collect() waited out its whole timeout."""
+    def header(name: str) -> str:
+        return (record.header(name) or b"").decode()
+
+    return (f"{header('ndd-source-topic')}[{header('ndd-source-partition')}]"
+            f"@{header('ndd-source-offset')}")
 
 
 def expected_decisions(settings: Settings, lines: list[bytes]
