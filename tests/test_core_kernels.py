@@ -137,6 +137,12 @@ def test_intersection_is_the_size_of_the_set_intersection(
     assert kernels.intersection_numpy(a, b) == expected
     if _kernels is not None:
         assert _kernels.intersection(a, b) == expected
+        # 4-byte keys (merge_csr sizes a merged block with them)
+        a32 = np.unique((a & np.uint64(0xFFFFFFFF)).astype(np.uint32))
+        b32 = np.unique((b & np.uint64(0xFFFFFFFF)).astype(np.uint32))
+        assert _kernels.intersection(a32, b32, 4) == len(set(a32.tolist()) & set(b32.tolist()))
+        with pytest.raises(ValueError, match="width"):
+            _kernels.intersection(a32, b32, 2)
 
 
 def test_the_detector_decides_the_same_with_and_without_the_c_kernels(

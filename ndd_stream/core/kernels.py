@@ -149,9 +149,9 @@ def merge_csr(
     """(keys, offs, ids) of blocks A and B merged: keys ascending and distinct, under each
     key A's postings then B's (B's ids plus ``shift``, which must keep them < 2**16). In C
     one linear pass; the numpy version sorts."""
-    if _C is None or shift < 0:
+    if _C is None:
         return merge_csr_numpy(a_keys, a_offs, a_ids, b_keys, b_offs, b_ids, shift)
-    n = int(_C.union_count(a_keys, b_keys))  # type: ignore[attr-defined]
+    n = a_keys.size + b_keys.size - int(_C.intersection(a_keys, b_keys, 4))  # type: ignore[attr-defined]
     keys = np.empty(n, dtype=np.uint32)
     offs = np.empty(n + 1, dtype=np.uint32)
     ids = np.empty(a_ids.size + b_ids.size, dtype=np.uint16)
