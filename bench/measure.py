@@ -29,7 +29,9 @@ from typing import Any
 import numpy as np
 import psutil
 
+from bench.corpora import RepetitiveStream, reuters_stream, source_note
 from bench.workload import NewsStream, WorkloadConfig
+from ndd_stream.core import kernels
 from ndd_stream.core.detector import Detector, DetectorConfig, hour_of
 from ndd_stream.core.document import Decision, Document, Status
 from ndd_stream.core.faithful import FaithfulDetector
@@ -48,8 +50,40 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def workload(window: int) -> NewsStream:
-    return NewsStream(WorkloadConfig(spacing=3600.0 * LIVE_HOURS / window))
+WORKLOADS = ("news", "repetitive", "reuters")
+
+
+def workload(window: int, kind: str = "news") -> Any:
+    """The stream of ``kind`` spaced so that the 25 live hours hold ``window`` documents
+    (reuters: the whole corpus squeezed into one day, whatever ``window``)."""
+    spacing = 3600.0 * LIVE_HOURS / max(1, window)
+    if kind == "repetitive":
+        return RepetitiveStream(spacing)
+    if kind == "reuters":
+        return _ListStream(reuters_stream())
+    return NewsStream(WorkloadConfig(spacing=spacing))
+
+
+class _ListStream:
+    """A fixed list of documents with the streams' iterator and ``take``."""
+
+    def __init__(self, docs: list[Document]) -> None:
+        self.docs = docs
+        self._at = 0
+
+    def __iter__(self) -> Iterator[Document]:
+        return self
+
+    def __next__(self) -> Document:
+        if self._at >= len(self.docs):
+            raise StopIteration
+        self._at += 1
+        return self.docs[self._at - 1]
+
+    def take(self, n: int) -> list[Document]:
+        out = self.docs[self._at : self._at + n]
+        self._at += len(out)
+        return out
 
 
 # -- the methods ----------------------------------------------------------------------
@@ -112,7 +146,7 @@ def _identity(x: int) -> int:
     return x
 
 
-def warm(method: str, impl: Any, docs: Iterator[Document], n: int) -> None:
+def warm(method: str, impl: Any, docs: Iterator[Document], n: int, kind: str = "news") -> None:
     if method == "faithful":
         impl.preload(next(docs) for _ in range(n))
         return
@@ -123,7 +157,7 @@ def warm(method: str, impl: Any, docs: Iterator[Document], n: int) -> None:
     det: Detector = impl
     # As restore() does, learn the q-gram order from the texts first: a service that has
     # been running holds documents indexed under a mature order, not the cold-start ones.
-    learn = NewsStream(WorkloadConfig(spacing=1.0))
+    learn = workload(1, kind)
     for _ in range(min(n, 16_384)):
         det._book.count(fmix64(signature(normal_form(next(learn).text), det.config.q)))
     det._book.snapshot()
@@ -190,10 +224,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out")
     ap.add_argument("--budget", type=float, default=120.0, help="max seconds of measuring")
     ap.add_argument("--profile", type=int, default=0)
+    ap.add_argument("--workload", choices=WORKLOADS, default="news",
+                    help="reuters: every item, no warm-up, WINDOW ignored (bench/corpora.py)")
     args = ap.parse_args(argv)
+    note = source_note(args.workload)
+    print(note, file=sys.stderr)
+    if args.workload == "reuters" and "UNAVAILABLE" in note:
+        return 3
 
     t_start = time.perf_counter()
-    stream = workload(args.window)
+    stream = workload(args.window, args.workload)
     rss_start = rss_mb()
     config = DetectorConfig(threshold=args.threshold, window_hours=WINDOW_HOURS)
     impl: Any
@@ -203,9 +243,10 @@ def main(argv: list[str] | None = None) -> int:
         impl = FaithfulDetector(config)
     else:
         impl = MinHashWindow(args.threshold)
-    warm_n = args.window + args.window // LIVE_HOURS
+    warm_n = 0 if args.workload == "reuters" else args.window + args.window // LIVE_HOURS
     t0 = time.perf_counter()
-    warm(args.method, impl, iter(stream), warm_n)
+    if warm_n:
+        warm(args.method, impl, iter(stream), warm_n, args.workload)
     warm_seconds = time.perf_counter() - t0
     rss_warm = rss_mb()
     in_window = impl.window_documents() if args.method != "minhash" else None
@@ -229,9 +270,14 @@ def main(argv: list[str] | None = None) -> int:
     lat = np.array(latencies)
     out: dict[str, Any] = {
         "method": args.method,
+        "workload": args.workload,
+        "source": note,
+        "count_threads": kernels.COUNT_THREADS,
+        "kernels": kernels.IMPLEMENTATION,
         "window": args.window,
         "threshold": args.threshold,
         "window_documents": in_window,
+        "window_documents_end": impl.window_documents() if args.method != "minhash" else None,
         "warm_items": warm_n,
         "warm_seconds": round(warm_seconds, 2),
         "measured": int(lat.size),

@@ -206,3 +206,102 @@ def test_merge_csr_refuses_ids_that_would_not_fit_16_bits() -> None:
         _kernels.merge_csr(ak, ao, ai, bk, bo, bi, 1_000, keys, offs, ids)
     with pytest.raises(ValueError, match="every posting"):
         _kernels.merge_csr(ak, ao, ai, bk, bo, bi, 0, keys, offs, ids[:1])
+
+
+def _dense_block(pairs: set[tuple[int, int]], span: int, lo: int, pick: int
+                 ) -> tuple[kernels.BlockArgs, list[tuple[int, int]]]:
+    """A block of distinct (key, id) postings whose keys with an odd ``pick``-hash are
+    held as bitmap rows (any subset of keys may be dense: the counts must not change)."""
+    postings = sorted(pairs)
+    ukeys, offs, ids = _block(postings)
+    table, bits = kernels.directory(ukeys)
+    heavy = np.array([i for i, k in enumerate(ukeys.tolist()) if (k * 2654435761 + pick) & 4],
+                     dtype=np.int64)
+    words = max(1, -(-span // 64))
+    rowmap = np.full(ukeys.size, -1, dtype=np.int32)
+    rowmap[heavy] = np.arange(heavy.size, dtype=np.int32)
+    rows = kernels.dense_rows(offs, ids, heavy, span)
+    assert rows.shape == (heavy.size, words)
+    return (ukeys, offs, ids, table, bits, lo, rowmap, rows, words), postings
+
+
+block_pairs = st.sets(st.tuples(st.integers(0, 80), st.integers(0, 1100)), max_size=500)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(block_pairs, min_size=1, max_size=4), st.sets(st.integers(0, 90), max_size=60),
+       st.integers(0, 2000), st.integers(1, 3000), st.integers(0, 7), st.integers(1, 3))
+def test_count_blocks_with_dense_rows_and_threads_equals_the_reference(
+    per_block: list[set[tuple[int, int]]], probe: set[int], base: int, n: int, pick: int,
+    threads: int,
+) -> None:
+    """Dense keys counted by carry-save adders, sparse ones by postings, blocks shared out
+    among threads: the same counts as counting every posting (and as numpy)."""
+    keys = np.array(sorted(probe), dtype=np.uint32)
+    expected = [0] * n
+    args = []
+    lo = 0
+    for pairs in per_block:
+        block, postings = _dense_block(pairs, 1101, lo, pick)
+        args.append(block)
+        for pos, c in enumerate(_reference(postings, lo, probe, base, n)):
+            expected[pos] += c
+        lo += 1101
+    either = np.zeros(n, dtype=np.int32)  # C when built, else numpy (postings only)
+    assert kernels.count_blocks(args, keys, base, either) == sum(expected)
+    assert either.tolist() == expected
+    if _kernels is not None:
+        counts = np.zeros(n, dtype=np.int32)
+        total = _kernels.count_blocks(args, keys, base, counts, threads)
+        assert counts.tolist() == expected
+        assert total == sum(expected)
+    plain = np.zeros(n, dtype=np.int32)
+    for b in args:
+        kernels.count_block_numpy(b[0], b[1], b[2], b[5], keys, base, plain)
+    assert plain.tolist() == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(block_pairs, st.integers(0, 7))
+def test_dense_rows_in_c_equal_numpy(pairs: set[tuple[int, int]], pick: int) -> None:
+    block, _ = _dense_block(pairs, 1101, 0, pick)
+    offs, ids = block[1], block[2]
+    heavy = np.flatnonzero(block[6] >= 0)
+    c_rows = kernels.dense_rows(offs, ids, heavy, 1101)
+    saved = kernels._C
+    try:
+        kernels._C = None
+        np_rows = kernels.dense_rows(offs, ids, heavy, 1101)
+    finally:
+        kernels._C = saved
+    assert np.array_equal(c_rows, np_rows)
+    for row, key in zip(np_rows, heavy.tolist(), strict=True):
+        bits = np.unpackbits(row.view(np.uint8), bitorder="little")
+        assert np.flatnonzero(bits).tolist() == sorted(ids[offs[key]:offs[key + 1]].tolist())
+
+
+def test_the_index_counts_the_same_with_dense_rows_and_without(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A window of 3,000 documents sharing frequent keys: PostingIndex.count with dense
+    rows (C, one and two threads) equals the numpy posting count, also after expiry."""
+    from ndd_stream.core import postings
+    from ndd_stream.core.postings import PostingIndex
+
+    monkeypatch.setattr(postings, "_THREAD_MIN_POSTINGS", 0)
+    rng = np.random.default_rng(3)
+    index = PostingIndex()
+    for _ in range(3000):
+        keys = np.concatenate([rng.integers(0, 300, 40), rng.integers(0, 2**32, 100)])
+        index.add(np.unique(keys).astype(np.uint32))
+    index.release_before(700)
+    probe = np.unique(np.concatenate([rng.integers(0, 300, 120),
+                                      rng.integers(0, 2**32, 50)])).astype(np.uint32)
+    expected = np.zeros(2300, dtype=np.int32)
+    for b in index._blocks:
+        kernels.count_block_numpy(b.ukeys, b.offs, b.ids, b.lo, probe, 700, expected)
+    for threads in (1, 2):
+        monkeypatch.setattr(kernels, "COUNT_THREADS", threads)
+        assert np.array_equal(index.count(probe, 700, 2300), expected)
+    if kernels.IMPLEMENTATION == "c":
+        assert any(b.dense is not None for b in index._blocks)

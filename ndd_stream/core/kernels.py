@@ -125,6 +125,70 @@ IMPLEMENTATION, _C = _load()
 """``"c"`` or ``"numpy"``: which implementation this process uses."""
 
 
+def _threads() -> int:
+    """NDD_COUNT_THREADS, else the cores this process may run on."""
+    setting = os.environ.get("NDD_COUNT_THREADS", "").strip()
+    if setting:
+        try:
+            return max(1, int(setting))
+        except ValueError:
+            raise SystemExit(f"NDD_COUNT_THREADS must be a whole number, got {setting!r}") from None
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+COUNT_THREADS = _threads()
+"""Threads one decision's count is split over (C kernels only; NDD_COUNT_THREADS)."""
+
+
+def _dense_fraction() -> float:
+    setting = os.environ.get("NDD_DENSE_FRACTION", "").strip()
+    return float(setting) if setting else 1 / 32
+
+
+DENSE_FRACTION = _dense_fraction()
+"""A key whose postings in a block reach this share of the block's documents is also held
+as a bitmap row and counted by carry-save adders (C only; 0 = never; NDD_DENSE_FRACTION)."""
+DENSE_MIN_SPAN = 64  # blocks spanning fewer documents keep posting lists only
+
+
+def dense_rows(offs: U32, ids: U16, keys: I64, span: int) -> U64:
+    """Bitmap rows (len(keys) x ceil(span / 64) uint64) of the keys at positions ``keys``:
+    bit d of row i is set when ``ids`` under key ``keys[i]`` holds d."""
+    words = max(1, -(-span // 64))
+    out = np.zeros((keys.size, words), dtype=np.uint64)
+    if not keys.size:
+        return out
+    if _C is not None:
+        _C.dense_rows(offs, ids, np.ascontiguousarray(keys, dtype=np.int64), words, out)  # type: ignore[attr-defined]
+        return out
+    starts = offs[keys].astype(np.int64)
+    lens = offs[keys + 1].astype(np.int64) - starts
+    row = np.repeat(np.arange(keys.size, dtype=np.int64), lens)
+    ends = np.cumsum(lens)
+    idx = np.repeat(starts - (ends - lens), lens) + np.arange(int(lens.sum()), dtype=np.int64)
+    flat = np.zeros(keys.size * words * 64, dtype=bool)
+    flat[row * words * 64 + ids[idx].astype(np.int64)] = True
+    out[:] = np.packbits(flat, bitorder="little").view("<u8").reshape(keys.size, words)
+    return out
+
+
+BlockArgs = tuple[U32, U32, U16, U32, int, int, I32 | None, U64 | None, int]
+"""(ukeys, offs, ids, directory, bits, lo, rowmap, dense rows, words) of one block."""
+
+
+def count_blocks(blocks: list[BlockArgs], probe: U32, base: int, counts: I32,
+                 threads: int = 1) -> int:
+    """:func:`count_block` over every block, dense keys (rowmap >= 0) counted from their
+    bitmap rows; in C on up to ``threads`` threads when built, else numpy (postings only)."""
+    if _C is None:
+        return sum(count_block_numpy(b[0], b[1], b[2], b[5], probe, base, counts)
+                   for b in blocks)
+    return int(_C.count_blocks(blocks, probe, base, counts, threads))  # type: ignore[attr-defined]
+
+
 def count_block(
     ukeys: U32,
     offs: U32,

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ndd_stream.core.kernels import block_postings, count_block, csr, directory, merge_csr
+from ndd_stream.core import kernels
+from ndd_stream.core.kernels import block_postings, csr, directory, merge_csr
 
 Keys = npt.NDArray[np.uint32]
 Ints = npt.NDArray[np.int64]
@@ -47,6 +48,9 @@ _CAP_FRACTION = 8
 # block span more documents than this; and offsets are 4 bytes, so never more postings.
 MAX_SPAN = 1 << 16
 _MAX_POSTINGS = (1 << 32) - 1
+# Below this many postings a count takes well under a millisecond: threads would cost more
+# to start than they save.
+_THREAD_MIN_POSTINGS = 1 << 20
 
 
 @dataclass(slots=True)
@@ -59,6 +63,9 @@ class _Block:
     offs: Offsets  # len(ukeys) + 1
     ids: Ids  # document number - lo, per posting
     directory: tuple[Keys, int] | None = None  # for the C lookup; built on first use
+    # Dense keys (C only, built on first use): rowmap[i] is key i's row in rows, or -1.
+    dense: tuple[npt.NDArray[np.int32], npt.NDArray[np.uint64]] | None = None
+    args: kernels.BlockArgs | None = None  # what the C count takes, once prepared
 
     @property
     def size(self) -> int:
@@ -67,7 +74,30 @@ class _Block:
     @property
     def nbytes(self) -> int:
         extra = 0 if self.directory is None else self.directory[0].nbytes
+        if self.dense is not None:
+            extra += self.dense[0].nbytes + self.dense[1].nbytes
         return int(self.ukeys.nbytes + self.offs.nbytes + self.ids.nbytes) + extra
+
+    def prepare(self) -> kernels.BlockArgs:
+        """The block as count_blocks takes it: its directory, and bitmap rows of the keys
+        held by at least DENSE_FRACTION of its documents (when the C kernels run)."""
+        if self.args is not None:
+            return self.args
+        self.directory = table, bits = directory(self.ukeys)
+        span = self.hi - self.lo
+        rowmap = rows = None
+        words = max(1, -(-span // 64))
+        if (kernels.IMPLEMENTATION == "c" and kernels.DENSE_FRACTION > 0
+                and span >= kernels.DENSE_MIN_SPAN):
+            lens = np.diff(self.offs)
+            heavy = np.flatnonzero(lens >= max(2, kernels.DENSE_FRACTION * span))
+            if heavy.size:
+                rows = kernels.dense_rows(self.offs, self.ids, heavy, span)
+                rowmap = np.full(self.ukeys.size, -1, dtype=np.int32)
+                rowmap[heavy] = np.arange(heavy.size, dtype=np.int32)
+                self.dense = (rowmap, rows)
+        self.args = (self.ukeys, self.offs, self.ids, table, bits, self.lo, rowmap, rows, words)
+        return self.args
 
 
 class PostingIndex:
@@ -137,13 +167,9 @@ class PostingIndex:
             return counts
         probe = np.ascontiguousarray(keys, dtype=np.uint32)
         first = max(first, self.base)
-        for block in self._blocks:
-            if block.hi <= first:
-                continue
-            if block.directory is None:
-                block.directory = directory(block.ukeys)
-            count_block(block.ukeys, block.offs, block.ids, block.lo, probe, first, counts,
-                        block.directory)
+        blocks = [b.prepare() for b in self._blocks if b.hi > first]
+        threads = kernels.COUNT_THREADS if self._size >= _THREAD_MIN_POSTINGS else 1
+        kernels.count_blocks(blocks, probe, first, counts, threads)
         return counts
 
     def release_before(self, number: int) -> None:
