@@ -85,8 +85,9 @@ class Settings(BaseSettings):
         ge=0,
         le=24,
         description="Bitmap filter: 2**bits bits per document in the window, 0 = off, "
-        "unset = 14 (2 KiB per document) for thresholds 0.5-0.7, else off. Speeds up "
-        "mid thresholds; never changes a decision (ndd_stream/core/bitmaps.py).",
+        "unset = 14 (2 KiB per document) for thresholds >= 0.5, else off. Speeds up "
+        "thresholds >= 0.5 (most on text sharing long passages); never changes a decision "
+        "(ndd_stream/core/bitmaps.py).",
     )
     window_hours: int = Field(
         24, ge=0, le=24 * 30, description="Hours before the item's hour in its window."

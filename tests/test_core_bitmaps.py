@@ -76,8 +76,8 @@ def test_expiry_drops_whole_chunks_only() -> None:
 
 def test_sizes_follow_the_threshold_and_bad_sizes_are_refused() -> None:
     assert auto_bits(0.3) == 0 and auto_bits(0.5) == 14 and auto_bits(0.69) == 14
-    assert auto_bits(0.7) == 0 and auto_bits(0.8) == 0
-    assert DetectorConfig(threshold=0.8).effective_bitmap_bits == 0
+    assert auto_bits(0.7) == 14 and auto_bits(1.0) == 14 and auto_bits(0.49) == 0
+    assert DetectorConfig(threshold=0.8).effective_bitmap_bits == 14
     assert DetectorConfig(threshold=0.3, bitmap_bits=12).effective_bitmap_bits == 12
     with pytest.raises(ValueError, match="bitmap_bits"):
         DetectorConfig(bitmap_bits=40)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ndd_stream.core.normalize import normal_form
@@ -79,3 +79,17 @@ def test_min_overlap_is_the_exact_float_boundary(size: int, t: float) -> None:
     assert o / size >= t and (o == 0 or (o - 1) / size < t)
     _, hi = size_bounds(size, t)
     assert size / hi >= t and size / (hi + 1) < t
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=300), st.integers(1, 4))
+def test_the_c_signature_of_ascii_text_equals_numpy(text: str, q: int) -> None:
+    """kernels.ascii_signature (radix sort in C) gives the numpy codes, sorted and distinct."""
+    from ndd_stream.core.kernels import ascii_signature
+    from ndd_stream.core.qgrams import qgram_codes, sorted_unique
+
+    fast = ascii_signature(text, q)
+    expected = sorted_unique(qgram_codes(text, q))
+    if fast is not None:  # None: kernels not built
+        assert fast.dtype == np.uint64 and fast.tolist() == expected.tolist()
+    assert signature(text, q).tolist() == expected.tolist()

@@ -50,7 +50,7 @@ class DetectorConfig:
     order_bits: int = 22  # size of the q-gram frequency sketch (2**bits counters)
     cache_signatures: int = 2048  # recently verified signatures kept in memory
     # Bitmap filter (ndd_stream.core.bitmaps): 2**bits bits per indexed document, 0 = off,
-    # None = bitmaps.auto_bits(threshold) (14 from 0.5 to 0.7, else off).
+    # None = bitmaps.auto_bits(threshold) (14 from 0.5 up, else off).
     bitmap_bits: int | None = None
 
     def __post_init__(self) -> None:

@@ -223,6 +223,17 @@ def merge_csr(
     return keys, offs, ids
 
 
+def ascii_signature(nf: str, q: int) -> U64 | None:
+    """The signature of an ASCII ``nf`` (q <= 4) in C -- one radix sort instead of numpy's
+    codes, sort and unique mask -- or None when the kernels are not built or the text is
+    not ASCII (the caller computes it in numpy: the same codes)."""
+    if _C is None or q > 4 or not nf.isascii():
+        return None
+    out = np.empty(max(0, len(nf) - q + 1), dtype=np.uint64)
+    n = int(_C.ascii_signature(nf.encode("ascii"), q, out))  # type: ignore[attr-defined]
+    return out[:n]
+
+
 def intersection(a: U64, b: U64) -> int:
     if _C is None:
         return intersection_numpy(a, b)
