@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         "method": args.method,
         "workload": args.workload,
         "source": note,
-        "count_threads": kernels.COUNT_THREADS,
+        "count_threads": getattr(kernels, "COUNT_THREADS", 1),  # older revisions: one
         "kernels": kernels.IMPLEMENTATION,
         "window": args.window,
         "threshold": args.threshold,
