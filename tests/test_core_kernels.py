@@ -217,7 +217,7 @@ def _dense_block(pairs: set[tuple[int, int]], span: int, lo: int, pick: int
     table, bits = kernels.directory(ukeys)
     heavy = np.array([i for i, k in enumerate(ukeys.tolist()) if (k * 2654435761 + pick) & 4],
                      dtype=np.int64)
-    words = max(1, -(-span // 64))
+    words = kernels.dense_words(span)
     rowmap = np.full(ukeys.size, -1, dtype=np.int32)
     rowmap[heavy] = np.arange(heavy.size, dtype=np.int32)
     rows = kernels.dense_rows(offs, ids, heavy, span)

@@ -411,12 +411,25 @@ done:
 
 #define CSA(h, l, a, b, c)                                                                 \
     do {                                                                                   \
-        uint64_t u_ = (a) ^ (b);                                                           \
+        __typeof__(a) u_ = (a) ^ (b);                                                      \
         (h) = ((a) & (b)) | (u_ & (c));                                                    \
         (l) = u_ ^ (c);                                                                    \
     } while (0)
 
-/* S[0..nslices) += rows, per bit, over words w0..w0+cw of each row. */
+/* Four words as one value (GCC/clang vector extension): 256-bit AVX2 operations where the
+ * clone for AVX2 runs, two 128-bit SSE2 operations elsewhere. */
+typedef uint64_t v4 __attribute__((vector_size(32)));
+
+#define load4(p)                                                                           \
+    __extension__({                                                                        \
+        v4 v_;                                                                             \
+        memcpy(&v_, (p), sizeof(v_));                                                      \
+        v_;                                                                                \
+    })
+
+/* S[0..nslices) += rows, per bit, over words w0..w0+cw of each row: carry-save adders
+ * over groups of 16 rows (Harley-Seal), the carry of each group rippled up, four words
+ * at a time (rows are padded to a multiple of four words); other widths word by word. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 __attribute__((target_clones("avx2", "default")))
 #endif
@@ -425,46 +438,51 @@ slice_add(uint64_t S[MAX_SLICES][CHUNK], int nslices, const uint64_t *bits, Py_s
           const int32_t *rows, Py_ssize_t nr, Py_ssize_t w0, int cw)
 {
     Py_ssize_t r = 0;
-    for (; r + 16 <= nr; r += 16) {
-        const uint64_t *R[16];
-        for (int i = 0; i < 16; i++)
-            R[i] = bits + (Py_ssize_t)rows[r + i] * words + w0;
-        /* The rows are scattered over the block's bitmaps: fetch the next group's words
-         * of this chunk while this group is added. */
-        for (Py_ssize_t i = r + 16; i < r + 32 && i < nr; i++) {
-            const uint64_t *q = bits + (Py_ssize_t)rows[i] * words + w0;
-            PREFETCH(q);
-            if (cw > 8)
+    if (cw % 4 == 0) { /* rows are padded to whole groups of four words */
+        int nv = cw / 4;
+        v4 V[MAX_SLICES][CHUNK / 4];
+        memcpy(V, S, sizeof(v4) * (CHUNK / 4) * (size_t)nslices);
+        static const uint64_t zeros[CHUNK] = {0}; /* stands in for the rows past nr */
+        for (; r < nr; r += 16) {
+            const uint64_t *R[16];
+            for (int i = 0; i < 16; i++)
+                R[i] = r + i < nr ? bits + (Py_ssize_t)rows[r + i] * words + w0 : zeros;
+            for (Py_ssize_t i = r + 16; i < r + 32 && i < nr; i++) {
+                const uint64_t *q = bits + (Py_ssize_t)rows[i] * words + w0;
+                PREFETCH(q);
                 PREFETCH(q + 8);
-        }
-        for (int w = 0; w < cw; w++) {
-            uint64_t ones = S[0][w], twos = S[1][w], fours = S[2][w], eights = S[3][w];
-            uint64_t twosA, twosB, foursA, foursB, eightsA, eightsB, sixteens;
-            CSA(twosA, ones, ones, R[0][w], R[1][w]);
-            CSA(twosB, ones, ones, R[2][w], R[3][w]);
-            CSA(foursA, twos, twos, twosA, twosB);
-            CSA(twosA, ones, ones, R[4][w], R[5][w]);
-            CSA(twosB, ones, ones, R[6][w], R[7][w]);
-            CSA(foursB, twos, twos, twosA, twosB);
-            CSA(eightsA, fours, fours, foursA, foursB);
-            CSA(twosA, ones, ones, R[8][w], R[9][w]);
-            CSA(twosB, ones, ones, R[10][w], R[11][w]);
-            CSA(foursA, twos, twos, twosA, twosB);
-            CSA(twosA, ones, ones, R[12][w], R[13][w]);
-            CSA(twosB, ones, ones, R[14][w], R[15][w]);
-            CSA(foursB, twos, twos, twosA, twosB);
-            CSA(eightsB, fours, fours, foursA, foursB);
-            CSA(sixteens, eights, eights, eightsA, eightsB);
-            S[0][w] = ones;
-            S[1][w] = twos;
-            S[2][w] = fours;
-            S[3][w] = eights;
-            for (int k = 4; k < nslices; k++) { /* ripple the carry up */
-                uint64_t t = S[k][w] & sixteens;
-                S[k][w] ^= sixteens;
-                sixteens = t;
+            }
+            for (int w = 0; w < nv; w++) {
+                v4 ones = V[0][w], twos = V[1][w], fours = V[2][w], eights = V[3][w];
+                v4 twosA, twosB, foursA, foursB, eightsA, eightsB, sixteens;
+                int o = 4 * w;
+                CSA(twosA, ones, ones, load4(R[0] + o), load4(R[1] + o));
+                CSA(twosB, ones, ones, load4(R[2] + o), load4(R[3] + o));
+                CSA(foursA, twos, twos, twosA, twosB);
+                CSA(twosA, ones, ones, load4(R[4] + o), load4(R[5] + o));
+                CSA(twosB, ones, ones, load4(R[6] + o), load4(R[7] + o));
+                CSA(foursB, twos, twos, twosA, twosB);
+                CSA(eightsA, fours, fours, foursA, foursB);
+                CSA(twosA, ones, ones, load4(R[8] + o), load4(R[9] + o));
+                CSA(twosB, ones, ones, load4(R[10] + o), load4(R[11] + o));
+                CSA(foursA, twos, twos, twosA, twosB);
+                CSA(twosA, ones, ones, load4(R[12] + o), load4(R[13] + o));
+                CSA(twosB, ones, ones, load4(R[14] + o), load4(R[15] + o));
+                CSA(foursB, twos, twos, twosA, twosB);
+                CSA(eightsB, fours, fours, foursA, foursB);
+                CSA(sixteens, eights, eights, eightsA, eightsB);
+                V[0][w] = ones;
+                V[1][w] = twos;
+                V[2][w] = fours;
+                V[3][w] = eights;
+                for (int k = 4; k < nslices; k++) { /* ripple the carry up */
+                    v4 t = V[k][w] & sixteens;
+                    V[k][w] ^= sixteens;
+                    sixteens = t;
+                }
             }
         }
+        memcpy(S, V, sizeof(v4) * (CHUNK / 4) * (size_t)nslices);
     }
     for (; r < nr; r++) {
         const uint64_t *R = bits + (Py_ssize_t)rows[r] * words + w0;
@@ -499,6 +517,12 @@ dense_add(const uint64_t *bits, Py_ssize_t words, const int32_t *rows, Py_ssize_
         return 0;
     if ((last + 63) / 64 < whi)
         whi = (Py_ssize_t)((last + 63) / 64);
+    /* Whole groups of four words (rows are padded to them): out-of-range bits of the
+     * edge words are skipped below. */
+    wlo -= wlo % 4;
+    whi += (4 - whi % 4) % 4;
+    if (whi > words)
+        whi = words;
     for (Py_ssize_t w0 = wlo; w0 < whi; w0 += CHUNK) {
         int cw = (int)(whi - w0 < CHUNK ? whi - w0 : CHUNK);
         memset(S, 0, sizeof(S));

@@ -154,10 +154,16 @@ as a bitmap row and counted by carry-save adders (C only; 0 = never; NDD_DENSE_F
 DENSE_MIN_SPAN = 64  # blocks spanning fewer documents keep posting lists only
 
 
+def dense_words(span: int) -> int:
+    """Words of a dense row over ``span`` documents: padded to a multiple of four, so the
+    C adder works on whole 256-bit groups."""
+    return max(4, -(-span // 256) * 4)
+
+
 def dense_rows(offs: U32, ids: U16, keys: I64, span: int) -> U64:
-    """Bitmap rows (len(keys) x ceil(span / 64) uint64) of the keys at positions ``keys``:
+    """Bitmap rows (len(keys) x dense_words(span) uint64) of the keys at positions ``keys``:
     bit d of row i is set when ``ids`` under key ``keys[i]`` holds d."""
-    words = max(1, -(-span // 64))
+    words = dense_words(span)
     out = np.zeros((keys.size, words), dtype=np.uint64)
     if not keys.size:
         return out

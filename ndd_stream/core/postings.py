@@ -43,7 +43,7 @@ Offsets = npt.NDArray[np.uint32]
 # enough that a 50k-document window is ~10-20 blocks, small enough that a partly expired
 # block keeps at most ~1/_CAP_FRACTION of the index alive.
 _MIN_CAP = 1 << 16
-_CAP_FRACTION = 8
+_CAP_FRACTION = int(__import__("os").environ.get("NDD_CAP_FRACTION", "8"))
 # Posting ids are 2 bytes relative to the block's first document, so a merge never makes a
 # block span more documents than this; and offsets are 4 bytes, so never more postings.
 MAX_SPAN = 1 << 16
@@ -86,7 +86,7 @@ class _Block:
         self.directory = table, bits = directory(self.ukeys)
         span = self.hi - self.lo
         rowmap = rows = None
-        words = max(1, -(-span // 64))
+        words = kernels.dense_words(span)
         if (kernels.IMPLEMENTATION == "c" and kernels.DENSE_FRACTION > 0
                 and span >= kernels.DENSE_MIN_SPAN):
             lens = np.diff(self.offs)
