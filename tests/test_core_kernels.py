@@ -305,3 +305,30 @@ def test_the_index_counts_the_same_with_dense_rows_and_without(
         assert np.array_equal(index.count(probe, 700, 2300), expected)
     if kernels.IMPLEMENTATION == "c":
         assert any(b.dense is not None for b in index._blocks)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sets(st.integers(0, 2**64 - 1), max_size=400), st.integers(0, 2**16),
+       st.integers(0, 450), st.sampled_from([1, 3, 64]))
+def test_order_prefix_in_c_selects_what_numpy_selects(
+    values: set[int], seed: int, length: int, spread: int
+) -> None:
+    """The C prefix (class histogram + quickselect) is the numpy prefix (composite rank,
+    argpartition, ties by the full mixed value) as a set, for few and many classes."""
+    from ndd_stream.core.order import OrderVersion
+
+    mixed = np.array(sorted(values), dtype=np.uint64)
+    np.random.default_rng(seed).shuffle(mixed)
+    length = min(length, mixed.size)
+    shift = 64 - 8
+    classes = np.random.default_rng(seed).integers(0, spread, 1 << 8).astype(np.uint8)
+    version = OrderVersion(1, classes, shift)
+    saved = kernels._C
+    try:
+        kernels._C = None
+        expected = sorted(version.prefix(mixed, length).tolist())
+    finally:
+        kernels._C = saved
+    key = sorted(zip(classes[mixed >> np.uint64(shift)].tolist(), mixed.tolist(), strict=True))
+    assert expected == sorted(m for _, m in key[:length])
+    assert sorted(version.prefix(mixed, length).tolist()) == expected

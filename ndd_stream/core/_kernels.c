@@ -1011,7 +1011,117 @@ done:
     return result;
 }
 
+/* The k smallest of a[0..n) moved to a[0..k) (any order): quickselect, median of three. */
+static void
+select_smallest(uint64_t *a, Py_ssize_t n, Py_ssize_t k)
+{
+    if (k <= 0 || k >= n)
+        return;
+    Py_ssize_t lo = 0, hi = n - 1, target = k - 1; /* a[0..target] must end up smallest */
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        uint64_t x = a[lo], y = a[mid], z = a[hi];
+        uint64_t pivot = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+        Py_ssize_t i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] < pivot)
+                i++;
+            while (a[j] > pivot)
+                j--;
+            if (i <= j) {
+                uint64_t t = a[i];
+                a[i] = a[j];
+                a[j] = t;
+                i++;
+                j--;
+            }
+        }
+        /* a[lo..j] <= pivot <= a[i..hi], and a[j+1..i-1] == pivot */
+        if (target <= j)
+            hi = j;
+        else if (target >= i)
+            lo = i;
+        else
+            return;
+    }
+}
+
+PyDoc_STRVAR(order_prefix_doc,
+"order_prefix(mixed, classes, shift, length, out) -> None\n\n"
+"The ``length`` smallest of ``mixed`` (uint64, distinct) under the order (class, mixed),\n"
+"class = classes[mixed >> shift] (uint8): written into ``out`` (uint64, ``length`` items)\n"
+"in no particular order. The same set as OrderVersion.prefix in numpy.");
+
+/* Why: a probe computes its prefix under every live order version (2-5 when the window
+ * spans several snapshots), each a gather, a composite rank, an argpartition and a tie
+ * check in numpy. Here: a histogram of the classes finds the class where the prefix
+ * ends; below it every code is taken, in it a quickselect by mixed value. */
+static PyObject *
+order_prefix(PyObject *self, PyObject *args)
+{
+    Py_buffer mixed, classes, out;
+    int shift;
+    Py_ssize_t length;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*inw*", &mixed, &classes, &shift, &length, &out))
+        return NULL;
+    if (check(&mixed, 8, "mixed") || check(&out, 8, "out"))
+        goto done;
+    {
+        Py_ssize_t n = mixed.len / 8, ncls = classes.len;
+        const uint64_t *m = mixed.buf;
+        const uint8_t *cl = classes.buf;
+        uint64_t *o = out.buf;
+        if (shift < 17 || shift > 63 || length < 0 || length > n || out.len / 8 != length ||
+            (ncls != ((Py_ssize_t)1 << (64 - shift)))) {
+            PyErr_SetString(PyExc_ValueError, "order_prefix: sizes do not fit");
+            goto done;
+        }
+        uint64_t *tie = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(uint64_t));
+        uint8_t *c = PyMem_RawMalloc((size_t)(n ? n : 1));
+        if (tie == NULL || c == NULL) {
+            PyMem_RawFree(tie);
+            PyMem_RawFree(c);
+            PyErr_NoMemory();
+            goto done;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        Py_ssize_t hist[257] = {0};
+        for (Py_ssize_t i = 0; i < n; i++) {
+            c[i] = cl[m[i] >> shift];
+            hist[c[i]]++;
+        }
+        int last = 0; /* the class in which the prefix ends */
+        Py_ssize_t below = 0;
+        while (last < 255 && below + hist[last] < length)
+            below += hist[last++];
+        Py_ssize_t k = 0, t = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (c[i] < last)
+                o[k++] = m[i];
+            else if (c[i] == last)
+                tie[t++] = m[i];
+        }
+        Py_ssize_t need = length - k;
+        if (need > 0) {
+            select_smallest(tie, t, need);
+            memcpy(o + k, tie, (size_t)need * sizeof(uint64_t));
+        }
+        Py_END_ALLOW_THREADS
+        PyMem_RawFree(tie);
+        PyMem_RawFree(c);
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
+done:
+    PyBuffer_Release(&mixed);
+    PyBuffer_Release(&classes);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"order_prefix", order_prefix, METH_VARARGS, order_prefix_doc},
     {"ascii_signature", ascii_signature, METH_VARARGS, ascii_signature_doc},
     {"count_block", count_block, METH_VARARGS, count_block_doc},
     {"count_blocks", count_blocks, METH_VARARGS, count_blocks_doc},

@@ -240,6 +240,17 @@ def ascii_signature(nf: str, q: int) -> U64 | None:
     return out[:n]
 
 
+def order_prefix(mixed: U64, classes: npt.NDArray[np.uint8], shift: int,
+                 length: int) -> U64 | None:
+    """The ``length`` smallest of ``mixed`` by (classes[mixed >> shift], mixed), any order,
+    in C; None when the kernels are not built (OrderVersion.prefix computes it in numpy)."""
+    if _C is None:
+        return None
+    out = np.empty(length, dtype=np.uint64)
+    _C.order_prefix(np.ascontiguousarray(mixed, dtype=np.uint64), classes, shift, length, out)  # type: ignore[attr-defined]
+    return out
+
+
 def intersection(a: U64, b: U64) -> int:
     if _C is None:
         return intersection_numpy(a, b)

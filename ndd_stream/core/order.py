@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ndd_stream.core.kernels import order_prefix
 from ndd_stream.core.qgrams import Codes
 
 _SNAPSHOTS_AT = (256, 1024, 4096, 16384, 65536)
@@ -44,14 +45,19 @@ class OrderVersion:
         return (cls << np.uint64(58)) | (mixed >> np.uint64(6))
 
     def prefix(self, mixed: Codes, length: int) -> Codes:
-        """The ``length`` smallest elements of ``mixed`` under this order (any order within)."""
+        """The ``length`` smallest elements of ``mixed`` under this order (any order within):
+        the smallest by (class, mixed value), as the composite rank with ties broken by the
+        full mixed value gives (in C when the kernels are built)."""
         if length >= mixed.size:
             return mixed
         if length <= 0:
             return mixed[:0]
-        rank = self.rank(mixed)
         if self.classes is None:
             return np.partition(mixed, length - 1)[:length]
+        fast = order_prefix(mixed, self.classes, self.shift, length)
+        if fast is not None:
+            return fast
+        rank = self.rank(mixed)
         part = np.argpartition(rank, length - 1)
         chosen = part[:length]
         kth = rank[part[length - 1]]
