@@ -150,7 +150,7 @@ def test_produce_to_an_unreachable_cluster_says_so_in_one_line(tmp_path: Path) -
     lines = out.getvalue().strip().splitlines()
     assert len(lines) == 1, lines
     assert lines[0].startswith(
-        f"error: no Kafka broker answers at {settings.brokers} (NDD_BROKERS) after 5 s: ")
+        f"error: no Kafka broker answers at {settings.brokers} (NDD_BROKERS) after 2 s: ")
 
 
 # --- tail -------------------------------------------------------------------------------

@@ -145,7 +145,7 @@ def produce(
     if rate is not None and rate <= 0:
         console.print("[bold red]error:[/] --rate must be positive")
         return EXIT_USAGE
-    if _unreachable(settings, console):
+    if _unreachable(settings, console, max(2.0, min(5.0, flush_timeout))):
         return EXIT_UNREACHABLE
     try:
         counts = produce_file(settings, path, target, rate=rate, flush_timeout=flush_timeout)
@@ -188,7 +188,7 @@ def tail(
     console = console or Console()
     target = topic or settings.unique_topic
     try:
-        if _unreachable(settings, console):
+        if _unreachable(settings, console, max(2.0, min(5.0, timeout or 5.0))):
             return EXIT_UNREACHABLE
         seen = print_tail(
             settings,
