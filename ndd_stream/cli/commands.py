@@ -10,14 +10,15 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ndd_stream.settings import Settings
+from ndd_stream.settings import Settings, env_text
 
 
 def _settings_help() -> str:
     lines = ["settings (environment variables; every field of ndd_stream.settings.Settings):"]
     for name, field in Settings.model_fields.items():
         default = field.get_default(call_default_factory=True)
-        lines.append(f"  NDD_{name.upper():<22} {field.description} (default: {default!r})")
+        shown = "unset" if default is None else env_text(default) or "empty"
+        lines.append(f"  NDD_{name.upper():<22} {field.description} (default: {shown})")
     return "\n".join(lines)
 
 
@@ -28,20 +29,20 @@ def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_topics(args: argparse.Namespace, settings: Settings) -> int:
-    from ndd_stream.io_cli import topics_apply
+    from ndd_stream.cli.io_commands import topics_apply
 
     return topics_apply(settings, create_only=args.create_only, check_only=args.check_only,
                         replication_factor=args.replication_factor, timeout=args.timeout)
 
 
 def _cmd_produce(args: argparse.Namespace, settings: Settings) -> int:
-    from ndd_stream.io_cli import produce
+    from ndd_stream.cli.io_commands import produce
 
     return produce(settings, args.path, args.topic, args.rate)
 
 
 def _cmd_tail(args: argparse.Namespace, settings: Settings) -> int:
-    from ndd_stream.io_cli import tail
+    from ndd_stream.cli.io_commands import tail
 
     return tail(settings, args.topic, not args.from_end, args.max_messages, args.timeout)
 
@@ -80,13 +81,13 @@ def register_all(sub: Any, handlers: dict[str, Any]) -> None:
     handlers["tail"] = _cmd_tail
 
     try:
-        from ndd_stream.demo import register as register_demo
+        from ndd_stream.cli.demo import register as register_demo
     except ImportError:
         pass
     else:
         register_demo(sub, handlers)
     try:
-        from ndd_stream.eval.cli import add_eval_parser
+        from ndd_stream.cli.eval import add_eval_parser
     except ImportError:
         pass
     else:
