@@ -30,6 +30,7 @@ class Plan:
     measure: int
     budget: float  # seconds of measuring at most
     profile: int = 0
+    workload: str = "news"  # bench/measure.py WORKLOADS; reuters ignores the window
 
 
 def default_plan(quick: bool) -> tuple[list[Plan], list[str]]:
@@ -49,6 +50,9 @@ def default_plan(quick: bool) -> tuple[list[Plan], list[str]]:
         Plan("faithful", 50_000, 8, 45),
         Plan("minhash", 10_000, 200, 20),
         Plan("minhash", 50_000, 100, 20),
+        Plan("detector", 0, 20_000, 300, workload="reuters"),
+        Plan("minhash", 0, 20_000, 300, workload="reuters"),
+        Plan("detector", 50_000, 200, 60, workload="repetitive"),
     ], [
         "faithful at 200k: skipped. Its hourly bitmaps of full signatures need ~4x the 50k "
         "memory (several GB) and its warm-up alone several minutes, beyond the run budget; "
@@ -59,23 +63,26 @@ def default_plan(quick: bool) -> tuple[list[Plan], list[str]]:
 
 
 def run_one(plan: Plan, threshold: float, tmp: Path, resume: bool = False) -> dict[str, Any]:
-    out = tmp / f"{plan.method}-{plan.window}-{threshold}.json"
+    tag = "" if plan.workload == "news" else f"-{plan.workload}"
+    out = tmp / f"{plan.method}{tag}-{plan.window}-{threshold}.json"
     if resume and out.exists():
         print(f"  {plan.method:9s} window={plan.window:>7,} t={threshold} ... reused {out.name}")
         return dict(json.loads(out.read_text()))
     cmd = [
         sys.executable, "-m", "bench.measure", plan.method, str(plan.window),
         str(plan.measure), str(threshold), str(out), "--budget", str(plan.budget),
+        "--workload", plan.workload,
     ]
     if plan.profile:
         cmd += ["--profile", str(plan.profile)]
     t0 = time.perf_counter()
-    print(f"  {plan.method:9s} window={plan.window:>7,} t={threshold} ...", end="", flush=True)
+    print(f"  {plan.method:9s} {plan.workload:10s} window={plan.window:>7,} t={threshold} ...",
+          end="", flush=True)
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         print(" FAILED")
         return {"method": plan.method, "window": plan.window, "threshold": threshold,
-                "error": proc.stderr[-2000:]}
+                "workload": plan.workload, "error": proc.stderr[-2000:]}
     result: dict[str, Any] = json.loads(out.read_text())
     print(f" {result['docs_per_s']:.1f} docs/s, p99 {result['p99_ms']:.1f} ms, "
           f"peak {result['peak_rss_mb']:.0f} MB ({time.perf_counter() - t0:.0f} s)")
@@ -106,11 +113,14 @@ def machine() -> dict[str, Any]:
 def compare(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Faithful vs detector decisions on the items both measured; MinHash flags vs exact."""
     out: dict[str, Any] = {}
-    by = {(r["method"], r["window"], r["threshold"]): r for r in results if "error" not in r}
-    for (method, window, t), r in by.items():
-        det = by.get(("detector", window, t))
+    by = {(r.get("workload", "news"), r["method"], r["window"], r["threshold"]): r
+          for r in results if "error" not in r}
+    for (workload, method, window, t), r in by.items():
+        det = by.get((workload, "detector", window, t))
         if det is None or method == "detector":
             continue
+        if workload != "news":
+            window = f"{workload}"  # type: ignore[assignment]  # a label from here on
         if method == "faithful":
             n = len(r["decisions"])
             same = sum(a == b for a, b in zip(r["decisions"], det["decisions"], strict=False))
@@ -132,6 +142,11 @@ def compare(results: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def label(r: dict[str, Any]) -> str:
+    workload = r.get("workload", "news")
+    return r["method"] if workload == "news" else f"{r['method']} ({workload})"
+
+
 def tables(report: dict[str, Any]) -> str:
     rows = [
         "| method | threshold | window docs | measured | docs/s | p50 ms | p99 ms | "
@@ -140,11 +155,12 @@ def tables(report: dict[str, Any]) -> str:
     ]
     for r in report["results"]:
         if "error" in r:
-            rows.append(f"| {r['method']} | {r['threshold']} | {r['window']:,} | FAILED |"
+            rows.append(f"| {label(r)} | {r['threshold']} | {r['window']:,} | FAILED |"
                         " | | | | |")
             continue
         rows.append(
-            f"| {r['method']} | {r['threshold']} | {r['window']:,} | {r['measured']} | "
+            f"| {label(r)} | {r['threshold']} | {r['window'] or r['measured']:,} | "
+            f"{r['measured']} | "
             f"{r['docs_per_s']:.1f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
             f"{r['peak_rss_mb']:.0f} | {r['rss_after_warm_mb']:.0f} |"
         )
@@ -162,10 +178,12 @@ def tables(report: dict[str, Any]) -> str:
     for r in report["results"]:
         if r.get("method") != "detector" or "error" in r:
             continue
-        per10k = (r["rss_after_warm_mb"] - r["rss_start_mb"]) / (r["window"] / 10_000)
+        docs = r["window"] or r.get("window_documents_end") or r["measured"]
+        grown = r["peak_rss_mb"] if not r["window"] else r["rss_after_warm_mb"]
+        per10k = (grown - r["rss_start_mb"]) / (max(1, docs) / 10_000)
         cand = r["candidates"] / max(1, r["measured"])
         pruned = r.get("bitmap_pruned", 0) / max(1, r["measured"])
-        mem.append(f"| {r['threshold']} | {r['window']:,} | {r['index_bytes'] / 2**20:.0f} | "
+        mem.append(f"| {r['threshold']} | {docs:,} {label(r)} | {r['index_bytes'] / 2**20:.0f} | "
                    f"{r.get('bitmap_bytes', 0) / 2**20:.0f} | "
                    f"{r['nf_bytes'] / 2**20:.0f} | {per10k:.0f} | {cand:.2f} ({pruned:.2f}) |")
         if "profile" in r:

@@ -145,7 +145,7 @@ COUNT_THREADS = _threads()
 
 def _dense_fraction() -> float:
     setting = os.environ.get("NDD_DENSE_FRACTION", "").strip()
-    return float(setting) if setting else 1 / 32
+    return float(setting) if setting else 1 / 16
 
 
 DENSE_FRACTION = _dense_fraction()
