@@ -332,3 +332,26 @@ def test_order_prefix_in_c_selects_what_numpy_selects(
     key = sorted(zip(classes[mixed >> np.uint64(shift)].tolist(), mixed.tolist(), strict=True))
     assert expected == sorted(m for _, m in key[:length])
     assert sorted(version.prefix(mixed, length).tolist()) == expected
+
+
+def test_count_threads_follow_the_setting_and_a_cgroup_quota(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pathlib import Path
+
+    cpu_max = Path(tmp_path) / "cpu.max"
+    cpu_max.write_text("150000 100000\n")
+    assert kernels._cgroup_cpus(str(cpu_max)) == 1
+    cpu_max.write_text("max 100000\n")
+    assert kernels._cgroup_cpus(str(cpu_max)) is None
+    assert kernels._cgroup_cpus(str(Path(tmp_path) / "absent")) is None
+    monkeypatch.setenv("NDD_COUNT_THREADS", "3")
+    assert kernels._threads() == 3
+    monkeypatch.setenv("NDD_COUNT_THREADS", "0")
+    assert kernels._threads() == 1
+    monkeypatch.setenv("NDD_COUNT_THREADS", "two")
+    with pytest.raises(SystemExit) as stop:
+        kernels._threads()
+    assert stop.value.code == 2
+    assert "NDD_COUNT_THREADS must be a whole number" in capsys.readouterr().err

@@ -11,6 +11,7 @@ says which one is in use (the worker logs it at start and tests compare the two)
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import numpy.typing as npt
@@ -125,18 +126,39 @@ IMPLEMENTATION, _C = _load()
 """``"c"`` or ``"numpy"``: which implementation this process uses."""
 
 
+def _cgroup_cpus(path: str = "/sys/fs/cgroup/cpu.max") -> int | None:
+    """Whole CPUs of a cgroup v2 quota ("200000 100000" = 2), None when unlimited or absent:
+    a container limited to 1 CPU still sees every core of its host in its affinity mask."""
+    try:
+        with open(path) as fh:
+            quota, period = fh.read().split()[:2]
+    except (OSError, ValueError):
+        return None
+    if quota == "max":
+        return None
+    try:
+        return max(1, int(quota) // max(1, int(period)))
+    except ValueError:
+        return None
+
+
 def _threads() -> int:
-    """NDD_COUNT_THREADS, else the cores this process may run on."""
+    """NDD_COUNT_THREADS, else the cores this process may run on (its affinity mask,
+    bounded by a cgroup CPU quota)."""
     setting = os.environ.get("NDD_COUNT_THREADS", "").strip()
     if setting:
         try:
             return max(1, int(setting))
         except ValueError:
-            raise SystemExit(f"NDD_COUNT_THREADS must be a whole number, got {setting!r}") from None
+            print(f"ndd-stream: NDD_COUNT_THREADS must be a whole number, got {setting!r}",
+                  file=sys.stderr)
+            raise SystemExit(2) from None
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+    quota = _cgroup_cpus()
+    return max(1, min(cores, quota) if quota else cores)
 
 
 COUNT_THREADS = _threads()
