@@ -273,6 +273,7 @@ class Detector:
         oldest = window.oldest_live_hour()
         if oldest is not None and oldest > lo_hour:
             lo_hour = oldest
+        positions = window.plausible(positions, (lo_hour, hour), (lo_size, hi_size))
         best: tuple[int, WindowDoc] | None = None
         best_sim = -1.0
         for pos in positions.tolist():  # ascending = arrival order: ties keep the earliest
