@@ -686,8 +686,8 @@ PyDoc_STRVAR(count_blocks_doc,
 "directory, bits, lo, rowmap, dense, words): ``rowmap`` (int32, one per key; -1 = sparse)\n"
 "gives a dense key's row in ``dense`` (uint64, rows x words: bit d of a row = document\n"
 "lo + d holds the key); rowmap and dense may be None. Dense keys are counted from their\n"
-"rows, the others from their postings. ``threads`` > 1 shares the blocks out among that\n"
-"many threads (the GIL released). Returns the postings counted.");
+"rows, the others from their postings. ``threads`` > 1 shares the probe keys out among\n"
+"that many threads (the GIL released). Returns the postings counted.");
 
 static PyObject *
 count_blocks(PyObject *self, PyObject *args)
@@ -752,8 +752,8 @@ count_blocks(PyObject *self, PyObject *args)
     {
         Py_ssize_t np_ = probe.len / 4, nc = counts.len / 4;
         int nt = threads < 1 ? 1 : threads;
-        if (nt > nb)
-            nt = nb ? (int)nb : 1;
+        if (nt > np_ / 16) /* a few keys per thread at least */
+            nt = np_ >= 32 ? (int)(np_ / 16) : 1;
 #ifndef HAVE_THREADS
         nt = 1;
 #endif
@@ -771,42 +771,16 @@ count_blocks(PyObject *self, PyObject *args)
             if (priv == NULL)
                 nt = 1;
         }
-        /* Share blocks out by size, largest first, each to the least loaded thread. */
-        long long load[64] = {0};
-        int *order = mine;
-        int *owner = PyMem_Calloc((size_t)(nb ? nb : 1), sizeof(int));
-        char *taken = PyMem_Calloc((size_t)(nb ? nb : 1), 1);
-        if (owner == NULL || taken == NULL) {
-            PyMem_Free(mine);
-            PyMem_Free(owner);
-            PyMem_Free(taken);
-            PyMem_RawFree(priv);
-            PyErr_NoMemory();
-            goto done;
-        }
-        for (Py_ssize_t n = 0; n < nb; n++) {
-            Py_ssize_t big = -1;
-            for (Py_ssize_t i = 0; i < nb; i++)
-                if (!taken[i] && (big < 0 || blocks[i].ids.len > blocks[big].ids.len))
-                    big = i;
-            taken[big] = 1;
-            int t = 0;
-            for (int u = 1; u < nt; u++)
-                if (load[u] < load[t])
-                    t = u;
-            owner[big] = t;
-            load[t] += blocks[big].ids.len + 1;
-        }
-        PyMem_Free(taken);
-        int start = 0;
+        /* Share the probe keys out: each thread looks its share up in every block (keys
+         * are spread evenly over blocks and documents, so the shares weigh the same,
+         * which whole blocks of unequal size do not). */
+        for (Py_ssize_t i = 0; i < nb; i++)
+            mine[i] = (int)i;
         for (int t = 0; t < nt; t++) {
-            jobs[t] = (job_t){blocks, order + start, 0, probe.buf, np_, base,
-                              t == 0 ? (int32_t *)counts.buf : priv + (size_t)(t - 1) * nc,
+            Py_ssize_t p0 = np_ * t / nt, p1 = np_ * (t + 1) / nt;
+            jobs[t] = (job_t){blocks, mine, (int)nb, (const uint32_t *)probe.buf + p0, p1 - p0,
+                              base, t == 0 ? (int32_t *)counts.buf : priv + (size_t)(t - 1) * nc,
                               nc, 0, 0};
-            for (Py_ssize_t i = 0; i < nb; i++)
-                if (owner[i] == t)
-                    order[start + jobs[t].nmine++] = (int)i;
-            start += jobs[t].nmine;
         }
         int failed = 0;
         long long total = 0;
@@ -841,7 +815,6 @@ count_blocks(PyObject *self, PyObject *args)
         }
         Py_END_ALLOW_THREADS
         PyMem_Free(mine);
-        PyMem_Free(owner);
         PyMem_RawFree(priv);
         if (failed == 2)
             PyErr_NoMemory();
