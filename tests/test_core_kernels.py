@@ -104,22 +104,27 @@ def test_count_block_finds_keys_spread_over_the_whole_range(
 
 
 @needs_c
-def test_count_block_rejects_arrays_of_the_wrong_width() -> None:
+def test_count_blocks_rejects_arrays_of_the_wrong_width() -> None:
     ukeys, offs, ids = _block([(1, 0), (2, 1)])
     counts = np.zeros(4, dtype=np.int32)
     table, bits = kernels.directory(ukeys)
+
+    def call(*block: object, out: np.ndarray = counts) -> object:
+        return _kernels.count_blocks([block], ukeys, 0, out, 1)
+
     with pytest.raises(ValueError, match="offs"):
-        _kernels.count_block(ukeys, offs[:-1], ids, table, bits, 0, ukeys, 0, counts)
+        call(ukeys, offs[:-1], ids, table, bits, 0, None, None, 4)
     with pytest.raises(ValueError, match="counts"):
-        _kernels.count_block(ukeys, offs, ids, table, bits, 0, ukeys, 0,
-                             np.zeros(3, dtype=np.int8))
+        call(ukeys, offs, ids, table, bits, 0, None, None, 4, out=np.zeros(3, dtype=np.int8))
     with pytest.raises(ValueError, match="directory"):
-        _kernels.count_block(ukeys, offs, ids, table[:-1], bits, 0, ukeys, 0, counts)
-    with pytest.raises(ValueError, match="out of range of ids"):  # fewer ids than offsets say
-        _kernels.count_block(ukeys, offs, ids[:1], table, bits, 0, ukeys, 0, counts)
+        call(ukeys, offs, ids, table[:-1], bits, 0, None, None, 4)
+    with pytest.raises(ValueError, match="within ids"):  # fewer ids than offsets say
+        call(ukeys, offs, ids[:1], table, bits, 0, None, None, 4)
     with pytest.raises(ValueError, match="offs"):  # 8-byte offsets: the old layout
-        _kernels.count_block(ukeys, offs.astype(np.int64), ids, table, bits, 0, ukeys, 0,
-                             counts)
+        call(ukeys, offs.astype(np.int64), ids, table, bits, 0, None, None, 4)
+    with pytest.raises(ValueError, match="rowmap"):  # one rowmap entry per key
+        call(ukeys, offs, ids, table, bits, 0, np.zeros(1, dtype=np.int32),
+             np.zeros(4, dtype=np.uint64), 4)
 
 
 codes = st.lists(st.integers(0, 2**64 - 1), max_size=200).map(

@@ -1,8 +1,9 @@
 /* Hot loops of the detector in C (optional: ndd_stream.core.kernels falls back to numpy).
  *
- * count_block: counting the postings a probe shares with each window document is ~80% of
+ * count_blocks: counting the postings a probe shares with each window document is ~80% of
  * a decision in numpy (a dozen array passes over ~1M postings at a 50k-document window);
- * here it is one pass, one increment per posting.
+ * here it is one pass over every block, one increment per posting of a rare key and
+ * carry-save adders over the bitmap rows of frequent keys.
  *
  * intersection: |A ∩ B| of two sorted arrays of distinct uint64 codes (exact verification)
  * or uint32 keys (the size of a merged block).
@@ -36,128 +37,6 @@ check(Py_buffer *b, Py_ssize_t itemsize, const char *name)
         return -1;
     }
     return 0;
-}
-
-PyDoc_STRVAR(count_block_doc,
-"count_block(ukeys, offs, ids, directory, bits, lo, probe, base, counts) -> postings\n\n"
-"For every key of ``probe`` (uint32) found in the block's ``ukeys`` (uint32, ascending,\n"
-"distinct), add 1 to ``counts[lo + ids[j] - base]`` (int32; ids are uint16) for each of\n"
-"its postings j in ``offs[i]:offs[i+1]`` (uint32); postings outside ``counts`` are\n"
-"skipped. ``directory`` (uint32, 2**bits + 1 items) holds, for every value v of a key's\n"
-"top ``bits`` bits, the first position in ``ukeys`` of a key with top bits >= v. Returns\n"
-"the postings counted.");
-
-/* Why a directory and not a binary search: the index is far larger than the caches, and
- * a binary search is a chain of ~17 dependent cache misses per key and block; the keys are
- * uniform hash values, so the directory finds a key's slot in ~2 independent loads, and
- * the loads of consecutive keys overlap in the memory system. */
-static PyObject *
-count_block(PyObject *self, PyObject *args)
-{
-    Py_buffer ukeys, offs, ids, dir, probe, counts;
-    int bits;
-    long long lo, base;
-    PyObject *result = NULL;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*iLy*Lw*", &ukeys, &offs, &ids, &dir, &bits, &lo,
-                          &probe, &base, &counts))
-        return NULL;
-    if (check(&ukeys, 4, "ukeys") || check(&offs, 4, "offs") || check(&ids, 2, "ids") ||
-        check(&dir, 4, "directory") || check(&probe, 4, "probe") || check(&counts, 4, "counts"))
-        goto done;
-    {
-        const uint32_t *uk = ukeys.buf, *pr = probe.buf, *dr = dir.buf, *of = offs.buf;
-        const uint16_t *id = ids.buf;
-        int32_t *cn = counts.buf;
-        Py_ssize_t nk = ukeys.len / 4, np_ = probe.len / 4, nids = ids.len / 2;
-        Py_ssize_t nc = counts.len / 4;
-        if (offs.len / 4 != nk + 1) {
-            PyErr_SetString(PyExc_ValueError, "offs must have len(ukeys) + 1 items");
-            goto done;
-        }
-        if (bits < 0 || bits > 31 || dir.len / 4 != ((Py_ssize_t)1 << bits) + 1) {
-            PyErr_SetString(PyExc_ValueError, "directory must have 2**bits + 1 items");
-            goto done;
-        }
-        if (nk && (Py_ssize_t)of[nk] > nids) {
-            PyErr_SetString(PyExc_ValueError, "offs out of range of ids");
-            goto done;
-        }
-        long long shift = lo - base, total = 0;
-        int down = 32 - bits;
-        Py_ssize_t *at = PyMem_RawMalloc((size_t)(np_ ? np_ : 1) * 2 * sizeof(Py_ssize_t));
-        if (at == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        Py_ssize_t *end = at + np_;
-        Py_BEGIN_ALLOW_THREADS
-        /* Group prefetching: each stage issues the loads of every probe key before the next
-         * stage uses them, so the ~4 cache misses per (key, block) overlap instead of
-         * forming one dependent chain per key. */
-        for (Py_ssize_t p = 0; p < np_; p++) {
-            uint64_t v = down >= 32 ? 0 : (uint64_t)(pr[p] >> down);
-            at[p] = (Py_ssize_t)v;
-            PREFETCH(&dr[v]);
-        }
-        for (Py_ssize_t p = 0; p < np_; p++) {
-            uint64_t v = (uint64_t)at[p];
-            Py_ssize_t a = dr[v], e = dr[v + 1];
-            at[p] = a;
-            end[p] = e > nk ? nk : e; /* a malformed directory must not read past ukeys */
-            if (a < nk)
-                PREFETCH(&uk[a]);
-        }
-        for (Py_ssize_t p = 0; p < np_; p++) {
-            uint32_t key = pr[p];
-            Py_ssize_t a = at[p], e = end[p];
-            while (a < e && uk[a] < key)
-                a++;
-            if (a >= e || uk[a] != key) {
-                at[p] = -1;
-                continue;
-            }
-            at[p] = a;
-            PREFETCH(&of[a]);
-        }
-        for (Py_ssize_t p = 0; p < np_; p++) {
-            Py_ssize_t a = at[p];
-            if (a < 0)
-                continue;
-            Py_ssize_t s = of[a], e = of[a + 1];
-            if (e > nids || s > e) {
-                at[p] = -1;
-                continue;
-            }
-            at[p] = (Py_ssize_t)s;
-            end[p] = (Py_ssize_t)e;
-            PREFETCH(&id[s]);
-        }
-        for (Py_ssize_t p = 0; p < np_; p++) {
-            if (at[p] < 0)
-                continue;
-            Py_ssize_t q = p + 4; /* a later run's second cache line, ahead of time */
-            if (q < np_ && at[q] >= 0 && end[q] - at[q] > 32)
-                PREFETCH(&id[at[q] + 32]);
-            for (Py_ssize_t j = at[p]; j < end[p]; j++) {
-                long long pos = shift + (long long)id[j];
-                if (pos >= 0 && pos < nc) {
-                    cn[pos]++;
-                    total++;
-                }
-            }
-        }
-        Py_END_ALLOW_THREADS
-        PyMem_RawFree(at);
-        result = PyLong_FromLongLong(total);
-    }
-done:
-    PyBuffer_Release(&ukeys);
-    PyBuffer_Release(&offs);
-    PyBuffer_Release(&ids);
-    PyBuffer_Release(&dir);
-    PyBuffer_Release(&probe);
-    PyBuffer_Release(&counts);
-    return result;
 }
 
 PyDoc_STRVAR(intersection_doc,
@@ -566,8 +445,16 @@ typedef struct {
     int failed;
 } job_t;
 
-/* One block: sparse keys by posting scan (group-prefetched as in count_block), dense keys
- * by dense_add. ``at``, ``end`` and ``rows`` have np_ items each. */
+/* One block: sparse keys by posting scan, dense keys by dense_add. ``at``, ``end`` and
+ * ``rows`` have np_ items each.
+ *
+ * Why a directory and not a binary search: the index is far larger than the caches, and
+ * a binary search is a chain of ~17 dependent cache misses per key and block; the keys are
+ * uniform hash values, so the directory (for every value of a key's top ``bits`` bits, the
+ * first position of a key with top bits >= it) finds a key's slot in ~2 independent loads.
+ * Group prefetching: each stage issues the loads of every probe key before the next stage
+ * uses them, so the ~4 cache misses per (key, block) overlap instead of forming one
+ * dependent chain per key. */
 static long long
 count_one(const block_t *b, const uint32_t *pr, Py_ssize_t np_, long long base, int32_t *cn,
           Py_ssize_t nc, Py_ssize_t *at, Py_ssize_t *end, int32_t *rows, int *failed)
@@ -682,7 +569,12 @@ run_job(void *arg)
 
 PyDoc_STRVAR(count_blocks_doc,
 "count_blocks(blocks, probe, base, counts, threads) -> postings\n\n"
-"count_block over every block of ``blocks``, a sequence of tuples (ukeys, offs, ids,\n"
+"For every key of ``probe`` (uint32, ascending) found in a block's ``ukeys`` (uint32,\n"
+"ascending, distinct), add 1 to ``counts[lo + ids[j] - base]`` (int32; ids uint16) for\n"
+"each of its postings j in ``offs[i]:offs[i+1]`` (uint32), skipping postings outside\n"
+"``counts``; ``directory`` (uint32, 2**bits + 1 items) holds for every value v of a key's\n"
+"top ``bits`` bits the first position of a key with top bits >= v. ``blocks`` is a\n"
+"sequence of tuples (ukeys, offs, ids,\n"
 "directory, bits, lo, rowmap, dense, words): ``rowmap`` (int32, one per key; -1 = sparse)\n"
 "gives a dense key's row in ``dense`` (uint64, rows x words: bit d of a row = document\n"
 "lo + d holds the key); rowmap and dense may be None. Dense keys are counted from their\n"
@@ -1096,7 +988,6 @@ done:
 static PyMethodDef methods[] = {
     {"order_prefix", order_prefix, METH_VARARGS, order_prefix_doc},
     {"ascii_signature", ascii_signature, METH_VARARGS, ascii_signature_doc},
-    {"count_block", count_block, METH_VARARGS, count_block_doc},
     {"count_blocks", count_blocks, METH_VARARGS, count_blocks_doc},
     {"dense_rows", dense_rows, METH_VARARGS, dense_rows_doc},
     {"intersection", intersection, METH_VARARGS, intersection_doc},

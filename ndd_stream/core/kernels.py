@@ -232,7 +232,8 @@ def count_block(
     if _C is None:
         return count_block_numpy(ukeys, offs, ids, lo, probe, base, counts)
     table, bits = index if index is not None else directory(ukeys)
-    return int(_C.count_block(ukeys, offs, ids, table, bits, lo, probe, base, counts))  # type: ignore[attr-defined]
+    return int(_C.count_blocks([(ukeys, offs, ids, table, bits, lo, None, None, 1)], probe,  # type: ignore[attr-defined]
+                               base, counts, 1))
 
 
 def merge_csr(
