@@ -46,7 +46,8 @@ REUTERS = _shared_data() / "reuters21578"
 DAY = 86_400.0
 START = 1_330_560_000.0  # as the synthetic workload: 2012-03-01 00:00 UTC
 
-_ITEM = re.compile(r"<REUTERS\b[^>]*>(.*?)</REUTERS>", re.S)
+_ITEM = re.compile(r"<REUTERS\b([^>]*)>(.*?)</REUTERS>", re.S)
+_NEWID = re.compile(r'NEWID="(\d+)"')
 _DATE = re.compile(r"<DATE>\s*(\d{1,2})-([A-Za-z]{3})-(\d{4}) (\d{1,2}):(\d{2}):(\d{2})")
 _TITLE = re.compile(r"<TITLE>(.*?)</TITLE>", re.S)
 _BODY = re.compile(r"<BODY>(.*?)</BODY>", re.S)
@@ -78,7 +79,8 @@ def reuters_texts(path: Path = REUTERS, min_body: int = 200) -> list[tuple[str, 
     for sgm in sorted(path.glob("*.sgm")):
         for match in _ITEM.finditer(sgm.read_text(encoding="latin-1")):
             number += 1
-            raw = match.group(1)
+            newid = _NEWID.search(match.group(1))
+            raw = match.group(2)
             body, date = _BODY.search(raw), _DATE.search(raw)
             if body is None or date is None:
                 continue
@@ -89,7 +91,8 @@ def reuters_texts(path: Path = REUTERS, min_body: int = 200) -> list[tuple[str, 
             key = (int(y), _MONTH.get(mon.upper(), 0), int(d), int(hh), int(mm), int(ss), number)
             title = _TITLE.search(raw)
             head = html.unescape(title.group(1)).strip() if title else ""
-            dated.append((key, f"reuters-{number}", f"{head}\n{text}" if head else text))
+            identity = f"reuters-{newid.group(1) if newid else number}"
+            dated.append((key, identity, f"{head}\n{text}" if head else text))
     dated.sort(key=lambda t: t[0])
     return [(identity, text) for _, identity, text in dated]
 
