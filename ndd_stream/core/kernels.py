@@ -1,5 +1,6 @@
-"""The detector's hot loops (counting, block merging, intersection, xor-popcount): C when
-built, else numpy.
+"""The detector's hot loops (counting -- dense bitmap rows of frequent keys by carry-save
+adders, the rest by posting scans, optionally on several threads --, block merging,
+intersection, xor-popcount, ASCII signatures, order prefixes): C when built, else numpy.
 
 ``ndd_stream/core/_kernels.c`` is compiled at install time by ``hatch_build.py`` when a C
 compiler is present; without one, installation still succeeds and these numpy versions
