@@ -85,6 +85,9 @@ def register_all(sub: Any, handlers: dict[str, Any]) -> None:
         pass
     else:
         register_demo(sub, handlers)
+    from ndd_stream.view.cli import register as register_view
+
+    register_view(sub, handlers)
     try:
         from ndd_stream.eval.cli import add_eval_parser
     except ImportError:

@@ -1,0 +1,60 @@
+"""``ndd-stream view``: serve the web view of the decisions until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from typing import Any
+
+from ndd_stream.settings import Settings
+
+DEFAULT_PORT = 6067
+
+
+def register(sub: Any, handlers: dict[str, Any]) -> None:
+    p = sub.add_parser(
+        "view", help="serve a live web page of the decisions (all workers)",
+        description="Read the audit, unique, duplicate and DLQ topics and serve a web page: "
+        "rates and shares now, recent decisions, each duplicate beside what it duplicates, "
+        "rejected items, and the worker group's lag per partition. Joins no consumer group "
+        "and commits nothing. Connection and topic names come from the NDD_* settings.")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help=f"port (default {DEFAULT_PORT}; 0 = any free port)")
+    p.add_argument("--from-beginning", action="store_true",
+                   help="read the topics from their start instead of the last --backfill "
+                   "records of each partition")
+    p.add_argument("--backfill", type=int, default=500, metavar="N",
+                   help="records per partition read at start (default 500)")
+    p.add_argument("--keep-decisions", type=int, default=5000, metavar="N",
+                   help="recent decisions held in memory (default 5000)")
+    p.add_argument("--text-mb", type=int, default=64, metavar="MB",
+                   help="memory for item texts, oldest dropped first (default 64)")
+    handlers["view"] = cmd_view
+
+
+def cmd_view(args: argparse.Namespace, settings: Settings) -> int:
+    from ndd_stream.view.model import Limits
+    from ndd_stream.view.server import ViewServer
+
+    if args.backfill < 0 or args.keep_decisions < 1 or args.text_mb < 1:
+        print("error: --backfill must be >= 0, --keep-decisions and --text-mb >= 1")
+        return 2
+    limits = Limits(decisions=args.keep_decisions, text_bytes=args.text_mb * 1024 * 1024)
+    server = ViewServer(settings, host=args.host, port=args.port, limits=limits,
+                        from_beginning=args.from_beginning, backfill=args.backfill)
+    try:
+        url = server.start()
+    except OSError as exc:
+        print(f"error: {exc}")
+        return 2
+    print(f"ndd-stream view: {url}  (brokers {settings.brokers}; Ctrl-C to stop)", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    sys.stdout.flush()
+    return 0
