@@ -29,6 +29,7 @@ _CI_REQUIRES = (
     "hadolint not installed",
     "openssl CLI not available",
     "C kernels not built",
+    "chromium not installed",
 )
 
 
