@@ -40,7 +40,7 @@ class Limits:
     decisions: int = 5000
     dlq: int = 1000
     text_bytes: int = 64 * 1024 * 1024
-    locators: int = 100_000
+    locators: int = 50_000
     scopes: int = 200
 
 
@@ -109,7 +109,7 @@ class DlqRow:
     headers: tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Locator:
     identity: str
     title: str
@@ -172,7 +172,7 @@ class ViewState:
         self.lock = threading.Lock()
         self.decisions: Ring[DecisionRow] = Ring(self.limits.decisions)
         self.dlq: Ring[DlqRow] = Ring(self.limits.dlq)
-        self.texts = TextStore(self.limits.text_bytes)
+        self.texts = TextStore(self.limits.text_bytes, max_chars=MAX_RAW_CHARS)
         self.locators: Ring[Locator] = Ring(self.limits.locators)
         self.timeline = Timeline()
         self.gauges = Timeline()  # lag: one value per bucket, not a sum
@@ -323,5 +323,4 @@ def text_of(record: TailRecord, fmt: ItemFormat) -> StoredText | None:
                    if obj.get(n) is not None), None)
         when = iso_ms(int(ts * 1000)) if ts is not None else ""
     position = f"{record.topic}[{record.partition}]@{record.offset}"
-    return StoredText(identity, title, body[:MAX_RAW_CHARS], channel, when, position,
-                      cut=len(body) > MAX_RAW_CHARS)
+    return StoredText(identity, title, body, channel, when, position)
