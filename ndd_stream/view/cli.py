@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import threading
+from types import FrameType
 from typing import Any
 
 from ndd_stream.settings import Settings
@@ -50,6 +52,11 @@ def cmd_view(args: argparse.Namespace, settings: Settings) -> int:
         print(f"error: {exc}")
         return 2
     print(f"ndd-stream view: {url}  (brokers {settings.brokers}; Ctrl-C to stop)", flush=True)
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)  # a container stop ends it like Ctrl-C
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

@@ -1,0 +1,116 @@
+"""The view against the embedded broker without a worker: records written straight to the
+output topics (the view only reads topics), the read-back of a text that has left memory,
+and the ``ndd-stream view`` command."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+from kafka_helpers import Outgoing, SettingsFactory, TopicFactory, produce, wait_until
+
+from ndd_stream.settings import Settings
+from ndd_stream.view.model import Limits
+from ndd_stream.view.server import ViewServer
+
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
+
+ORIGINAL = ("The harbour authority of Kelmouth said on Wednesday that the old lighthouse will "
+            "be restored over the summer and opened to visitors in September.")
+
+
+def _topics(settings: Settings, make_topics: TopicFactory) -> None:
+    make_topics(settings.unique_topic, settings.duplicate_topic, settings.dlq_topic,
+                str(settings.decisions_topic))
+
+
+def _routed(identity: str, text: str, status: str = "unique") -> Outgoing:
+    body = {"id": identity, "channel": "wire", "title": f"Title {identity}", "text": text,
+            "timestamp": "2026-03-12T10:00:00Z"}
+    return Outgoing(value=json.dumps(body).encode(), key=b"wire",
+                    headers=[("ndd-identity", identity.encode()), ("ndd-status", status.encode())])
+
+
+def _audit(identity: str, offset: int, duplicate_of: str | None) -> Outgoing:
+    record = {"identity": identity, "status": "near_duplicate" if duplicate_of else "unique",
+              "similarity": 0.9 if duplicate_of else 0.0, "duplicate_of": duplicate_of,
+              "matched_channel": "wire" if duplicate_of else None, "scope": "wire",
+              "channel": "wire", "time": "2026-03-12T10:00:00Z", "policy": "",
+              "replayed": False, "source": f"news.raw[0]@{offset}"}
+    return Outgoing(value=json.dumps(record).encode(), key=b"wire")
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_a_matched_text_that_left_memory_is_read_back(
+        make_settings: SettingsFactory, make_topics: TopicFactory) -> None:
+    settings = make_settings()
+    _topics(settings, make_topics)
+    produce(settings.brokers, settings.unique_topic,
+            [_routed("orig", ORIGINAL), *(_routed(f"other{i}", f"unrelated text {i}")
+                                          for i in range(3))])
+    produce(settings.brokers, settings.duplicate_topic,
+            [_routed("copy", ORIGINAL + " Tickets are free.", "near_duplicate")])
+    produce(settings.brokers, str(settings.decisions_topic),
+            [_audit("copy", 1, "orig"), _audit("lost", 2, "ghost")])
+    # a text budget of one text: "orig" leaves memory as soon as the next text arrives
+    view = ViewServer(settings, port=0, from_beginning=True, limits=Limits(text_bytes=1))
+    url = view.start()
+    try:
+        assert wait_until(lambda: json.loads(_get(url + "api/status")[1])["decisions"] == 2,
+                          timeout=60), _get(url + "api/status")
+        assert view.state.texts.get("orig") is None and "orig" in view.state.locators
+        status, page = _get(url + "pair?key=news.raw%5B0%5D%401")
+        assert status == 200 and "Title orig" in page and "lighthouse will" in page
+        assert '<mark class="shared">' in page
+        status, page = _get(url + "pair?key=news.raw%5B0%5D%402")
+        assert status == 200 and "the matched item ghost (wire) is no longer held" in page
+        assert _get(url + "pair?key=nothing")[0] == 404
+    finally:
+        view.stop()
+
+
+def _line(proc: subprocess.Popen[str], timeout: float) -> str:
+    assert proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    assert sel.select(timeout), "no output from ndd-stream view"
+    return proc.stdout.readline()
+
+
+def test_view_command_serves_until_interrupted(
+        make_settings: SettingsFactory, make_topics: TopicFactory) -> None:
+    settings = make_settings()
+    _topics(settings, make_topics)
+    produce(settings.brokers, settings.unique_topic, [_routed("a", ORIGINAL)])
+    produce(settings.brokers, str(settings.decisions_topic), [_audit("a", 0, None)])
+    env: dict[str, Any] = {**os.environ, **settings.to_env()}
+    proc = subprocess.Popen([sys.executable, "-m", "ndd_stream.cli", "view", "--port", "0",
+                             "--backfill", "10"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        line = _line(proc, 60)
+        assert line.startswith("ndd-stream view: http://127.0.0.1:"), line
+        url = line.split()[2]
+        assert wait_until(lambda: "Title a" in _get(url + "decisions")[1], timeout=60)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(30)
+    assert code == 0
+    bad = subprocess.run([sys.executable, "-m", "ndd_stream.cli", "view", "--text-mb", "0"],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stdout.startswith("error: ")
