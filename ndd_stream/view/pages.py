@@ -280,7 +280,8 @@ def dlq_fragment(rows: list[DlqRow]) -> str:
             f'<tr class="row"><td>{e(_time(r.decided_ms))}</td><td class="reason">'
             f"{e(r.reason)}</td><td>{e(r.detail)}</td><td>{e(r.channel)}</td>"
             f'<td>{e(r.source)}</td><td class="num">{r.size}</td>'
-            f'<td><details data-key="{e(r.key)}"><summary>payload</summary>'
+            f'<td class="payload"><details data-key="{e(r.key)}"><summary>'
+            f'{e(" ".join(r.preview[:70].split()) or "(empty)")}</summary>'
             f"<pre>{e(r.preview)}</pre></details></td>"
             "</tr>")
     empty = '<tr><td colspan="7">no rejected item</td></tr>'
