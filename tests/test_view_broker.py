@@ -84,6 +84,29 @@ def test_a_matched_text_that_left_memory_is_read_back(
         view.stop()
 
 
+def test_high_watermarks_are_exact_when_the_producer_batches(
+        make_settings: SettingsFactory, make_topics: TopicFactory, names: Any) -> None:
+    """Tansu's ListOffsets reports the last batch's base offset + 1 (docs/TANSU.md); the
+    probe's fetch gives the true high watermark."""
+    from confluent_kafka import TopicPartition
+
+    from ndd_stream.view.follow import _consumer, high_watermarks
+
+    settings = make_settings()
+    topic = names.topic("batched")
+    make_topics(topic)
+    produce(settings.brokers, topic, [Outgoing(value=b"x", partition=0)] * 10,
+            one_per_batch=False, extra_config={"linger.ms": 500})
+    consumer = _consumer(settings, "probe")
+    try:
+        listed = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+        assert high_watermarks(consumer, [(topic, 0)]) == {(topic, 0): 10}
+        assert high_watermarks(consumer, [(topic, 0)]) == {(topic, 0): 10}  # again, same
+    finally:
+        consumer.close()
+    assert listed <= 10  # 1 on Tansu; 10 on Apache Kafka
+
+
 def _line(proc: subprocess.Popen[str], timeout: float) -> str:
     assert proc.stdout is not None
     sel = selectors.DefaultSelector()

@@ -247,3 +247,15 @@ def test_routes(view_server) -> None:  # type: ignore[no-untyped-def]
             assert "not_json" in dlq and "unexpected character" in dlq
 
     asyncio.run(run())
+
+
+def test_without_an_audit_topic_rows_come_from_routed_headers() -> None:
+    state = ViewState(ItemFormat(), rows_from_outputs=True)
+    state.ingest("duplicate", _rec("news.duplicate", 0, {"id": "b", "channel": "wire",
+                                                         "title": "Copy", "text": NEW}, {
+        "ndd-identity": "b", "ndd-status": "near_duplicate", "ndd-similarity": "0.912345",
+        "ndd-duplicate-of": "a", "ndd-scope": "wire", "ndd-source-topic": "news.raw",
+        "ndd-source-partition": "1", "ndd-source-offset": "7"}))
+    row = state.decisions.get("news.raw[1]@7")
+    assert row is not None and row.status == "near_duplicate" and row.matched == "a"
+    assert row.similarity == 0.912345 and row.audit is None and state.title_of("b") == "Copy"
