@@ -5,8 +5,15 @@ and the page keeps up while items stream in. Waits are bounded (WebDriverWait)."
 from __future__ import annotations
 
 import json
+import os
+import re
+import selectors
 import shutil
+import signal
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +41,7 @@ BASE = ("SELLIS, March 12 - An earthquake of magnitude 5.1 struck the Lake Orvin
         "centre, where chimneys and roof tiles fell into the streets.")
 REVISED = BASE.replace("magnitude 5.1", "magnitude 4.9")
 SHARED = "shaking buildings in several towns along the shore"
+PAIR_TITLE = "Lake Orvine quake revised"  # a sample-feed update with new figures
 
 
 def browser() -> Any:
@@ -178,3 +186,77 @@ def test_decisions_appear_pairs_highlight_and_the_page_keeps_up(pipeline: tuple[
     wait(driver, lag_settled, "lag table never showed every record forwarded and decided")
     assert text_of(driver, "#share-dlq").endswith("%")
     assert not _severe(driver), _severe(driver)
+
+
+def _read_until(proc: subprocess.Popen[str], pattern: str, timeout: float,
+                seen: list[str]) -> re.Match[str]:
+    """The demo's stdout, line by line, until a line matches ``pattern`` (bounded)."""
+    assert proc.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
+            continue
+        line = proc.stdout.readline()
+        assert line, f"the demo ended (exit {proc.wait(10)}):\n{''.join(seen[-40:])}"
+        seen.append(line)
+        found = re.search(pattern, line)
+        if found:
+            return found
+    raise AssertionError(f"no {pattern!r} from the demo in {timeout:g} s:\n{''.join(seen[-40:])}")
+
+
+def _shot(driver: Any, name: str) -> None:
+    """With NDD_VIEW_SCREENSHOTS=DIR (tools/view_screenshots.py), save the page as a PNG."""
+    folder = os.environ.get("NDD_VIEW_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(Path(folder) / f"view-{name}.png"))
+
+
+def test_demo_prints_the_view_and_keeps_serving_it(driver: Any, tmp_path: Path) -> None:
+    """The README's promise: ``ndd-stream demo`` prints a URL that shows live decisions and
+    a side-by-side pair, and ``--keep-running`` keeps it up until Ctrl-C."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NDD_")}
+    env.update(PYTHONUNBUFFERED="1", COLUMNS="160")
+    rate = os.environ.get("NDD_VIEW_SCREENSHOTS_RATE", "0")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ndd_stream.cli", "demo", "--plain", "--keep-running",
+         "--rate", rate, "--timeout", "240"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path,
+        start_new_session=True)
+    seen: list[str] = []
+    try:
+        url = _read_until(proc, r"view\s+(http://127\.0\.0\.1:\d+/)", 120, seen).group(1)
+        _read_until(proc, r"still running", 240, seen)
+
+        driver.get(url + "?span=5m")
+        wait(driver, lambda d: int(text_of(d, "#count-total")) >= 150,
+             "the Now page does not count the feed")
+        wait(driver, lambda d: int(d.find_element("css selector", "body").get_attribute(
+            "data-refreshed") or 0) >= 2 and "probed at" in text_of(d, "#now"),
+             "the Now page did not refresh")
+        _shot(driver, "now")
+
+        driver.get(url + "decisions?status=duplicate")
+        wait(driver, lambda d: PAIR_TITLE in text_of(d, "#decisions"), "no duplicate listed")
+        _shot(driver, "decisions")
+        driver.find_element("xpath", f'//a[contains(., "{PAIR_TITLE}")]').click()
+        wait(driver, lambda d: d.find_elements("css selector", "#old mark.shared"),
+             "the pair shows no shared passage")
+        assert driver.find_elements("css selector", "#new mark.diff")
+        _shot(driver, "pair")
+
+        driver.get(url + "dlq")
+        wait(driver, lambda d: "bad_timestamp" in text_of(d, "#dlq"), "the DLQ page is empty")
+        _shot(driver, "dlq")
+        assert not _severe(driver), _severe(driver)
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            code = proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
+    assert code == 0, "".join(seen[-40:])
