@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 from kafka_helpers import Outgoing, SettingsFactory, TopicFactory, produce, wait_until
+from view_helpers import Lines
 
 from ndd_stream.settings import Settings
 from ndd_stream.view.model import Limits
@@ -107,14 +107,6 @@ def test_high_watermarks_are_exact_when_the_producer_batches(
     assert listed <= 10  # 1 on Tansu; 10 on Apache Kafka
 
 
-def _line(proc: subprocess.Popen[str], timeout: float) -> str:
-    assert proc.stdout is not None
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    assert sel.select(timeout), "no output from ndd-stream view"
-    return proc.stdout.readline()
-
-
 def test_view_command_serves_until_interrupted(
         make_settings: SettingsFactory, make_topics: TopicFactory) -> None:
     settings = make_settings()
@@ -126,9 +118,7 @@ def test_view_command_serves_until_interrupted(
                              "--backfill", "10"], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     try:
-        line = _line(proc, 60)
-        assert line.startswith("ndd-stream view: http://127.0.0.1:"), line
-        url = line.split()[2]
+        url = Lines(proc).until(r"^ndd-stream view: (http://127\.0\.0\.1:\d+/) ", 60).group(1)
         assert wait_until(lambda: "Title a" in _get(url + "decisions")[1], timeout=60)
     finally:
         proc.send_signal(signal.SIGTERM)

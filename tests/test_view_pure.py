@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ndd_stream.core.items import ItemFormat
-from ndd_stream.news_tail import TailRecord
+from ndd_stream.kafka.tail import TailRecord
 from ndd_stream.settings import Settings
 from ndd_stream.view import pages, queries
 from ndd_stream.view.charts import line_chart, nice_max

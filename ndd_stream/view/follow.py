@@ -25,9 +25,9 @@ from typing import Any, cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
-from ndd_stream import topics as topic_defs
-from ndd_stream.kafka_config import librdkafka_config
-from ndd_stream.news_tail import TailRecord
+from ndd_stream.kafka import topics as topic_defs
+from ndd_stream.kafka.config import librdkafka_config
+from ndd_stream.kafka.tail import TailRecord
 from ndd_stream.settings import Settings
 from ndd_stream.view.model import LagRow, Locator, ViewState, text_of
 from ndd_stream.view.rings import StoredText

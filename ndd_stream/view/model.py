@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from ndd_stream.core.items import ItemFormat, parse_timestamp
-from ndd_stream.news_tail import TailRecord
+from ndd_stream.kafka.tail import TailRecord
 from ndd_stream.view.rings import CappedCounter, Ring, StoredText, TextStore, Timeline
 
 STATUSES = ("unique", "near_duplicate", "exact_duplicate", "dlq")

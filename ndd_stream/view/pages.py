@@ -240,8 +240,9 @@ def pair_page(p: Pair, new: Marked | None, old: Marked | None, from_decision: bo
                                        "figure in only one of the two texts")
               + "</mark></p>")
     sides = ('<div class="pair">'
-             + _side("this item", p.new, new, "the text of this item is no longer held by the "
-                     "view (it keeps the newest texts within its memory budget)", "new",
+             + _side("this item", p.new, new, "the text of this item is not held by the view: "
+                     "it keeps the newest texts within its memory budget, from its start on",
+                     "new",
                      p.old is not None)
              + (_side("matched item", p.old, old, missing, "old", p.new is not None)
                 if p.matched else '<section class="side" id="old"><h2>matched item</h2>'

@@ -150,12 +150,23 @@ class ViewServer:
             return web.Response(text=pages.not_found(
                 f"no decision {key!r} is held by the view (it keeps the newest "
                 f"{self.state.limits.decisions})", self._footer), status=404, content_type=HTML)
+        found = await self._settle(key, found)
         missing = ""
         if found.matched is not None and found.old is None:
             missing = await self._read_back(found)
         loop = asyncio.get_running_loop()
         body = await loop.run_in_executor(None, self._render_pair, found, missing)
         return web.Response(text=body, content_type=HTML)
+
+    async def _settle(self, key: str, found: queries.Pair, within: float = 2.0) -> queries.Pair:
+        """A decision arrives on the audit topic and its text on an output topic, read in
+        any order: give a text not read yet a moment (bounded) before showing it missing."""
+        deadline = time.monotonic() + within
+        while (found.new is None or (found.matched is not None and found.old is None)) \
+                and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            found = queries.pair(self.state, key) or found
+        return found
 
     async def _read_back(self, found: queries.Pair) -> str:
         """Fetch the matched text from Kafka when the view still knows where it is."""

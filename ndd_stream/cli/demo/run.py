@@ -48,10 +48,13 @@ class Run:
     temporary: bool
     broker: Any = None  # EmbeddedBroker
     worker: WorkerProcess | None = None
+    web: Any = None  # ndd_stream.view.server.ViewServer
     keep_directory: bool = False
 
     def cleanup(self, console: Console) -> None:
         with signals_ignored():
+            if self.web is not None:
+                self.web.stop()
             if self.worker is not None:
                 code = self.worker.stop()
                 if code not in (0, None, -signal.SIGTERM):
@@ -189,6 +192,7 @@ def _pipeline(run: Run, settings: Settings, options: DemoOptions, reporter: Repo
 
     reporter.phase("creating topics")
     _apply_topics(s, deadline)
+    view_url = _start_view(run, s, options, reporter)
 
     reporter.phase("starting the worker (its consumer group join takes ~3 s)")
     worker = run.worker = WorkerProcess(s, run.directory / "worker.log", run.directory)
@@ -223,8 +227,24 @@ def _pipeline(run: Run, settings: Settings, options: DemoOptions, reporter: Repo
         if options.report is not None:
             write_report(options.report, s, tally)
         if options.keep_running:
-            keep_running(clients, s, tally, reporter, worker)
+            keep_running(clients, s, tally, reporter, worker, view_url)
     return EXIT_OK
+
+
+def _start_view(run: Run, s: Settings, options: DemoOptions, reporter: Reporter) -> str:
+    """The web view of this run's topics (docs/VIEW.md), read from their beginning."""
+    from ndd_stream.view.server import ViewServer
+
+    run.web = ViewServer(s, host="127.0.0.1", port=options.view_port, from_beginning=True)
+    try:
+        url = run.web.start()
+    except OSError as exc:
+        run.web = None
+        raise DemoError(f"the web view could not start: {exc}") from exc
+    until = "until Ctrl-C" if options.keep_running else "while the demo runs; --keep-running"
+    reporter.info(f"view     [bold]{url}[/] (live decisions in a browser; {until})",
+                  header=True)
+    return url
 
 
 def _apply_topics(s: Settings, deadline: float) -> None:
