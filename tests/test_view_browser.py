@@ -191,7 +191,11 @@ def _shot(driver: Any, name: str) -> None:
     folder = os.environ.get("NDD_VIEW_SCREENSHOTS")
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
+        if name == "now":  # the whole page, down to the lag table
+            height = int(driver.execute_script("return document.documentElement.scrollHeight"))
+            driver.set_window_size(1400, min(max(height + 10, 700), 2000))
         driver.save_screenshot(str(Path(folder) / f"view-{name}.png"))
+        driver.set_window_size(1400, 1000)
 
 
 def test_demo_prints_the_view_and_keeps_serving_it(driver: Any, tmp_path: Path) -> None:

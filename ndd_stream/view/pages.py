@@ -182,12 +182,12 @@ def decisions_fragment(data: DecisionList) -> str:
             matched = f'{e(item.matched_title or "(id " + r.matched + ")")}{other}'
         rows.append(
             f'<tr class="row st-{e(r.status)}" data-key="{e(r.key)}">'
-            f'<td title="{e(_time(r.decided_ms))}">{e(_time(r.decided_ms)[11:])}</td>'
+            f'<td title="{e(_time(r.decided_ms))}" class="t">{e(_time(r.decided_ms)[11:])}</td>'
             f"<td>{badge(r.status)}</td>"
             f'<td class="num">{r.similarity:.3f}</td><td>{e(r.scope)}</td>'
             f"<td>{e(r.channel)}</td>"
             f'<td><a href="{e(link)}" class="title">{e(item.title or "(id " + r.identity + ")")}'
-            f"</a></td><td>{matched}</td><td>{e(r.reason)}</td><td>{e(r.time)}</td></tr>")
+            f'</a></td><td>{matched}</td><td>{e(r.reason)}</td><td class="t">{e(r.time)}</td></tr>')
     empty = '<tr><td colspan="9">no decision matches</td></tr>'
     return (f'<p class="note" id="decision-count">{len(data.rows)} shown of {data.matching} '
             f"matching ({data.held} held)</p>"
