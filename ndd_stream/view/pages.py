@@ -278,7 +278,7 @@ def dlq_fragment(rows: list[DlqRow]) -> str:
     out = []
     for r in rows:
         out.append(
-            f'<tr class="row"><td>{e(_time(r.decided_ms))}</td><td class="reason">'
+            f'<tr class="row"><td class="t">{e(_time(r.decided_ms))}</td><td class="reason">'
             f"{e(r.reason)}</td><td>{e(r.detail)}</td><td>{e(r.channel)}</td>"
             f'<td>{e(r.source)}</td><td class="num">{r.size}</td>'
             f'<td class="payload"><details data-key="{e(r.key)}"><summary>'
