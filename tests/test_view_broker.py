@@ -17,6 +17,7 @@ import pytest
 from kafka_helpers import Outgoing, SettingsFactory, TopicFactory, produce, wait_until
 from view_helpers import Lines
 
+from ndd_stream.kafka.broker import free_port
 from ndd_stream.settings import Settings
 from ndd_stream.view.model import Limits
 from ndd_stream.view.server import ViewServer
@@ -60,23 +61,29 @@ def test_a_matched_text_that_left_memory_is_read_back(
         make_settings: SettingsFactory, make_topics: TopicFactory) -> None:
     settings = make_settings()
     _topics(settings, make_topics)
-    produce(settings.brokers, settings.unique_topic,
-            [_routed("orig", ORIGINAL), *(_routed(f"other{i}", f"unrelated text {i}")
-                                          for i in range(3))])
-    produce(settings.brokers, settings.duplicate_topic,
-            [_routed("copy", ORIGINAL + " Tickets are free.", "near_duplicate")])
-    produce(settings.brokers, str(settings.decisions_topic),
-            [_audit("copy", 1, "orig"), _audit("lost", 2, "ghost")])
-    # a text budget of one text: "orig" leaves memory as soon as the next text arrives
-    view = ViewServer(settings, port=0, from_beginning=True, limits=Limits(text_bytes=1))
+    # room for about three texts: "orig" leaves memory when the unrelated ones arrive
+    view = ViewServer(settings, port=0, from_beginning=True, limits=Limits(text_bytes=1600))
     url = view.start()
+
+    def read(kind: str, n: int) -> bool:
+        return wait_until(lambda: view.state.read[kind] >= n, timeout=60)
+
     try:
-        assert wait_until(lambda: json.loads(_get(url + "api/status")[1])["decisions"] == 2,
-                          timeout=60), _get(url + "api/status")
+        produce(settings.brokers, settings.unique_topic, [_routed("orig", ORIGINAL)])
+        assert read("unique", 1)
+        produce(settings.brokers, settings.unique_topic,
+                [_routed(f"other{i}", f"unrelated text number {i}") for i in range(4)])
+        assert read("unique", 5)
+        produce(settings.brokers, settings.duplicate_topic,
+                [_routed("copy", ORIGINAL + " Tickets are free.", "near_duplicate")])
+        produce(settings.brokers, str(settings.decisions_topic),
+                [_audit("copy", 1, "orig"), _audit("lost", 2, "ghost")])
+        assert read("duplicate", 1) and read("decisions", 2)
         assert view.state.texts.get("orig") is None and "orig" in view.state.locators
+        assert view.state.texts.get("copy") is not None
         status, page = _get(url + "pair?key=news.raw%5B0%5D%401")
-        assert status == 200 and "Title orig" in page and "lighthouse will" in page
-        assert '<mark class="shared">' in page
+        assert status == 200 and "Title orig" in page and "lighthouse will" in page, page
+        assert "Title copy" in page and '<mark class="shared">' in page
         status, page = _get(url + "pair?key=news.raw%5B0%5D%402")
         assert status == 200 and "the matched item ghost (wire) is no longer held" in page
         assert _get(url + "pair?key=nothing")[0] == 404
@@ -126,4 +133,10 @@ def test_view_command_serves_until_interrupted(
     assert code == 0
     bad = subprocess.run([sys.executable, "-m", "ndd_stream.cli", "view", "--text-mb", "0"],
                          env=env, capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and bad.stdout.startswith("error: ")
+    assert bad.returncode == 2
+    assert bad.stderr == "ndd-stream view: error: --keep-decisions and --text-mb: allowed >= 1\n"
+    env["NDD_BROKERS"] = f"127.0.0.1:{free_port()}"
+    gone = subprocess.run([sys.executable, "-m", "ndd_stream.cli", "view"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert gone.returncode == 3 and "no Kafka broker answers at" in gone.stderr, gone.stderr
+    assert len(gone.stderr.strip().splitlines()) == 1

@@ -12,6 +12,7 @@ from typing import Any
 from ndd_stream.settings import Settings
 
 DEFAULT_PORT = 6067
+BROKER_WAIT_S = 5.0
 
 
 def register(sub: Any, handlers: dict[str, Any]) -> None:
@@ -37,20 +38,30 @@ def register(sub: Any, handlers: dict[str, Any]) -> None:
 
 
 def cmd_view(args: argparse.Namespace, settings: Settings) -> int:
+    """Serve until Ctrl-C/SIGTERM. Bad options: UsageError (exit 2); no broker at start:
+    one line, exit 3. A broker lost later is shown on the page while the view retries."""
+    from ndd_stream.cli.errors import UsageError
+    from ndd_stream.kafka.probe import broker_answers, unreachable_message
     from ndd_stream.view.model import Limits
     from ndd_stream.view.server import ViewServer
 
-    if args.backfill < 0 or args.keep_decisions < 1 or args.text_mb < 1:
-        print("error: --backfill must be >= 0, --keep-decisions and --text-mb >= 1")
-        return 2
+    if args.backfill < 0:
+        raise UsageError(f"--backfill {args.backfill}: allowed >= 0")
+    if args.keep_decisions < 1 or args.text_mb < 1:
+        raise UsageError("--keep-decisions and --text-mb: allowed >= 1")
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port}: allowed [0, 65535]")
+    if not broker_answers(settings, BROKER_WAIT_S):
+        sys.stderr.write(f"ndd-stream view: error: {unreachable_message(settings, BROKER_WAIT_S)}"
+                         "\n")
+        return 3
     limits = Limits(decisions=args.keep_decisions, text_bytes=args.text_mb * 1024 * 1024)
     server = ViewServer(settings, host=args.host, port=args.port, limits=limits,
                         from_beginning=args.from_beginning, backfill=args.backfill)
     try:
         url = server.start()
     except OSError as exc:
-        print(f"error: {exc}")
-        return 2
+        raise UsageError(str(exc)) from None
     print(f"ndd-stream view: {url}  (brokers {settings.brokers}; Ctrl-C to stop)", flush=True)
 
     def on_term(signum: int, frame: FrameType | None) -> None:

@@ -88,12 +88,15 @@ class _Thread:
             try:
                 self.run()
             except (KafkaException, LookupError) as exc:
-                self.error = str(exc)
+                self.failed(str(exc))
                 log.warning("%s: %s (retrying)", self.name, exc)
                 self._stop.wait(2.0)
 
     def run(self) -> None:
         raise NotImplementedError
+
+    def failed(self, error: str | None) -> None:
+        self.error = error
 
 
 class Follower(_Thread):
@@ -111,15 +114,22 @@ class Follower(_Thread):
         self.kinds = output_topics(settings)
         self.assigned = False
 
+    def failed(self, error: str | None) -> None:
+        """Also shown on the Now page (a lost broker), until records flow again."""
+        self.error = self.state.follow_error = error
+
     def run(self) -> None:
-        consumer = _consumer(self.settings, "follow")
+        consumer = _consumer(self.settings, "follow", error_cb=lambda err: self.failed(str(err)))
         try:
             consumer.assign(self._assignment(consumer))
-            self.assigned, self.error = True, None
+            self.assigned = True
+            self.failed(None)
             while not self._stop.is_set():
                 for msg in consumer.consume(num_messages=500, timeout=0.5):
                     if msg.error() is not None:
                         continue
+                    if self.error is not None:
+                        self.failed(None)
                     kind = self.kinds.get(str(msg.topic()))
                     if kind is not None:
                         self.state.ingest(kind, to_record(msg))

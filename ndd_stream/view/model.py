@@ -180,6 +180,7 @@ class ViewState:
         self.dlq_reasons: Counter[str] = Counter()
         self.lag: dict[tuple[str, int], LagRow] = {}
         self.lag_error: str | None = None
+        self.follow_error: str | None = None  # the follower's last Kafka error, if unresolved
         self.lag_updated: float | None = None
         self.read: Counter[str] = Counter()  # records read per kind
         self.started = time.time()

@@ -82,7 +82,9 @@ def now_fragment(d: Now) -> str:
                      f'{_pct(d.totals[s], total)}</div>{LABEL[s]} ({d.totals[s]})</div>')
     start, step = d.start, d.step
     unit = "/s" if step == 1 else "/s (per-minute mean)"
-    parts = [f'<div class="cards">{"".join(cards)}</div><div class="charts">',
+    problem = (f'<p class="error" id="follow-error">reading the topics: {e(d.follow_error)} '
+               "(retrying)</p>" if d.follow_error else "")
+    parts = [problem, f'<div class="cards">{"".join(cards)}</div><div class="charts">',
              charts.line_chart(f"items/s in and out {unit}", start, step,
                                {"in": d.series["in"], "out": d.series["out"]},
                                chart_id="chart-io"),

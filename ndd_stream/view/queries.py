@@ -109,6 +109,7 @@ class Now:
     lag_updated: float | None
     lag_error: str | None
     held: dict[str, int] = field(default_factory=dict)
+    follow_error: str | None = None
 
 
 def now(state: ViewState, at: float, span: int) -> Now:
@@ -138,7 +139,7 @@ def now(state: ViewState, at: float, span: int) -> Now:
                 "evicted_decisions": state.decisions.evicted,
                 "evicted_texts": state.texts.evicted}
         return Now(span, start, step, series, rate_in, rate_out, totals, scopes, lag_rows,
-                   state.lag_updated, state.lag_error, held)
+                   state.lag_updated, state.lag_error, held, state.follow_error)
 
 
 @dataclass
