@@ -105,7 +105,8 @@ def _scope_table(d: Now) -> str:
     for scope, counts in d.scopes[:40]:
         n = sum(counts.values())
         dup = counts.get("near_duplicate", 0) + counts.get("exact_duplicate", 0)
-        cells = "".join(f'<td class="num">{counts.get(s, 0)}</td>' for s in STATUSES)
+        cells = "".join(f'<td class="num">{counts.get(s, 0)} <span class="pct">'
+                        f"{_pct(counts.get(s, 0), n)}</span></td>" for s in STATUSES)
         link = "/decisions?" + urlencode({"scope": scope})
         rows.append(f'<tr><td><a href="{e(link)}">{e(scope)}</a></td>{cells}'
                     f'<td class="num">{n}</td><td class="num">{_pct(dup, n)}</td></tr>')
