@@ -112,6 +112,9 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console | None =
     if options.timeout <= 0:
         console.print("[bold red]error:[/] --timeout must be positive")
         return EXIT_USAGE
+    if not 0 <= options.view_port <= 65535:
+        console.print("[bold red]error:[/] --view-port must be 0 (any free port) to 65535")
+        return EXIT_USAGE
     if options.feed is not None and not options.feed.is_file():
         console.print(f"[bold red]error:[/] --feed {options.feed}: no such file")
         return EXIT_USAGE
