@@ -41,7 +41,7 @@ def cmd_view(args: argparse.Namespace, settings: Settings) -> int:
     """Serve until Ctrl-C/SIGTERM. Bad options: UsageError (exit 2); no broker at start:
     one line, exit 3. A broker lost later is shown on the page while the view retries."""
     from ndd_stream.cli.errors import UsageError
-    from ndd_stream.kafka.probe import broker_answers, unreachable_message
+    from ndd_stream.kafka.probe import broker_error, unreachable_message
     from ndd_stream.view.model import Limits
     from ndd_stream.view.server import ViewServer
 
@@ -51,9 +51,10 @@ def cmd_view(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("--keep-decisions and --text-mb: allowed >= 1")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: allowed [0, 65535]")
-    if not broker_answers(settings, BROKER_WAIT_S):
-        sys.stderr.write(f"ndd-stream view: error: {unreachable_message(settings, BROKER_WAIT_S)}"
-                         "\n")
+    reason = broker_error(settings, BROKER_WAIT_S)
+    if reason is not None:
+        message = unreachable_message(settings, BROKER_WAIT_S, reason)
+        sys.stderr.write(f"ndd-stream view: error: {message}\n")
         return 3
     limits = Limits(decisions=args.keep_decisions, text_bytes=args.text_mb * 1024 * 1024)
     server = ViewServer(settings, host=args.host, port=args.port, limits=limits,
