@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
-from kafka_helpers import Names, Outgoing, TopicFactory, consume, produce
+from harness.kafka import Names, Outgoing, TopicFactory, consume, produce
 
 from ndd_stream.broker import BrokerBinaryNotFound, BrokerError, EmbeddedBroker, free_port
 

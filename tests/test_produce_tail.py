@@ -13,8 +13,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from kafka_helpers import Names, Outgoing, SettingsFactory, TopicFactory, consume, produce
-from kafka_helpers import make_settings as settings_of
+from harness.kafka import Names, Outgoing, SettingsFactory, TopicFactory, consume, produce
+from harness.kafka import make_settings as settings_of
 from rich.console import Console
 
 from ndd_stream.broker import EmbeddedBroker, free_port

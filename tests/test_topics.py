@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 from confluent_kafka.admin import AdminClient
-from kafka_helpers import Names, SettingsFactory, TopicFactory
-from kafka_helpers import make_settings as settings_of
+from harness.kafka import Names, SettingsFactory, TopicFactory
+from harness.kafka import make_settings as settings_of
 from rich.console import Console
 
 from ndd_stream import topics

@@ -6,8 +6,7 @@ import asyncio
 import threading
 
 import pytest
-from kafka_helpers import SettingsFactory
-from test_worker_routing import _create_topics
+from harness.kafka import SettingsFactory, create_topics
 
 from ndd_stream.kafka_config import librdkafka_config
 from ndd_stream.settings import Settings
@@ -33,7 +32,7 @@ def test_a_partition_open_cancelled_midway_is_not_opened_twice(
     store to open while the executor thread goes on opening it. The next waiter must get
     that store, not open the RocksDB directory a second time (its lock is held)."""
     settings = make_settings(partitions=1)
-    _create_topics(settings)
+    create_topics(settings)
     pool = _pool(settings)
     started, proceed, opened = threading.Event(), threading.Event(), threading.Event()
     open_sync = pool._open_sync
