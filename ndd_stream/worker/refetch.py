@@ -1,28 +1,33 @@
-"""Reading a range of offsets straight from the broker, past Faust's consumer.
+"""Reading straight from the broker, past Faust's consumer: one reader per worker.
 
-Around a rebalance Faust can deliver records fetched before it (prefetched, newer than the
-committed offset) after it has rewound to the committed offset, and then drops the
-re-fetched older records as already read; its next commit can even pass them. Both agents
-therefore process each partition strictly in offset order and, when a record arrives
-beyond the next expected offset, read the missing range themselves with this function
-before going on. A rewind through Faust does not help: its read offset is raised again by
-the next prefetched record, and the re-fetched ones are dropped again.
+Faust's consumer is only trusted to deliver records, not to deliver all of them: around a
+rebalance it can deliver records fetched before it (prefetched, newer than the committed
+offset) after it has rewound to the committed offset, then drop the re-fetched older ones
+as already read, and its next commit can pass them. A rewind through Faust does not help:
+its read offset is raised again by the next prefetched record. So the agents read skipped
+ranges themselves (``inorder.py``), the decider reads the changelog (``changelog.py``) and
+both look up the group's committed offsets at assignment, all through :class:`BrokerReads`:
+one librdkafka consumer that joins no group and commits nothing.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
-import uuid
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from ndd_stream.worker.changelog import ChangelogRead, read_partition
 
 
 class RefetchError(RuntimeError):
-    """The range could not be read within the time limit."""
+    """A range could not be read within the time limit."""
 
 
 @dataclass(frozen=True)
@@ -38,50 +43,143 @@ class Fetched:
     timestamp: float | None  # seconds, like faust's Message.timestamp
 
 
-def read_range(conf: dict[str, object], topic: str, partition: int, start: int, end: int,
-               timeout_s: float = 60.0) -> list[Fetched]:
-    """Records ``start <= offset < end`` of ``topic[partition]``, in order. Starts later
-    than ``start`` when retention removed the first ones (the caller sees the jump)."""
-    if end <= start:
-        return []
-    consumer = Consumer({**conf, "group.id": f"ndd-refetch-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "enable.partition.eof": False})
-    out: list[Fetched] = []
-    deadline = time.monotonic() + timeout_s
-    try:
-        consumer.assign([TopicPartition(topic, partition, start)])
+class LogReads(ABC):
+    """Reading ranges and the changelog on top of two primitives, ``append`` and
+    ``records``: Kafka here (:class:`BrokerReads`), plain lists in the unit tests' fake."""
+
+    timeout_s: float = 60.0
+    restore_timeout_s: float = 300.0
+
+    @abstractmethod
+    def append(self, topic: str, partition: int, key: bytes, value: bytes) -> int | None:
+        """Write one record; its offset (None if it was not delivered in time)."""
+
+    @abstractmethod
+    def records(self, topic: str, partition: int, start: int, timeout_s: float,
+                error: type[Exception]) -> AbstractContextManager[Iterator[Fetched]]:
+        """``topic[partition]`` from ``start`` on (later if retention removed the first
+        ones), for as long as the caller iterates, at most ``timeout_s`` seconds; a read
+        that fails or times out raises ``error``."""
+
+    def read_range(self, topic: str, partition: int, start: int, end: int) -> list[Fetched]:
+        """Records ``start <= offset < end`` of ``topic[partition]``, in order. Starts later
+        than ``start`` when retention removed the first ones (the caller sees the jump)."""
+        out: list[Fetched] = []
+        if end <= start:
+            return out
+        with self.records(topic, partition, start, self.timeout_s, RefetchError) as records:
+            for record in records:
+                if record.offset >= end:
+                    break
+                out.append(record)
+                if record.offset == end - 1:
+                    break
+        return out
+
+    def read_changelog(self, topic: str, partition: int, start: int) -> ChangelogRead:
+        """``topic[partition]`` of the changelog from ``start`` up to a fresh sentinel."""
+        return read_partition(self, topic, partition, start)
+
+
+class BrokerReads(LogReads):
+    """The worker's direct reads, and the group's committed offsets.
+
+    One consumer for the worker's life, in the app's group (for OffsetFetch) but never
+    joining it (``assign``) and never committing; one producer for changelog sentinels.
+    Calls come from executor threads of both agents, so they take turns on a lock.
+    """
+
+    def __init__(self, conf: dict[str, object], group: str, *, timeout_s: float = 60.0,
+                 restore_timeout_s: float = 300.0) -> None:
+        self.conf = conf
+        self.group = group
+        self.timeout_s = timeout_s
+        self.restore_timeout_s = restore_timeout_s
+        self._lock = threading.Lock()
+        self._consumer: Consumer | None = None
+        self._producer: Producer | None = None
+
+    def _get(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer({
+                **self.conf, "group.id": self.group, "enable.auto.commit": False,
+                "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
+                "enable.partition.eof": False})
+        return self._consumer
+
+    def close(self) -> None:
+        with self._lock:
+            if self._consumer is not None:
+                self._consumer.close()
+                self._consumer = None
+            if self._producer is not None:
+                self._producer.flush(5.0)
+                self._producer = None
+
+    def committed(self, tps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The group's committed offsets (OffsetFetch); -1 where there is none."""
+        if not tps:
+            return {}
+        with self._lock:
+            found = self._get().committed([TopicPartition(t, p) for t, p in tps], timeout=10)
+        return {(tp.topic, tp.partition): tp.offset for tp in found}
+
+    def append(self, topic: str, partition: int, key: bytes, value: bytes) -> int | None:
+        delivered: list[int] = []
+
+        def on_delivery(err: object, msg: Any) -> None:
+            if err is None and msg.offset() is not None:
+                delivered.append(int(msg.offset()))
+
+        with self._lock:
+            if self._producer is None:
+                self._producer = Producer({**self.conf, "linger.ms": 0})
+            self._producer.produce(topic, key=key, value=value, partition=partition,
+                                   on_delivery=on_delivery)
+            self._producer.flush(min(30.0, self.restore_timeout_s))
+        return delivered[0] if delivered else None
+
+    @contextmanager
+    def records(self, topic: str, partition: int, start: int, timeout_s: float,
+                error: type[Exception]) -> Iterator[Iterator[Fetched]]:
+        with self._lock:
+            consumer = self._get()
+            consumer.assign([TopicPartition(topic, partition, max(start, 0))])
+            try:
+                yield self._poll(consumer, topic, partition, start, timeout_s, error)
+            except KafkaException as exc:
+                raise error(f"{topic}[{partition}]: {exc}") from exc
+            finally:
+                consumer.unassign()
+    @staticmethod
+    def _poll(consumer: Consumer, topic: str, partition: int, start: int, timeout_s: float,
+              error: type[Exception]) -> Iterator[Fetched]:
+        deadline = time.monotonic() + timeout_s
+        read = 0
         while True:
             if time.monotonic() > deadline:
-                raise RefetchError(f"{topic}[{partition}]: offsets {start}-{end - 1} not read "
-                                   f"within {timeout_s:.0f}s ({len(out)} read)")
+                raise error(f"{topic}[{partition}]: not read to the end within "
+                            f"{timeout_s:.0f}s from offset {start} ({read} records read)")
             msg = consumer.poll(0.5)
             if msg is None:
                 continue
             if msg.error():
-                raise RefetchError(f"{topic}[{partition}]: {msg.error()}")
+                raise error(f"{topic}[{partition}]: {msg.error()}")
             offset = int(msg.offset() or 0)
-            if offset >= end:
-                return out
-            if offset < start:
-                continue
+            if msg.topic() != topic or msg.partition() != partition or offset < start:
+                continue  # left over from an earlier read
             ts_type, ts = msg.timestamp()
             raw_headers = cast(list[tuple[str, Any]], msg.headers() or [])
             headers = [(str(k), v if isinstance(v, bytes) else (v or "").encode())
                        for k, v in raw_headers]
-            out.append(Fetched(topic, partition, offset, msg.key(), msg.value(), headers,
-                               ts / 1000 if ts_type and ts >= 0 else None))
-            if offset == end - 1:
-                return out
-    except KafkaException as exc:
-        raise RefetchError(f"{topic}[{partition}]: {exc}") from exc
-    finally:
-        consumer.close()
+            read += 1
+            yield Fetched(topic, partition, offset, msg.key(), msg.value(), headers,
+                          ts / 1000 if ts_type and ts >= 0 else None)
 
 
 def log_gap(logger: logging.Logger, topic: str, partition: int, expected: int,
             delivered: int) -> None:
-    """The warning both agents give before reading skipped records themselves."""
+    """The warning given before skipped records are read from the broker."""
     logger.warning("%s[%d]: expected offset %d, the consumer is at %d: reading the %d "
                    "skipped records from the broker", topic, partition, expected, delivered,
                    delivered - expected, extra={"topic": topic, "partition": partition,
