@@ -83,7 +83,7 @@ def make_settings(broker: EmbeddedBroker, names: Names, tmp_path: Path) -> Setti
     """
 
     def _make(**overrides: Any) -> Settings:
-        return worker_settings(broker.bootstrap, names.suffix, tmp_path / "ndd-data",
-                               **overrides)
+        fields = {"data_dir": tmp_path / "ndd-data", **overrides}
+        return worker_settings(broker.bootstrap, names.suffix, **fields)
 
     return _make

@@ -237,17 +237,22 @@ def dedup_of(settings: Settings, lines: list[bytes]) -> tuple[dict[str, Decided]
 # --- scenarios ----------------------------------------------------------------------
 
 
+def _prepare(settings: Settings, items: int, seed: int
+             ) -> tuple[list[bytes], dict[str, Decided], int, Reader]:
+    """A scenario's topics, input lines, dedup's decisions on them, and an output reader."""
+    create_topics(settings)
+    lines = news_lines(items, seed)
+    want, want_dlq = dedup_of(settings, lines)
+    return lines, want, want_dlq, Reader.outputs(settings)
+
+
 def crash_scenario(settings: Settings, workdir: Path, *, items: int, kills: int, seed: int,
                    rate: float = 1500.0, timeout: float = 600.0) -> tuple[Report, list[str]]:
     """Stream ``items`` while ``kills`` times kill -9 the worker at a random moment and
     start a new one; then drain and check. Returns the report and the problems found."""
-    rnd = random.Random(seed)
-    started = time.monotonic()
-    create_topics(settings)
-    lines = news_lines(items, seed)
-    want, want_dlq = dedup_of(settings, lines)
+    rnd, started = random.Random(seed), time.monotonic()
+    lines, want, want_dlq, reader = _prepare(settings, items, seed)
     report = Report("kill -9", items)
-    reader = Reader.outputs(settings)
     feeder = Feeder(settings, lines, rate=rate).start()
     worker = WorkerProcess(settings, workdir / "worker-0.log").start()
     problems: list[str] = []
@@ -297,13 +302,9 @@ def rebalance_scenario(first_settings: Settings, second_settings: Settings, work
     """Stream ``items`` with one worker; ``cycles`` times a second worker joins at a random
     moment and leaves (SIGTERM, clean) at another; then drain and check. The first worker
     must rebuild the partitions it gets back from the changelog the second one wrote."""
-    rnd = random.Random(seed)
-    started = time.monotonic()
-    create_topics(first_settings)
-    lines = news_lines(items, seed)
-    want, want_dlq = dedup_of(first_settings, lines)
+    rnd, started = random.Random(seed), time.monotonic()
+    lines, want, want_dlq, reader = _prepare(first_settings, items, seed)
     report = Report("rebalance", items)
-    reader = Reader.outputs(first_settings)
     # The feed comes in 2*cycles+1 shares, each released at a phase: new items arrive
     # while the second worker owns partitions (a backlog could be drained before its join
     # completes, and then the leave would hand back nothing to rebuild).
