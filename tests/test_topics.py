@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from confluent_kafka.admin import AdminClient
-from harness.kafka import Names, SettingsFactory, TopicFactory
+from harness.kafka import HANG_S, Names, SettingsFactory, TopicFactory
 from harness.kafka import make_settings as settings_of
 from rich.console import Console
 
@@ -221,7 +221,7 @@ def test_unreachable_cluster_exits_3_within_the_timeout() -> None:
     console, out = _console()
     started = time.monotonic()
     assert topics_apply(settings, console=console, timeout=2) == EXIT_UNREACHABLE
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < HANG_S
     assert "did not answer" in out.getvalue()
 
 

@@ -22,6 +22,10 @@ from ndd_stream.settings import Settings
 
 Position = tuple[str, int, int]  # raw topic, partition, offset
 
+HANG_S = 60.0
+"""Upper bound for "returns within its timeout, never hangs" checks of calls with a few
+seconds' timeout: only a hang exceeds it, not a loaded machine."""
+
 
 def wait_until(predicate: Callable[[], bool], timeout: float, interval: float = 0.2) -> bool:
     """Poll ``predicate`` until it is true or ``timeout`` seconds passed; its last value.
