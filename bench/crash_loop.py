@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     from harness.kafka import worker_settings
     from harness.scenarios import crash_scenario, rebalance_scenario
 
-    from ndd_stream.broker import EmbeddedBroker
+    from ndd_stream.kafka.broker import EmbeddedBroker
 
     with tempfile.TemporaryDirectory(prefix="ndd-crash-loop-") as tmp, \
             EmbeddedBroker(log_dir=Path(tmp) / "tansu") as broker:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from harness.kafka import Names, SettingsFactory, TopicFactory, create_topics, worker_settings
 
-from ndd_stream.broker import BrokerBinaryNotFound, EmbeddedBroker, resolve_tansu_bin
+from ndd_stream.kafka.broker import BrokerBinaryNotFound, EmbeddedBroker, resolve_tansu_bin
 from ndd_stream.settings import Settings
 
 # Skips that mean "a tool is missing on this machine". Under NDD_CI=1 (.ci/run) they fail:

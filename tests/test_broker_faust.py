@@ -30,7 +30,7 @@ from harness.kafka import (
 )
 from harness.worker import Process
 
-from ndd_stream.broker import EmbeddedBroker
+from ndd_stream.kafka.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.broker
 

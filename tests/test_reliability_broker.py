@@ -34,7 +34,12 @@ from harness.kafka import (
 from harness.scenarios import Feeder, Report, check_outputs, dedup_of, news_lines
 from harness.worker import WorkerProcess, events_named
 
-from ndd_stream.broker import BrokerBinaryNotFound, EmbeddedBroker, free_port, resolve_tansu_bin
+from ndd_stream.kafka.broker import (
+    BrokerBinaryNotFound,
+    EmbeddedBroker,
+    free_port,
+    resolve_tansu_bin,
+)
 from ndd_stream.settings import Settings
 from ndd_stream.state.codec import FORMAT_KEY
 from ndd_stream.state.rocks import RocksStore

@@ -20,7 +20,7 @@ from harness.kafka import Reader, SettingsFactory, create_topics, make_settings
 from harness.scenarios import Feeder, news_lines
 from harness.worker import WorkerProcess, events_named
 
-from ndd_stream.kafka_config import REDACTED, aiokafka_config, describe, librdkafka_config, redact
+from ndd_stream.kafka.config import REDACTED, aiokafka_config, describe, librdkafka_config, redact
 from ndd_stream.worker.logs import JsonFormatter
 
 SECRET = "s3cr3t-Pa55-reliability"

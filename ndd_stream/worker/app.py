@@ -19,15 +19,17 @@ import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable
+from functools import partial
 from typing import Any
 
 import faust
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from ndd_stream import topics as topic_defs
 from ndd_stream.core import kernels
-from ndd_stream.kafka_config import describe, faust_broker_kwargs, librdkafka_config
+from ndd_stream.kafka import topics as topic_defs
+from ndd_stream.kafka.config import describe, faust_broker_kwargs, librdkafka_config
+from ndd_stream.kafka.reads import BrokerReads, read_range
 from ndd_stream.settings import Settings
 from ndd_stream.worker.changelog import ChangelogError
 from ndd_stream.worker.deciding import OutputTopics
@@ -36,7 +38,6 @@ from ndd_stream.worker.logs import json_handler
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import BrokerLostData, DeciderPool
 from ndd_stream.worker.records import OutRecord, Source
-from ndd_stream.worker.refetch import BrokerReads
 from ndd_stream.worker.routing import producer_request_limit, route_raw
 
 log = logging.getLogger("ndd_stream.worker")
@@ -80,7 +81,7 @@ class Service:
             settings.item_format(), self.topics, self.reads, self.metrics,
             scoped_topic=self.scoped_name,
         )
-        self.router_order = InOrder(self.reads.read_range, self.metrics, "processed")
+        self.router_order = InOrder(partial(read_range, self.reads), self.metrics, "processed")
         self._wire()
 
     def _make_app(self) -> faust.App:

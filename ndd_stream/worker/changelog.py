@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ndd_stream.worker.refetch import LogReads
+from ndd_stream.kafka.reads import Log
 
 SENTINEL_KEY = b"ndd-sentinel"
 POSITION_KEY = b"ndd-position"
@@ -35,10 +33,11 @@ class ChangelogRead:
     position: int | None = None  # the last position record read (scoped offset), if any
 
 
-def read_partition(reads: LogReads, topic: str, partition: int, start: int) -> ChangelogRead:
+def read_partition(log: Log, topic: str, partition: int, start: int,
+                   timeout_s: float = 300.0) -> ChangelogRead:
     """All document records of ``topic[partition]`` from ``start`` up to a fresh sentinel."""
     token = uuid.uuid4().hex.encode()
-    sentinel = reads.append(topic, partition, SENTINEL_KEY, token)
+    sentinel = log.append(topic, partition, SENTINEL_KEY, token)
     if sentinel is None:
         raise ChangelogError(f"{topic}[{partition}]: could not write the sentinel")
     if sentinel < start:
@@ -48,8 +47,7 @@ def read_partition(reads: LogReads, topic: str, partition: int, start: int) -> C
         return ChangelogRead([], sentinel + 1)
     records: list[tuple[bytes, bytes]] = []
     position: int | None = None
-    with reads.records(topic, partition, start, reads.restore_timeout_s,
-                       ChangelogError) as found:
+    with log.records(topic, partition, start, timeout_s, ChangelogError) as found:
         for msg in found:
             key, value = msg.key or b"", msg.value or b""
             if key == SENTINEL_KEY:

@@ -2,7 +2,7 @@
 
 The one gap-fill mechanism, for both agents: the router forwards every raw partition in
 offset order, the decider decides every scoped partition in offset order. Faust's
-consumer can skip records (see ``refetch.py``); a record that arrives beyond the next
+consumer can skip records (see ``ndd_stream/kafka/reads.py``); a record that arrives beyond the next
 expected offset therefore has the missing range read from the broker first, and one
 already handed out is dropped. ``until`` closes a gap that no later record would reveal
 (the decider's catch-up at assignment).
@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ndd_stream.worker.metrics import WorkerMetrics
-from ndd_stream.worker.refetch import log_gap, log_lost
 
 log = logging.getLogger("ndd_stream.worker")
 
@@ -24,7 +23,7 @@ TP = tuple[str, int]  # topic, partition
 
 
 class Message(Protocol):
-    """What the agents read of a record (Faust's messages and refetch.Fetched have it)."""
+    """What the agents read of a record (Faust's messages and kafka.reads.Fetched have it)."""
 
     @property
     def topic(self) -> str: ...
@@ -99,3 +98,24 @@ class InOrder:
             None, self.read, topic, partition, start, end)
         log_lost(log, topic, partition, start, found, end, self.never)
         return found
+
+
+def log_gap(logger: logging.Logger, topic: str, partition: int, expected: int,
+            delivered: int) -> None:
+    """The warning given before skipped records are read from the broker."""
+    logger.warning("%s[%d]: expected offset %d, the consumer is at %d: reading the %d "
+                   "skipped records from the broker", topic, partition, expected, delivered,
+                   delivered - expected, extra={"topic": topic, "partition": partition,
+                                                "offset": expected, "event": "offset_gap"})
+
+
+def log_lost(logger: logging.Logger, topic: str, partition: int, expected: int,
+             found: Sequence[Any], delivered: int, never: str) -> None:
+    """An error if the broker no longer holds the first skipped records (retention removed
+    them before they were ``never``, e.g. "processed" or "decided")."""
+    first = found[0].offset if found else delivered
+    if first > expected:
+        logger.error("%s[%d]: offsets %d-%d are no longer in the topic and were never %s",
+                     topic, partition, expected, first - 1, never,
+                     extra={"topic": topic, "partition": partition, "offset": expected,
+                            "event": "records_lost"})

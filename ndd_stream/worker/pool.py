@@ -14,8 +14,8 @@ revoked partition: the batch in flight finishes with the state it started with, 
 records of a partition this worker no longer owns (fetched before the rebalance and
 still in the agent's hands) are not decided; their new owner decides them.
 
-The pool touches the broker only through ``send`` and a :class:`Reads` (ranges of the
-scoped topic, the changelog), so its logic runs on an in-memory fake in unit tests.
+The pool touches the broker only through ``send`` and a ``kafka.reads.Log`` (ranges of
+the scoped topic, the changelog), so its logic runs on an in-memory log in unit tests.
 """
 
 from __future__ import annotations
@@ -24,12 +24,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.items import ItemFormat
-from ndd_stream.worker.changelog import ChangelogRead
+from ndd_stream.kafka.reads import Log, read_range
+from ndd_stream.worker.changelog import read_partition
 from ndd_stream.worker.deciding import UNKNOWN_OFFSET, OutputTopics, PartitionDecider
 from ndd_stream.worker.inorder import TP, InOrder, Message
 from ndd_stream.worker.metrics import WorkerMetrics
@@ -42,15 +44,6 @@ Send = Callable[[OutRecord], Awaitable[Awaitable[Any]]]
 record's metadata: its ``offset``)."""
 
 
-class Reads(Protocol):
-    """What the pool reads straight from the broker (refetch.BrokerReads, or a fake)."""
-
-    def read_range(self, topic: str, partition: int, start: int,
-                   end: int) -> Sequence[Message]: ...
-
-    def read_changelog(self, topic: str, partition: int, start: int) -> ChangelogRead: ...
-
-
 class BrokerLostData(RuntimeError):
     """The broker holds less than the local state reflects (e.g. an in-memory broker was
     restarted empty). Continuing would skip or re-decide records inconsistently."""
@@ -61,21 +54,23 @@ class DeciderPool:
 
     def __init__(
         self, state_dir: Path, config: DetectorConfig, fmt: ItemFormat, topics: OutputTopics,
-        reads: Reads, metrics: WorkerMetrics, scoped_topic: str = "scoped",
+        log: Log, metrics: WorkerMetrics, scoped_topic: str = "scoped",
+        restore_timeout_s: float = 300.0,
     ) -> None:
         self.scoped_topic = scoped_topic
         self.state_dir = state_dir
         self.config = config
         self.fmt = fmt
         self.topics = topics
-        self.reads = reads
+        self.log = log
+        self.restore_timeout_s = restore_timeout_s
         self.metrics = metrics
         self.deciders: dict[int, PartitionDecider] = {}
         self._opening: dict[int, asyncio.Task[PartitionDecider]] = {}
         # Scoped partitions assigned to this worker (None: not told yet, so all of them).
         self.owned: set[int] | None = None
         self.lock = asyncio.Lock()
-        self.order = InOrder(reads.read_range, metrics, "decided")
+        self.order = InOrder(partial(read_range, log), metrics, "decided")
 
     async def assign(self, partitions: Sequence[int]) -> None:
         """A rebalance gave this worker ``partitions``: close the others, open these."""
@@ -127,8 +122,8 @@ class DeciderPool:
         decider = PartitionDecider(partition, self.state_dir / f"partition-{partition}",
                                    self.config, self.fmt, self.topics)
         self.metrics.restored.labels("local").inc(decider.restored)
-        read = self.reads.read_changelog(self.topics.changelog, partition,
-                                         decider.changelog_next)
+        read = read_partition(self.log, self.topics.changelog, partition,
+                              decider.changelog_next, self.restore_timeout_s)
         if read.next_offset <= decider.changelog_next:
             decider.close()
             raise BrokerLostData(

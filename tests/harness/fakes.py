@@ -1,9 +1,9 @@
 """In-memory fakes for unit tests of the worker's logic without a broker.
 
-:class:`MemoryLog` is the pool's view of Kafka (``refetch.LogReads``: ranges and the
-changelog, read by the same code as against Kafka) plus ``send`` (the producer), over
-plain lists. Retention can be simulated with ``delete_before``. Kafka itself is never
-mocked in the broker tests; this is for the decider pool's process and catch-up logic.
+:class:`MemoryLog` is the decider pool's view of Kafka (a ``kafka.reads.Log``: ranges and
+the changelog are read by the same code as against Kafka) plus ``send`` (the producer),
+over plain lists. Retention can be simulated with ``delete_before``. Kafka itself is
+never mocked in the broker tests; this is for the pool's process and catch-up logic.
 """
 
 from __future__ import annotations
@@ -12,17 +12,17 @@ import asyncio
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 
+from ndd_stream.kafka.reads import Fetched, Log
 from ndd_stream.worker.records import OutRecord
-from ndd_stream.worker.refetch import Fetched, LogReads
 
 
-class MemoryLog(LogReads):
+class MemoryLog(Log):
     """Topic partitions as lists of records; offsets are list positions."""
 
     def __init__(self) -> None:
         self.logs: dict[tuple[str, int], list[Fetched]] = {}
         self.first: dict[tuple[str, int], int] = {}  # offsets below were deleted
-        self.read_ranges: list[tuple[str, int, int, int]] = []
+        self.reads: list[tuple[str, int, int]] = []  # (topic, partition, start) read
 
     def append(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
                headers: list[tuple[str, bytes]] | None = None,
@@ -43,16 +43,14 @@ class MemoryLog(LogReads):
     @contextmanager
     def records(self, topic: str, partition: int, start: int, timeout_s: float,
                 error: type[Exception]) -> Iterator[Iterator[Fetched]]:
+        self.reads.append((topic, partition, start))
+
         def read() -> Iterator[Fetched]:
             log = self.logs.get((topic, partition), [])
             yield from log[max(start, self.first.get((topic, partition), 0)):]
             raise error(f"{topic}[{partition}]: the end of the log (a broker would wait)")
 
         yield read()
-
-    def read_range(self, topic: str, partition: int, start: int, end: int) -> list[Fetched]:
-        self.read_ranges.append((topic, partition, start, end))
-        return super().read_range(topic, partition, start, end)
 
     async def send(self, record: OutRecord) -> Awaitable[Fetched]:
         """The producer: append, and a delivery future already done."""

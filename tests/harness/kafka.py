@@ -102,7 +102,7 @@ def create_topics(
     With a bootstrap address: the named topics (an error if one exists).
     """
     if isinstance(where, Settings):
-        from ndd_stream.topics import apply, load_for
+        from ndd_stream.kafka.topics import apply, load_for
 
         report = apply(where, load_for(where), timeout=timeout)
         assert not report.errors, report
