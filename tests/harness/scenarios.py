@@ -246,6 +246,24 @@ def _prepare(settings: Settings, items: int, seed: int
     return lines, want, want_dlq, Reader.outputs(settings)
 
 
+def _drain_and_stop(feeder: Feeder, reader: Reader, worker: WorkerProcess, deadline: float,
+                    problems: list[str]) -> list[Position]:
+    """The end of a scenario: the whole feed delivered and come out, then a clean stop of
+    the worker; what went wrong is added to ``problems``. Where the lines landed."""
+    positions = feeder.join(timeout=max(10.0, deadline - time.monotonic()))
+    if not reader.wait_for(positions, timeout=max(10.0, deadline - time.monotonic()),
+                           alive=worker.alive):
+        problems.append(f"not drained in time\n{worker.log_tail()}")
+    # a clean stop of a worker that is up (SIGTERM while Python still imports is fatal)
+    worker.wait_event("partition_ready", 60)
+    code = worker.stop()
+    if code != 0:
+        problems.append(f"clean stop of {worker.log_path.name} exited {code}\n"
+                        f"{worker.log_tail()}")
+    reader.read(timeout=1.0, idle=0.5)  # what is still on its way
+    return positions
+
+
 def crash_scenario(settings: Settings, workdir: Path, *, items: int, kills: int, seed: int,
                    rate: float = 1500.0, timeout: float = 600.0) -> tuple[Report, list[str]]:
     """Stream ``items`` while ``kills`` times kill -9 the worker at a random moment and
@@ -277,17 +295,7 @@ def crash_scenario(settings: Settings, workdir: Path, *, items: int, kills: int,
             worker.kill9()
             report.crashes += 1
             worker = WorkerProcess(settings, workdir / f"worker-{report.crashes}.log").start()
-        positions = feeder.join(timeout=max(10.0, deadline - time.monotonic()))
-        drained = reader.wait_for(positions, timeout=max(10.0, deadline - time.monotonic()),
-                                  alive=worker.alive)
-        if not drained:
-            problems.append(f"not drained within {timeout:.0f}s\n{worker.log_tail()}")
-        # a clean stop of a worker that is up (SIGTERM while Python still imports is fatal)
-        worker.wait_event("partition_ready", 60)
-        code = worker.stop()
-        if code != 0:
-            problems.append(f"clean stop exited {code}\n{worker.log_tail()}")
-        reader.read(timeout=1.0, idle=0.5)  # what is still on its way
+        positions = _drain_and_stop(feeder, reader, worker, deadline, problems)
     finally:
         worker.stop()
         reader.close()
@@ -342,14 +350,7 @@ def rebalance_scenario(first_settings: Settings, second_settings: Settings, work
                 report.rebalances += 1
                 assert first.alive(), f"first worker died\n{first.log_tail()}"
         feeder.allow(items)
-        positions = feeder.join(timeout=max(10.0, deadline - time.monotonic()))
-        if not reader.wait_for(positions, timeout=max(10.0, deadline - time.monotonic()),
-                               alive=first.alive):
-            problems.append(f"not drained within {timeout:.0f}s\n{first.log_tail()}")
-        code = first.stop()
-        if code != 0:
-            problems.append(f"first worker exited {code}\n{first.log_tail()}")
-        reader.read(timeout=1.0, idle=0.5)  # what is still on its way
+        positions = _drain_and_stop(feeder, reader, first, deadline, problems)
     finally:
         first.stop()
         second.stop()
