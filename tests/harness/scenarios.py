@@ -26,7 +26,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 from bench.workload import NewsStream, WorkloadConfig
-from harness.kafka import Position, Reader, Record, create_topics, wait_until
+from harness.kafka import Outgoing, Position, Reader, Record, create_topics, wait_until
 from harness.worker import Decided, WorkerProcess, expected_decisions
 from ndd_stream import jsonio
 from ndd_stream.settings import Settings
@@ -110,18 +110,14 @@ class Feeder:
                 continue
             hi = min(lo + self.chunk, self.allowed)
             for i in range(lo, hi):
-                kwargs: dict[str, Any] = {"value": self.lines[i],
-                                          "on_delivery": self._delivered(i)}
-                key = self.keys[i] if self.keys is not None else channel_key(self.lines[i])
-                if key is not None:
-                    kwargs["key"] = key
-                if self.partition is not None:
-                    kwargs["partition"] = self.partition
-                if self.timestamps_ms is not None:
-                    kwargs["timestamp"] = self.timestamps_ms[i]
+                record = Outgoing(
+                    self.lines[i], partition=self.partition,
+                    key=self.keys[i] if self.keys is not None else channel_key(self.lines[i]),
+                    timestamp_ms=self.timestamps_ms[i] if self.timestamps_ms else None)
                 while True:
                     try:
-                        producer.produce(self.topic, **kwargs)
+                        producer.produce(self.topic, on_delivery=self._delivered(i),
+                                         **record.kwargs())
                         break
                     except BufferError:
                         producer.poll(0.1)
