@@ -20,7 +20,7 @@ from harness.kafka import Reader, SettingsFactory, create_topics, make_settings
 from harness.scenarios import Feeder, news_lines
 from harness.worker import WorkerProcess, events_named
 
-from ndd_stream.kafka.config import REDACTED, aiokafka_config, describe, librdkafka_config, redact
+from ndd_stream.kafka.config import REDACTED, describe, librdkafka_config, redact
 from ndd_stream.worker.logs import JsonFormatter
 
 SECRET = "s3cr3t-Pa55-reliability"
@@ -39,7 +39,6 @@ def test_log_lines_and_printable_settings_never_carry_the_password() -> None:
     lines = [
         formatted("ndd-stream worker: %s", describe(settings)),  # the worker's start line
         formatted("config %s", redact(librdkafka_config(settings))),
-        formatted("config %s", redact(aiokafka_config(settings))),
         formatted("settings %s", settings),
         formatted("settings %r", settings),
         settings.model_dump_json(),

@@ -36,6 +36,9 @@ DEFAULT_THRESHOLD = 0.3
 extraction, DDD's pairwise F1 >= 0.92 and routing F1 >= 0.97 hold for thresholds 0.22-0.40;
 0.3 is the middle of that plateau. The paper's 0.7-0.8 suits clean, pre-extracted agency
 text (one channel re-sending its own stories) and is a setting away."""
+#: The bitmap filter's size range (log2 bits per document); 0 turns it off.
+BITMAP_BITS_MIN = 6
+BITMAP_BITS_MAX = 24
 
 
 @dataclass(frozen=True)
@@ -61,9 +64,10 @@ class DetectorConfig:
         if self.window_hours < 0:
             raise ValueError(f"window_hours must be >= 0, got {self.window_hours}")
         if self.bitmap_bits is not None and self.bitmap_bits != 0 and not (
-            6 <= self.bitmap_bits <= 24
+            BITMAP_BITS_MIN <= self.bitmap_bits <= BITMAP_BITS_MAX
         ):
-            raise ValueError(f"bitmap_bits must be 0 or in 6..24, got {self.bitmap_bits}")
+            raise ValueError(f"bitmap_bits must be 0 or in {BITMAP_BITS_MIN}..{BITMAP_BITS_MAX}, "
+                             f"got {self.bitmap_bits}")
 
     @property
     def effective_bitmap_bits(self) -> int:
