@@ -1,6 +1,6 @@
 """The decider pool's logic on an in-memory log (no broker): decisions in offset order,
 skipped records read back, the catch-up at assignment, restart and takeover from the
-changelog, revoked partitions, a broker that lost data, a cancelled open. Milliseconds
+changelog, revoked partitions, a broker that lost data, a cancelled open. Under a second
 each; the broker tests (test_worker_recovery, test_reliability_crash) run the same code
 against Kafka."""
 
