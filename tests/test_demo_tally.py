@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
-from ndd_stream.cli.demo.feed import FeedLine
+from ndd_stream.cli.demo.feed import FeedLine, load_feed
 from ndd_stream.cli.demo.tally import NO_CHANNEL, Tally, outcome_of_decision, outcome_of_dlq
+from ndd_stream.kafka.produce import prepare_line
+from ndd_stream.settings import Settings
 from ndd_stream.worker.records import Source, dlq_headers
 
 
@@ -54,3 +57,15 @@ def test_progress_counters_add_up_to_what_they_show() -> None:
     parts = [int(n) for n in re.findall(r"[a-z_]+ (\d+)(?: \+|$)", text.split("=")[1])]
     assert shown == sum(parts) == 7, text
     assert "(feed 5 + others 2)" in text and text.startswith("sent 5/5")
+
+
+def test_a_line_that_is_not_utf8_still_shows_its_channel(tmp_path: Path) -> None:
+    latin1 = b'{"id": 7, "channel": "ansa-en", "title": "Citt\xe0", "text": "x"}'
+    feed = tmp_path / "feed.jsonl"
+    feed.write_bytes(latin1 + b"\n" + b'{"id": 8, "channel": "dpa", "text": "y"}\n')
+    lines = load_feed(feed, Settings())
+    assert [line.channel for line in lines] == ["ansa-en", "dpa"]
+    assert lines[0].key == prepare_line(Settings(), latin1).key  # the key is not guessed
+    tally = Tally([])
+    tally.add(*outcome_of_dlq(dlq_headers("invalid_utf8", "", Source("raw", 0, 1)), latin1))
+    assert tally.counts() == {"ansa-en": {"dlq": 1}}

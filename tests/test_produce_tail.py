@@ -155,8 +155,10 @@ def test_produce_to_an_unreachable_cluster_says_so_in_one_line(tmp_path: Path) -
     path.write_bytes(b'{"channel": "a"}\n{"channel": "b"}\n')
     console, out = _console()
     assert produce_cmd(settings, path, console=console, flush_timeout=1.0) == EXIT_UNREACHABLE
-    assert out.getvalue().strip().splitlines() == [
-        f"error: no Kafka broker answers at {settings.brokers} (NDD_BROKERS) after 5 s"]
+    lines = out.getvalue().strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(
+        f"error: no Kafka broker answers at {settings.brokers} (NDD_BROKERS) after 2 s: ")
 
 
 # --- tail -------------------------------------------------------------------------------

@@ -381,12 +381,13 @@ def _broker_up(settings: Settings) -> bool:
     log.addHandler(handler)
     try:
         timeout = settings.broker_timeout_s
-        if wait_for_broker(settings, timeout, on_wait=lambda: log.warning(
-                "no Kafka broker answers at %s (NDD_BROKERS) yet; waiting up to %.0f s "
-                "(NDD_BROKER_TIMEOUT_S)", settings.brokers, timeout,
-                extra={"event": "broker_unreachable"})):
+        reason = wait_for_broker(settings, timeout, on_wait=lambda: log.warning(
+            "no Kafka broker answers at %s (NDD_BROKERS) yet; waiting up to %.0f s "
+            "(NDD_BROKER_TIMEOUT_S)", settings.brokers, timeout,
+            extra={"event": "broker_unreachable"}))
+        if reason is None:
             return True
-        log.critical("%s; exit code 3", unreachable_message(settings, timeout),
+        log.critical("%s; exit code 3", unreachable_message(settings, timeout, reason),
                      extra={"event": "fatal"})
         return False
     finally:

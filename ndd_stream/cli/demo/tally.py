@@ -7,7 +7,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ndd_stream.cli.demo.feed import FeedLine
+from ndd_stream.cli.demo.feed import FeedLine, json_object
 
 LATEST_PAIRS = 8
 STATUSES = ("unique", "near_duplicate", "exact_duplicate", "dlq")
@@ -181,18 +181,14 @@ def outcome_of_dlq(headers: Any, value: bytes | None = None,
     object with one; otherwise it is left empty and the Tally takes it from the feed line
     at that position, or shows "(no channel)" for an item someone else produced.
     """
-    from ndd_stream.jsonio import JSONDecodeError, loads
     from ndd_stream.worker.records import H_DLQ_REASON, Source, header_map
 
     hdrs = header_map(headers)
     source = Source.from_headers(hdrs)
     position = source.position if source is not None else None
     reason = hdrs.get(H_DLQ_REASON, b"?").decode("utf-8", errors="replace")
-    try:
-        item = loads(value or b"")
-    except (JSONDecodeError, UnicodeDecodeError):
-        item = None
-    channel = item.get(channel_field) if isinstance(item, dict) else None
+    item = json_object(value or b"", lenient=True)
+    channel = item.get(channel_field) if item is not None else None
     return position, Outcome(status="dlq", channel=str(channel) if channel else "",
                              reason=reason)
 
