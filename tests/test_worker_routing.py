@@ -6,20 +6,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from kafka_helpers import Outgoing, SettingsFactory, produce
+from harness.kafka import Outgoing, SettingsFactory, create_topics, produce
+from harness.worker import WorkerProcess, collect, expected_decisions
 from newsgen import items
-from worker_harness import WorkerProcess, collect, expected_decisions
 
 from ndd_stream import jsonio
-from ndd_stream.kafka.topics import apply, load_for
 from ndd_stream.settings import Settings
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(240)]
-
-
-def _create_topics(settings: Settings) -> None:
-    report = apply(settings, load_for(settings), timeout=20)
-    assert not report.errors, report
 
 
 def _lines(records: list[dict[str, object]]) -> list[bytes]:
@@ -56,7 +50,7 @@ def test_worker_routes_like_dedup_and_dead_letters_bad_items(
     make_settings: SettingsFactory, tmp_path: Path
 ) -> None:
     settings = make_settings(partitions=3, max_item_bytes=4096)
-    _create_topics(settings)
+    create_topics(settings)
     good = _lines(items(300, seed=5))
     lines = good[:150] + BAD_LINES + good[150:]
     _send(settings, lines)
@@ -83,7 +77,7 @@ def test_outputs_keep_the_payload_and_explain_the_decision_in_headers(
     make_settings: SettingsFactory, tmp_path: Path
 ) -> None:
     settings = make_settings(partitions=1)
-    _create_topics(settings)
+    create_topics(settings)
     text = "The harbour fire in Oslo was put out after six hours, police said on Tuesday."
     lines = [
         b'{"id": "a", "channel": "oslo", "text": "' + text.encode() + b'", '
