@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka_helpers import Outgoing, SettingsFactory, TopicFactory, produce, wait_until
-from view_helpers import Lines
+from harness.kafka import Outgoing, SettingsFactory, TopicFactory, produce, wait_until
+from harness.worker import Process
+from view_helpers import printed
 
 from ndd_stream.kafka.broker import free_port
 from ndd_stream.settings import Settings
@@ -115,22 +116,20 @@ def test_high_watermarks_are_exact_when_the_producer_batches(
 
 
 def test_view_command_serves_until_interrupted(
-        make_settings: SettingsFactory, make_topics: TopicFactory) -> None:
+        make_settings: SettingsFactory, make_topics: TopicFactory, tmp_path: Path) -> None:
     settings = make_settings()
     _topics(settings, make_topics)
     produce(settings.brokers, settings.unique_topic, [_routed("a", ORIGINAL)])
     produce(settings.brokers, str(settings.decisions_topic), [_audit("a", 0, None)])
-    env: dict[str, Any] = {**os.environ, **settings.to_env()}
-    proc = subprocess.Popen([sys.executable, "-m", "ndd_stream.cli", "view", "--port", "0",
-                             "--backfill", "10"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    env: dict[str, Any] = {**os.environ, **settings.to_env(), "PYTHONUNBUFFERED": "1"}
+    view = Process([sys.executable, "-m", "ndd_stream.cli", "view", "--port", "0",
+                    "--backfill", "10"], tmp_path / "view.log", env=env).start()
     try:
-        url = Lines(proc).until(r"^ndd-stream view: (http://127\.0\.0\.1:\d+/) ", 60).group(1)
+        url = printed(view, r"^ndd-stream view: (http://127\.0\.0\.1:\d+/) ", 60).group(1)
         assert wait_until(lambda: "Title a" in _get(url + "decisions")[1], timeout=60)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(30)
-    assert code == 0
+        code = view.stop(30)  # SIGTERM, as a container stop
+    assert code == 0, view.log_tail()
     bad = subprocess.run([sys.executable, "-m", "ndd_stream.cli", "view", "--text-mb", "0"],
                          env=env, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -16,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka_helpers import Outgoing, SettingsFactory, produce
+from harness.kafka import Outgoing, SettingsFactory, produce
+from harness.worker import Process, WorkerProcess
 from newsgen import items as news_items
-from view_helpers import Lines
-from worker_harness import WorkerProcess
+from view_helpers import printed
 
 from ndd_stream.kafka.topics import apply, load_for
 from ndd_stream.settings import Settings
@@ -204,15 +202,12 @@ def test_demo_prints_the_view_and_keeps_serving_it(driver: Any, tmp_path: Path) 
     env = {k: v for k, v in os.environ.items() if not k.startswith("NDD_")}
     env.update(PYTHONUNBUFFERED="1", COLUMNS="160")
     rate = os.environ.get("NDD_VIEW_SCREENSHOTS_RATE", "0")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ndd_stream.cli", "demo", "--plain", "--keep-running",
-         "--rate", rate, "--timeout", "240"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path,
-        start_new_session=True)
-    out = Lines(proc)
+    demo = Process([sys.executable, "-m", "ndd_stream.cli", "demo", "--plain", "--keep-running",
+                    "--rate", rate, "--timeout", "240"], tmp_path / "demo.log", env=env,
+                   cwd=tmp_path).start()
     try:
-        url = out.until(r"view\s+(http://127\.0\.0\.1:\d+/)", 120).group(1)
-        out.until(r"still running", 240)
+        url = printed(demo, r"^view\s+(http://127\.0\.0\.1:\d+/)", 120).group(1)
+        printed(demo, r"still running", 240)
 
         driver.get(url + "?span=5m")
         wait(driver, lambda d: int(text_of(d, "#count-total")) >= 150,
@@ -238,10 +233,5 @@ def test_demo_prints_the_view_and_keeps_serving_it(driver: Any, tmp_path: Path) 
         _shot(driver, "dlq")
         assert not _severe(driver), _severe(driver)
     finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        try:
-            code = proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            raise
-    assert code == 0, out.tail()
+        code = demo.stop(60)  # SIGTERM: the demo stops worker and broker, like Ctrl-C
+    assert code == 0, demo.log_tail()

@@ -27,6 +27,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPar
 
 from ndd_stream.kafka import topics as topic_defs
 from ndd_stream.kafka.config import librdkafka_config
+from ndd_stream.kafka.reads import BrokerReads, RefetchError, read_range
 from ndd_stream.kafka.tail import TailRecord
 from ndd_stream.settings import Settings
 from ndd_stream.view.model import LagRow, Locator, ViewState, text_of
@@ -200,8 +201,8 @@ class LagProbe(_Thread):
 
     def run(self) -> None:
         probe = _consumer(self.settings, "probe", **{"fetch.wait.max.ms": 100})
-        group = Consumer(librdkafka_config(self.settings, {
-            "group.id": self.settings.app_id, "enable.auto.commit": False}))
+        # the worker's own reader: OffsetFetch in the app's group, which it never joins
+        group = BrokerReads(librdkafka_config(self.settings), self.settings.app_id)
         try:
             while not self._stop.is_set():
                 self.probe_once(probe, group)
@@ -234,11 +235,10 @@ class LagProbe(_Thread):
             out += [(name, p, role) for p in sorted(meta.partitions)]
         return out
 
-    def probe_once(self, probe: Consumer, group: Consumer) -> None:
+    def probe_once(self, probe: Consumer, group: BrokerReads) -> None:
         parts = self.partitions(probe)
         tps = [(t, p) for t, p, _ in parts]
-        committed = {(tp.topic, tp.partition): tp.offset for tp in
-                     group.committed([TopicPartition(t, p) for t, p in tps], timeout=10)}
+        committed = group.committed(tps)
         highs = high_watermarks(probe, tps)
         now = self.clock()
         rows = [LagRow(t, p, role, int(committed.get((t, p), -1)), highs.get((t, p), 0))
@@ -254,13 +254,14 @@ def fetch_text(settings: Settings, state: ViewState, locator: Locator,
                timeout_s: float = 5.0) -> StoredText | None:
     """Read one routed record back from its output topic (the text left the store); None
     when retention has removed it or the broker does not answer in time."""
-    from ndd_stream.worker.refetch import RefetchError, read_range
-
+    reads = BrokerReads(librdkafka_config(settings), f"{settings.app_id}-view-read")
     try:
-        found = read_range(librdkafka_config(settings), locator.topic, locator.partition,
-                           locator.offset, locator.offset + 1, timeout_s=timeout_s)
+        found = read_range(reads, locator.topic, locator.partition, locator.offset,
+                           locator.offset + 1, timeout_s=timeout_s)
     except RefetchError:
         return None
+    finally:
+        reads.close()
     for rec in found:
         if rec.offset != locator.offset:
             continue
