@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ndd_stream.core.detector import DEFAULT_THRESHOLD, DetectorConfig
+from ndd_stream.core.detector import DEFAULT_THRESHOLD, DetectorConfig, NoveltyMode
 from ndd_stream.core.extract import DEFAULT_EXTRACT, ExtractMode
 from ndd_stream.core.items import ItemFormat
 
@@ -109,6 +109,13 @@ class Settings(BaseSettings):
         default_factory=dict,
         description="JSON object mapping a scope value (e.g. a channel) to a dedup group.",
     )
+    novelty: NoveltyMode = Field(
+        "auto",
+        description="Judge the best doc_q match: a report with other figures, or sharing "
+        "under half of the shorter text, is routed unique and explained (ndd-novel headers). "
+        "auto: for plain-text items, not for HTML ones; on; off (doc_q alone). See "
+        "docs/EVALUATION.md.",
+    )
     index_duplicates: bool = Field(
         True,
         description="Index every item after its decision (Fig. 2); False indexes unique ones only.",
@@ -167,6 +174,7 @@ class Settings(BaseSettings):
             case_sensitive=self.case_sensitive,
             index_duplicates=self.index_duplicates,
             bitmap_bits=self.bitmap_filter_bits,
+            novelty=self.novelty,
         )
 
     def item_format(self) -> ItemFormat:

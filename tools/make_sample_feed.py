@@ -393,7 +393,8 @@ def story_wildfire(feed: Feed) -> None:
     feed.pub("reuters-wire", 22.40, own, "the same event in reuters-wire's words (unique)")
     feed.pub("aggregator-x", 22.90, own, "syndicated copy of the reuters-wire version "
              "(global: exact)")
-    feed.pub("ap-feed", 24.30, update, "update: figure changed, one paragraph removed (near)")
+    feed.pub("ap-feed", 24.30, update, "update: the fire grew to 2,100 hectares, one paragraph "
+             "removed: a new figure, a new report (new: figures)")
     feed.pub("ap-feed", 24.35, update, "repeat of the update (exact)")
     feed.pub("aggregator-x", 24.80, update, "syndicated update (global: exact)")
 
@@ -1023,12 +1024,39 @@ def render_pub(pub: Pub, ids: Ids, rng: random.Random) -> bytes:
     return _line(item)
 
 
+def story_money_market(feed: Feed) -> None:
+    """A templated report: the same wording every day, other figures (issue 11)."""
+
+    def report(day: str, weekday: str, total: int, bills: int, rate: str, bank: int,
+               bank_rate: str, shortage: int) -> Version:
+        return Version(
+            f"Bank of Norland provides {total} mln crowns in money market help",
+            (
+                f"HALDERSUND, March {day} (Reuters Wire) - The Bank of Norland said it provided "
+                f"the money market with {total} mln crowns of assistance in the morning session "
+                f"on {weekday}. It bought {bills} mln crowns of treasury bills at {rate} pct "
+                f"and {bank} mln crowns of eligible bank bills at {bank_rate} pct.",
+                f"Earlier, the bank had forecast a shortage of around {shortage} mln crowns in "
+                "the system today, before taking account of its operations.",
+            ),
+        )
+
+    day1 = report("11", "Monday", 420, 310, "8.25", 110, "8.3125", 600)
+    day2 = report("12", "Tuesday", 275, 190, "8.1875", 85, "8.25", 450)
+    feed.pub("reuters-wire", 3.10, day1, "original")
+    feed.pub("reuters-wire", 3.15, day1, "agency repeat (exact)")
+    feed.pub("reuters-wire", 26.90, day2, "the same report for the next day: same template, "
+             "other figures, a new report (new: figures)")
+
+
 def build_pubs(feed: Feed) -> None:
     for story in STORIES:
         story(feed)
     for channel, hour, title, text in BRIEFS:
         lang = "de" if channel == "dpa-intl" and any(c in text for c in "äöüß") else "en"
         feed.pub(channel, hour, Version(title, (text,), lang=lang), "published once (unique)")
+    # After the briefs, so the lines and identities of everything above stay as they were.
+    story_money_market(feed)
     add_broken(feed)
 
 
