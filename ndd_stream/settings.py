@@ -76,8 +76,8 @@ class Settings(BaseSettings):
         DEFAULT_THRESHOLD,
         gt=0.0,
         le=1.0,
-        description="doc_q threshold for a near duplicate (0.3: see docs/EVALUATION.md; "
-        "0.7-0.8 for clean agency text).",
+        description="doc_q threshold for a near duplicate (0.3: right for crawled pages and, "
+        "with the novelty rule, for agency newswire; see docs/EVALUATION.md).",
     )
     q: int = Field(4, ge=1, le=16, description="q-gram length.")
     bitmap_filter_bits: int | None = Field(

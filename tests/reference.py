@@ -33,7 +33,7 @@ def qgram_set(nf: str, q: int) -> set[str]:
 def figures(text: str) -> dict[str, str]:
     """Figure (commas dropped) -> how it is first written in ``text``."""
     out: dict[str, str] = {}
-    for raw in re.findall(r"[0-9]+(?:[.,][0-9]+)*", text):
+    for raw in re.findall(r"\d+(?:[.,]\d+)*", text):
         out.setdefault(raw.replace(",", ""), raw)
     return out
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Decision, Document, Status
@@ -101,3 +105,13 @@ def test_setting_reaches_the_detector(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NDD_NOVELTY", "sometimes")
     with pytest.raises(ValueError):
         Settings()
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="0123456789.,  ab\n$%٣é", max_size=60))
+def test_figures_fast_path_equals_the_pattern(text: str) -> None:
+    """The ASCII fast path gives what scanning the whole text with the pattern gives."""
+    seen: dict[str, str] = {}
+    for raw in re.findall(r"\d+(?:[.,]\d+)*", text):
+        seen.setdefault(raw.replace(",", ""), raw)
+    assert figures(text) == " ".join(seen.values())

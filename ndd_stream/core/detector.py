@@ -37,8 +37,10 @@ SECONDS_PER_HOUR = 3600
 DEFAULT_THRESHOLD = 0.3
 """Chosen by the evaluation (docs/EVALUATION.md): on the SpotSigs Gold Set, with main-content
 extraction, DDD's pairwise F1 >= 0.92 and routing F1 >= 0.97 hold for thresholds 0.22-0.40;
-0.3 is the middle of that plateau. The paper's 0.7-0.8 suits clean, pre-extracted agency
-text (one channel re-sending its own stories) and is a setting away."""
+0.3 is the middle of that plateau. On agency newswire (Reuters-21578) doc_q alone at 0.3 has
+routing precision 0.32 (templated reports share most words); with the novelty rule
+(``novelty``) the same 0.3 gives precision 0.97 and recall 0.94, and P/R stay flat from 0.2
+to 0.35, so one threshold serves both kinds of input."""
 
 
 NoveltyMode = Literal["auto", "on", "off"]

@@ -18,7 +18,7 @@ when one of these holds, checked in this order:
    An item that declares itself a correction (the word corrected, corrects or correction)
    may change any number of figures: it is still the same report.
 
-Figures are the maximal runs of digits with inner ``.`` or ``,`` separators as they appear
+Figures are the maximal runs of (decimal) digits with inner ``.`` or ``,`` separators as they appear
 in the item's text (``1,660,300``, ``58.8``, ``1987``); they are compared without the
 thousands commas. Figures only in A (and not B) alone never make A new: an expanded copy
 adds detail; figures only in B alone neither: a shortened copy drops some.
@@ -41,6 +41,8 @@ REASONS = ("new_content", "figures")
 """Reason codes (header ``ndd-novel``): see the module docstring."""
 
 _FIGURE = re.compile(r"\d+(?:[.,]\d+)*")
+_FIGURE_ASCII = re.compile(rb"[0-9]+(?:[.,][0-9]+)*")  # \d on ASCII text
+_RUNS = bytes(c if c in b"0123456789.," else 0x20 for c in range(256))
 _CORRECTION = re.compile(r"\bcorrect(?:ed|s|ion)\b", re.IGNORECASE)
 
 
@@ -73,11 +75,28 @@ class Novelty:
 def figures(text: str) -> str:
     """The distinct figures of ``text`` in order of first appearance, as written, joined by
     single spaces (the compact form kept per window document and persisted)."""
+    if text.isascii():
+        return _ascii_figures(text.encode("ascii"))
     seen: dict[str, str] = {}
-    for match in _FIGURE.finditer(text):
-        raw = match.group()
+    for raw in _FIGURE.findall(text):
         seen.setdefault(figure_key(raw), raw)
     return " ".join(seen.values())
+
+
+def _ascii_figures(data: bytes) -> str:
+    """:func:`figures` of ASCII text, ~4x faster (it runs on every item): every character
+    but digits and separators becomes a space in one C pass, so the pattern only runs on the
+    few runs that are not plain digits. A figure never spans a space, so the result is the
+    same as scanning the whole text."""
+    seen: dict[bytes, bytes] = {}
+    for run in data.translate(_RUNS).split():
+        run = run.strip(b".,")
+        if run.isdigit():
+            seen.setdefault(run, run)
+        elif run:
+            for raw in _FIGURE_ASCII.findall(run):
+                seen.setdefault(raw.replace(b",", b""), raw)
+    return b" ".join(seen.values()).decode("ascii")
 
 
 def figure_key(raw: str) -> str:
