@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(TESTS))  # the scenarios live with the tests
     from reliability_harness import crash_scenario, rebalance_scenario, worker_settings
 
-    from ndd_stream.broker import EmbeddedBroker
+    from ndd_stream.kafka.broker import EmbeddedBroker
 
     with tempfile.TemporaryDirectory(prefix="ndd-crash-loop-") as tmp, \
             EmbeddedBroker(log_dir=Path(tmp) / "tansu") as broker:

@@ -27,11 +27,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bench.workload import NewsStream, WorkloadConfig
 from ndd_stream import jsonio
-from ndd_stream.broker import EmbeddedBroker
 from ndd_stream.core.detector import Detector
 from ndd_stream.core.items import parse_item
+from ndd_stream.kafka.broker import EmbeddedBroker
+from ndd_stream.kafka.topics import apply, load_for
 from ndd_stream.settings import Settings
-from ndd_stream.topics import apply, load_for
 
 RESULTS = Path(__file__).parent / "results"
 WINDOW_HOURS = 24

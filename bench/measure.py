@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 import psutil
 
+from bench.faithful import FaithfulDetector
 from bench.workload import NewsStream, WorkloadConfig
 from ndd_stream.core.detector import Detector, DetectorConfig, hour_of
 from ndd_stream.core.document import Decision, Document, Status
-from ndd_stream.core.faithful import FaithfulDetector
 from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.qgrams import fmix64, signature
 

@@ -20,8 +20,8 @@ from confluent_kafka import Producer
 
 from bench.workload import NewsStream, WorkloadConfig
 from ndd_stream import jsonio
-from ndd_stream.broker import EmbeddedBroker
 from ndd_stream.core.detector import Detector, DetectorConfig
+from ndd_stream.kafka.broker import EmbeddedBroker
 from ndd_stream.state.codec import document_key, encode_document
 from ndd_stream.state.rocks import RocksStore
 from ndd_stream.worker.changelog import read_partition

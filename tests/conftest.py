@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from kafka_helpers import Names, SettingsFactory, TopicFactory, create_topics
 
-from ndd_stream.broker import BrokerBinaryNotFound, EmbeddedBroker, resolve_tansu_bin
+from ndd_stream.kafka.broker import BrokerBinaryNotFound, EmbeddedBroker, resolve_tansu_bin
 from ndd_stream.settings import Settings
 
 # Skips that mean "a tool is missing on this machine". Under NDD_CI=1 (.ci/run) they fail:

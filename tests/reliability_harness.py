@@ -30,9 +30,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from worker_harness import WorkerProcess, expected_decisions
 
 from ndd_stream import jsonio
-from ndd_stream.broker import free_port
+from ndd_stream.kafka.broker import free_port
+from ndd_stream.kafka.topics import apply, load_for
 from ndd_stream.settings import Settings
-from ndd_stream.topics import apply, load_for
 
 try:
     from bench.workload import NewsStream, WorkloadConfig

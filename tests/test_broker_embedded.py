@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from kafka_helpers import Names, Outgoing, TopicFactory, consume, produce
 
-from ndd_stream.broker import BrokerBinaryNotFound, BrokerError, EmbeddedBroker, free_port
+from ndd_stream.kafka.broker import BrokerBinaryNotFound, BrokerError, EmbeddedBroker, free_port
 
 pytestmark = pytest.mark.broker
 

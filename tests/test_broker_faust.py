@@ -32,7 +32,7 @@ from kafka_helpers import (
     wait_until,
 )
 
-from ndd_stream.broker import EmbeddedBroker
+from ndd_stream.kafka.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.broker
 

@@ -21,8 +21,8 @@ from confluent_kafka import Producer
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 from kafka_helpers import make_settings as settings_of
 
-from ndd_stream import kafka_config as kc
-from ndd_stream.broker import free_port
+from ndd_stream.kafka import config as kc
+from ndd_stream.kafka.broker import free_port
 
 SECRET = "s3cr3t-Pa55"
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from ndd_stream.broker import BrokerBinaryNotFound, resolve_tansu_bin
 from ndd_stream.data import sample_feed
 from ndd_stream.dedup import run_dedup
+from ndd_stream.kafka.broker import BrokerBinaryNotFound, resolve_tansu_bin
 from ndd_stream.settings import Settings
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]

@@ -526,7 +526,7 @@ def test_topic_definitions_fit_the_release(
     """The definitions the Job applies (bundled topics/ or topics.override) load, resolve
     under the release's settings, have enough partitions for the pods, and keep the
     changelog longer than the window."""
-    topics = pytest.importorskip("ndd_stream.topics")
+    topics = pytest.importorskip("ndd_stream.kafka.topics")
     values, objects, _ = case
     override = values.get("topics", {}).get("override")
     if override:

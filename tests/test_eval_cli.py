@@ -9,7 +9,7 @@ import orjson
 import pytest
 from test_eval_support import article, write_cluster_corpus
 
-from ndd_stream.eval.cli import add_eval_parser, eval_main, parse_thresholds
+from ndd_stream.cli.eval import add_eval_parser, eval_main, parse_thresholds
 
 
 def test_eval_writes_reports_and_skips_corrupt_file(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ndd_stream.eval.cli import eval_main
+from ndd_stream.cli.eval import eval_main
 from ndd_stream.eval.pairs import Pair, band_of, band_weights, weighted_confusion
 from ndd_stream.eval.stream_items import load_stream, reuters_date
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.faithful import FaithfulDetector
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Document, Policy, Status
-from ndd_stream.core.faithful import FaithfulDetector
 
 _WORDS = (  # noqa: SIM905 - prose reads better than a list
     "the minister said talks on trade would resume in rome after a week of strikes by "

@@ -17,12 +17,12 @@ from kafka_helpers import Names, Outgoing, SettingsFactory, TopicFactory, consum
 from kafka_helpers import make_settings as settings_of
 from rich.console import Console
 
-from ndd_stream.broker import EmbeddedBroker, free_port
-from ndd_stream.io_cli import EXIT_MISMATCH, EXIT_OK, EXIT_USAGE
-from ndd_stream.io_cli import produce as produce_cmd
-from ndd_stream.io_cli import tail as tail_cmd
-from ndd_stream.news_produce import parse_timestamp_ms, prepare_line
-from ndd_stream.news_tail import TailRecord, normalize_header, render_record
+from ndd_stream.cli.io_commands import EXIT_MISMATCH, EXIT_OK, EXIT_USAGE
+from ndd_stream.cli.io_commands import produce as produce_cmd
+from ndd_stream.cli.io_commands import tail as tail_cmd
+from ndd_stream.kafka.broker import EmbeddedBroker, free_port
+from ndd_stream.kafka.produce import parse_timestamp_ms, prepare_line
+from ndd_stream.kafka.tail import TailRecord, normalize_header, render_record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -224,7 +224,8 @@ def test_tail_stops_cleanly_on_ctrl_c(
     make_topics(settings.unique_topic)
     produce(broker.bootstrap, settings.unique_topic, [b'{"title": "first"}'])
     script = (
-        "import sys; from ndd_stream.io_cli import tail; from ndd_stream.settings import Settings;"
+        "import sys; from ndd_stream.cli.io_commands import tail; "
+        "from ndd_stream.settings import Settings;"
         "sys.exit(tail(Settings()))"
     )
     env = {

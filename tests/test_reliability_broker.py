@@ -38,7 +38,12 @@ from reliability_harness import (
     worker_settings,
 )
 
-from ndd_stream.broker import BrokerBinaryNotFound, EmbeddedBroker, free_port, resolve_tansu_bin
+from ndd_stream.kafka.broker import (
+    BrokerBinaryNotFound,
+    EmbeddedBroker,
+    free_port,
+    resolve_tansu_bin,
+)
 from ndd_stream.settings import Settings
 from ndd_stream.state.codec import FORMAT_KEY
 from ndd_stream.state.rocks import RocksStore

@@ -28,7 +28,7 @@ from reliability_harness import (
     web_port,
 )
 
-from ndd_stream.kafka_config import REDACTED, aiokafka_config, describe, librdkafka_config, redact
+from ndd_stream.kafka.config import REDACTED, aiokafka_config, describe, librdkafka_config, redact
 from ndd_stream.worker.logs import JsonFormatter
 
 SECRET = "s3cr3t-Pa55-reliability"

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from ndd_stream.cli import main
+from ndd_stream.cli.main import main
 from ndd_stream.data import sample_feed
 from ndd_stream.dedup import run_dedup
 from ndd_stream.settings import Settings

@@ -15,7 +15,7 @@ import pytest
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Decision, Document, Status
 from ndd_stream.core.novelty import Novelty
-from ndd_stream.core.store import MemoryStore, StateStore, StoredDocument
+from ndd_stream.core.store import StateStore, StoredDocument
 from ndd_stream.jsonio import dumps
 from ndd_stream.state.codec import (
     FORMAT,
@@ -28,6 +28,44 @@ from ndd_stream.state.codec import (
 from ndd_stream.state.rocks import RocksStore
 
 Factory = Callable[[], StateStore]
+
+
+class MemoryStore:
+    """The reference store of this suite: a dict per (scope, hour), nothing survives."""
+
+    def __init__(self) -> None:
+        self._hours: dict[tuple[str, int], list[StoredDocument]] = {}
+        self._pending: list[StoredDocument] = []
+        self._dropped: list[tuple[str, int]] = []
+        self._marker: dict[str, int] = {}
+
+    def add(self, doc: StoredDocument) -> None:
+        self._pending.append(doc)
+
+    def drop_hour(self, scope: str, hour: int) -> None:
+        self._dropped.append((scope, hour))
+        self._pending = [d for d in self._pending if (d.scope, d.hour) != (scope, hour)]
+
+    def load(self) -> Iterator[StoredDocument]:
+        docs = [d for hour in self._hours.values() for d in hour]
+        docs.sort(key=lambda d: (d.scope, d.number))
+        return iter(docs)
+
+    def commit(self, marker: dict[str, int] | None = None) -> None:
+        for key in self._dropped:
+            self._hours.pop(key, None)
+        self._dropped.clear()
+        for doc in self._pending:
+            self._hours.setdefault((doc.scope, doc.hour), []).append(doc)
+        self._pending.clear()
+        if marker is not None:
+            self._marker = dict(marker)
+
+    def marker(self) -> dict[str, int]:
+        return dict(self._marker)
+
+    def close(self) -> None:
+        self._pending.clear()
 
 
 @pytest.fixture(params=["memory", "rocksdb"])

@@ -13,9 +13,15 @@ from kafka_helpers import Names, SettingsFactory, TopicFactory
 from kafka_helpers import make_settings as settings_of
 from rich.console import Console
 
-from ndd_stream import topics
-from ndd_stream.broker import EmbeddedBroker, free_port
-from ndd_stream.io_cli import EXIT_MISMATCH, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, topics_apply
+from ndd_stream.cli.io_commands import (
+    EXIT_MISMATCH,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    topics_apply,
+)
+from ndd_stream.kafka import topics
+from ndd_stream.kafka.broker import EmbeddedBroker, free_port
 
 BUNDLED = Path(__file__).resolve().parent.parent / "topics"
 
@@ -51,7 +57,7 @@ def test_installed_package_falls_back_to_the_packaged_copy(
     package = tmp_path / "site-packages" / "ndd_stream"
     (package / "_topics").mkdir(parents=True)
     (package / "_topics" / "news.yaml").write_bytes((BUNDLED / "news.yaml").read_bytes())
-    monkeypatch.setattr(topics, "__file__", str(package / "topics.py"))
+    monkeypatch.setattr(topics, "__file__", str(package / "kafka" / "topics.py"))
     assert topics.default_definitions_path() == package / "_topics"
     assert len(topics.load_for(settings_of()).topics) == 7
     (package / "_topics" / "news.yaml").unlink()

@@ -9,7 +9,7 @@ import pytest
 from kafka_helpers import SettingsFactory
 from test_worker_routing import _create_topics
 
-from ndd_stream.kafka_config import librdkafka_config
+from ndd_stream.kafka.config import librdkafka_config
 from ndd_stream.settings import Settings
 from ndd_stream.worker.app import output_topics, topic_name
 from ndd_stream.worker.deciding import PartitionDecider

@@ -11,8 +11,8 @@ from newsgen import items
 from worker_harness import WorkerProcess, collect, expected_decisions
 
 from ndd_stream import jsonio
+from ndd_stream.kafka.topics import apply, load_for
 from ndd_stream.settings import Settings
-from ndd_stream.topics import apply, load_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(240)]
 

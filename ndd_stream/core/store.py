@@ -1,10 +1,11 @@
-"""Where the detector's state is persisted: a small interface and its in-memory version.
+"""Where the detector's state is persisted: a small interface and a store that keeps nothing.
 
 The detector keeps its working index in memory and appends one
 :class:`StoredDocument` per decision to a store. After a restart the index is rebuilt
 by replaying the store (``Detector.restore``). Stores drop whole hours when the
 window moves past them. The rocksdict implementation lives outside the core, in
-``ndd_stream.state``; both pass the same test suite (tests/test_store_contract.py).
+``ndd_stream.state``; it and the in-memory reference of the tests pass the same suite
+(tests/test_store_contract.py).
 """
 
 from __future__ import annotations
@@ -53,44 +54,6 @@ class StateStore(Protocol):
 
     def close(self) -> None:
         """Release resources; uncommitted additions are lost."""
-
-
-class MemoryStore:
-    """The default store: a dict per (scope, hour). Nothing survives the process."""
-
-    def __init__(self) -> None:
-        self._hours: dict[tuple[str, int], list[StoredDocument]] = {}
-        self._pending: list[StoredDocument] = []
-        self._dropped: list[tuple[str, int]] = []
-        self._marker: dict[str, int] = {}
-
-    def add(self, doc: StoredDocument) -> None:
-        self._pending.append(doc)
-
-    def drop_hour(self, scope: str, hour: int) -> None:
-        self._dropped.append((scope, hour))
-        self._pending = [d for d in self._pending if (d.scope, d.hour) != (scope, hour)]
-
-    def load(self) -> Iterator[StoredDocument]:
-        docs = [d for hour in self._hours.values() for d in hour]
-        docs.sort(key=lambda d: (d.scope, d.number))
-        return iter(docs)
-
-    def commit(self, marker: dict[str, int] | None = None) -> None:
-        for key in self._dropped:
-            self._hours.pop(key, None)
-        self._dropped.clear()
-        for doc in self._pending:
-            self._hours.setdefault((doc.scope, doc.hour), []).append(doc)
-        self._pending.clear()
-        if marker is not None:
-            self._marker = dict(marker)
-
-    def marker(self) -> dict[str, int]:
-        return dict(self._marker)
-
-    def close(self) -> None:
-        self._pending.clear()
 
 
 class NullStore:

@@ -19,9 +19,9 @@ import faust
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from ndd_stream import topics as topic_defs
 from ndd_stream.core import kernels
-from ndd_stream.kafka_config import describe, faust_broker_kwargs, librdkafka_config
+from ndd_stream.kafka import topics as topic_defs
+from ndd_stream.kafka.config import describe, faust_broker_kwargs, librdkafka_config
 from ndd_stream.settings import Settings
 from ndd_stream.worker.changelog import ChangelogError
 from ndd_stream.worker.deciding import OutputTopics

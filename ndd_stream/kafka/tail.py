@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from ndd_stream.kafka_config import librdkafka_config
+from ndd_stream.kafka.config import librdkafka_config
 from ndd_stream.settings import Settings
 
 #: Decision fields shown first, in this order; header names are matched loosely

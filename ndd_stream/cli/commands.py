@@ -28,20 +28,20 @@ def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_topics(args: argparse.Namespace, settings: Settings) -> int:
-    from ndd_stream.io_cli import topics_apply
+    from ndd_stream.cli.io_commands import topics_apply
 
     return topics_apply(settings, create_only=args.create_only, check_only=args.check_only,
                         replication_factor=args.replication_factor, timeout=args.timeout)
 
 
 def _cmd_produce(args: argparse.Namespace, settings: Settings) -> int:
-    from ndd_stream.io_cli import produce
+    from ndd_stream.cli.io_commands import produce
 
     return produce(settings, args.path, args.topic, args.rate)
 
 
 def _cmd_tail(args: argparse.Namespace, settings: Settings) -> int:
-    from ndd_stream.io_cli import tail
+    from ndd_stream.cli.io_commands import tail
 
     return tail(settings, args.topic, not args.from_end, args.max_messages, args.timeout)
 
@@ -80,13 +80,13 @@ def register_all(sub: Any, handlers: dict[str, Any]) -> None:
     handlers["tail"] = _cmd_tail
 
     try:
-        from ndd_stream.demo import register as register_demo
+        from ndd_stream.cli.demo import register as register_demo
     except ImportError:
         pass
     else:
         register_demo(sub, handlers)
     try:
-        from ndd_stream.eval.cli import add_eval_parser
+        from ndd_stream.cli.eval import add_eval_parser
     except ImportError:
         pass
     else:

@@ -18,7 +18,7 @@ import yaml
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
-from ndd_stream.kafka_config import librdkafka_config
+from ndd_stream.kafka.config import librdkafka_config
 from ndd_stream.settings import Settings
 
 Role = Literal["input", "output", "internal"]
@@ -125,7 +125,7 @@ class ApplyReport:
 # --- finding and loading ----------------------------------------------------------------
 def default_definitions_path() -> Path:
     """The repo's ``topics/`` in a dev checkout, else the copy packaged in the wheel."""
-    package_dir = Path(__file__).resolve().parent
+    package_dir = Path(__file__).resolve().parents[1]  # ndd_stream/
     repo_topics = package_dir.parent / "topics"
     if repo_topics.is_dir() and any(repo_topics.glob("*.yaml")):
         return repo_topics

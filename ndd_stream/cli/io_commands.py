@@ -23,12 +23,12 @@ from confluent_kafka import KafkaException
 from rich.console import Console
 from rich.table import Table
 
-from ndd_stream.kafka_config import KafkaConfigError
-from ndd_stream.news_produce import ProduceCounts, produce_file
-from ndd_stream.news_tail import print_tail
+from ndd_stream.kafka.config import KafkaConfigError
+from ndd_stream.kafka.produce import ProduceCounts, produce_file
+from ndd_stream.kafka.tail import print_tail
+from ndd_stream.kafka.topics import ApplyReport, TopicDefinitionError, apply, definitions_path
+from ndd_stream.kafka.topics import load_definitions as _load_definitions
 from ndd_stream.settings import Settings
-from ndd_stream.topics import ApplyReport, TopicDefinitionError, apply, definitions_path
-from ndd_stream.topics import load_definitions as _load_definitions
 
 EXIT_OK = 0
 EXIT_MISMATCH = 1

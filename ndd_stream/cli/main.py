@@ -92,7 +92,7 @@ def _extra_commands() -> list[Callable[[Any, dict[str, Handler]], None]]:
     """Subcommands living in their own modules (worker, topics, produce, tail, demo, eval)."""
     registrars: list[Callable[[Any, dict[str, Handler]], None]] = []
     try:
-        from ndd_stream.commands import register_all
+        from ndd_stream.cli.commands import register_all
     except ImportError:
         return registrars
     registrars.append(register_all)

@@ -17,7 +17,7 @@ import orjson
 from confluent_kafka import KafkaError, Message, Producer
 
 from ndd_stream.core.items import parse_timestamp
-from ndd_stream.kafka_config import librdkafka_config
+from ndd_stream.kafka.config import librdkafka_config
 from ndd_stream.settings import Settings
 
 #: Epoch values above this are taken as milliseconds, not seconds (year 2286 in seconds).

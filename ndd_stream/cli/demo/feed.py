@@ -1,0 +1,70 @@
+"""The feed the demo streams: its lines, as sent, with what the display needs."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from ndd_stream.settings import Settings
+
+
+@dataclass(frozen=True)
+class FeedLine:
+    """One non-blank line of the feed, as sent, with what the display needs to know."""
+
+    number: int  # 1-based line number in the file
+    raw: bytes
+    key: bytes | None
+    timestamp_ms: int | None
+    identity: str | None
+    channel: str | None
+    title: str | None
+
+
+def default_feed_path() -> contextlib.AbstractContextManager[Path]:
+    """The bundled sample feed as a real file (a context: the package may be zipped)."""
+    from importlib import resources
+
+    from ndd_stream.data import sample_feed
+
+    return resources.as_file(sample_feed())
+
+
+def load_feed(path: Path, settings: Settings) -> list[FeedLine]:
+    """Lines to send (blank ones skipped, as ``ndd-stream produce`` and ``dedup`` do).
+
+    Each line is keyed by its comparison scope, not by its channel as crawlers do: one
+    key is one raw partition, so every scope's items reach the worker in file order and
+    the demo's result equals ``ndd-stream dedup`` on the same file. Keyed by channel under
+    ``--scope global``, items of different channels would arrive interleaved by partition
+    fetches (tens of ms apart), and which of two copies counts as the first would vary.
+    For the default channel scope the two keys are the same.
+    """
+    from ndd_stream.core.items import scope_of
+    from ndd_stream.jsonio import JSONDecodeError, loads
+    from ndd_stream.kafka.produce import iter_lines, prepare_line
+
+    fmt = settings.item_format()
+    out: list[FeedLine] = []
+    for number, line in enumerate(iter_lines(path), start=1):
+        if not line.strip():
+            continue
+        prepared = prepare_line(settings, line)
+        identity = channel = title = None
+        key = prepared.key
+        try:
+            obj = loads(line)
+        except (JSONDecodeError, UnicodeDecodeError):
+            obj = None
+        if isinstance(obj, dict):
+            key = scope_of(obj, fmt).encode("utf-8") or key
+            value = obj.get(settings.id_field)
+            identity = None if value is None else str(value)
+            value = obj.get(settings.channel_field)
+            channel = None if value is None else str(value)
+            value = obj.get(settings.title_field) if settings.title_field else None
+            title = value if isinstance(value, str) else None
+        out.append(FeedLine(number, line, key, prepared.timestamp_ms, identity, channel, title))
+    return out
+
