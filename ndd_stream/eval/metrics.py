@@ -19,6 +19,12 @@ import numpy.typing as npt
 SCORE_EPSILON = 1e-6
 
 
+def share(part: float, other: float) -> float:
+    """``part / (part + other)``; 1.0 when both are 0 (nothing claimed, nothing missed).
+    Precision is share(tp, fp), recall share(tp, fn), for counts and weights alike."""
+    return part / (part + other) if part + other else 1.0
+
+
 @dataclass(frozen=True)
 class Confusion:
     """Counts of a binary decision: true positives, false positives, false negatives."""
@@ -29,11 +35,11 @@ class Confusion:
 
     @property
     def precision(self) -> float:
-        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 1.0
+        return share(self.tp, self.fp)
 
     @property
     def recall(self) -> float:
-        return self.tp / (self.tp + self.fn) if self.tp + self.fn else 1.0
+        return share(self.tp, self.fn)
 
     @property
     def f1(self) -> float:

@@ -25,6 +25,8 @@ from typing import Any
 
 import orjson
 
+from ndd_stream.eval.metrics import share
+
 LABELS = ("dup", "not", "unsure")
 BAND_EDGES: tuple[float, ...] = (0.15, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
 """Band ``k`` is ``[edges[k], edges[k+1])``; the last band includes 1.0."""
@@ -76,11 +78,11 @@ class Weighted:
 
     @property
     def precision(self) -> float:
-        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 1.0
+        return share(self.tp, self.fp)
 
     @property
     def recall(self) -> float:
-        return self.tp / (self.tp + self.fn) if self.tp + self.fn else 1.0
+        return share(self.tp, self.fn)
 
     def as_dict(self) -> dict[str, Any]:
         return {"precision": round(self.precision, 4), "recall": round(self.recall, 4),
