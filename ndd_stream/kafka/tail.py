@@ -96,9 +96,12 @@ def render_record(settings: Settings, record: TailRecord, *, text_chars: int = 1
     """Two or three lines: position and decision, title, start of the text."""
     decision: dict[str, str] = {}
     others: list[tuple[str, str]] = []
+    novel_detail: str | None = None
     for name, raw in record.headers:
         norm = normalize_header(name)
-        if norm in DECISION_FIELDS and norm not in decision:
+        if norm == "novel_detail":
+            novel_detail = _decode(raw, 200)
+        elif norm in DECISION_FIELDS and norm not in decision:
             decision[norm] = _decode(raw, 80)
         else:
             others.append((name, _decode(raw, 60)))
@@ -108,11 +111,6 @@ def render_record(settings: Settings, record: TailRecord, *, text_chars: int = 1
             item = orjson.loads(record.value)
         except orjson.JSONDecodeError:
             item = None
-    novel_detail = decision.pop("novel_detail", None)
-    for i, (name, _) in enumerate(others):
-        if normalize_header(name) == "novel_detail":
-            novel_detail = others.pop(i)[1]
-            break
     if isinstance(item, dict) and isinstance(item.get("novel"), dict):
         novel = item["novel"]  # the audit record's explanation (see core.novelty)
         decision.setdefault("resembles", _preview(str(novel.get("resembles", "")), 80))
