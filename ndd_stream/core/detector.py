@@ -414,7 +414,7 @@ def _novelty(
 ) -> Novelty | None:
     """The core.novelty verdict on the best match, as the decision's explanation."""
     verdict = judge(shared, size, match.size, figs, match.figures,
-                    declares_correction(doc.text))
+                    lambda: declares_correction(doc.text))
     if verdict is None:
         return None
     reason, only_new, only_old = verdict

@@ -31,6 +31,7 @@ brute-force reference.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 MIN_OVERLAP = (1, 2)  # a fraction: at least half of the shorter text is shared
@@ -105,7 +106,9 @@ def figure_key(raw: str) -> str:
 
 
 def declares_correction(text: str) -> bool:
-    return _CORRECTION.search(text) is not None
+    """The item calls itself a correction. (``"correct" in text.lower()`` is necessary for a
+    match and runs in C: the pattern only scans the texts that pass it.)"""
+    return "correct" in text.lower() and _CORRECTION.search(text) is not None
 
 
 def judge(
@@ -114,11 +117,12 @@ def judge(
     size_old: int,
     figures_new: str,
     figures_old: str | None,
-    correction: bool,
+    correction: bool | Callable[[], bool],
 ) -> tuple[str, tuple[str, ...], tuple[str, ...]] | None:
     """The reason A is a new report and the differing figures (as written in A, in B), or
     None when A repeats B. ``figures_old`` None: B's figures are unknown (a record of state
-    layout v1), so only the overlap is judged."""
+    layout v1), so only the overlap is judged. ``correction`` may be a callable, asked only
+    when figures changed (it scans A's text)."""
     num, den = MIN_OVERLAP
     if size_new and size_old and shared_qgrams * den < num * min(size_new, size_old):
         only_new, only_old = _differing(figures_new, figures_old or "")
@@ -127,7 +131,7 @@ def judge(
         return None
     only_new, only_old = _differing(figures_new, figures_old)
     changed = min(len(only_new), len(only_old))
-    if not changed or correction:
+    if not changed or (correction() if callable(correction) else correction):
         return None
     shared = len(_keys(figures_new)) - len(only_new)
     num, den = MAX_CHANGED_SHARE
