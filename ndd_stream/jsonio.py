@@ -1,4 +1,7 @@
-"""The one place that encodes and decodes JSON (orjson)."""
+"""JSON on the data path (orjson): items, audit records, changelog and dedup output.
+
+Only what handles items in bulk goes through here; the demo's and tools' few small
+documents (reports, health answers) use the standard library's json."""
 
 from __future__ import annotations
 

@@ -8,17 +8,25 @@ component can change another's view of the configuration.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from ndd_stream.core.detector import DEFAULT_THRESHOLD, DetectorConfig, NoveltyMode
+from ndd_stream.core.detector import (
+    BITMAP_BITS_MAX,
+    BITMAP_BITS_MIN,
+    DEFAULT_THRESHOLD,
+    DetectorConfig,
+    NoveltyMode,
+)
 from ndd_stream.core.extract import DEFAULT_EXTRACT, ExtractMode
 from ndd_stream.core.items import ItemFormat
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+#: A list setting, written ``a,b,c`` in the environment (not JSON): split by a validator.
+CommaList = Annotated[list[str], NoDecode]
 
 
 class Settings(BaseSettings):
@@ -52,7 +60,9 @@ class Settings(BaseSettings):
     app_id: str = Field(
         "ndd-stream", description="Faust application id: consumer group and internal topic prefix."
     )
-    raw_topics: str = Field("news.raw", description="Raw input topics, comma separated.")
+    raw_topics: CommaList = Field(
+        default_factory=lambda: ["news.raw"], description="Raw input topics, comma separated."
+    )
     raw_topic_pattern: str | None = Field(
         None, description="Regex of raw input topics; replaces raw_topics when set."
     )
@@ -82,9 +92,8 @@ class Settings(BaseSettings):
     q: int = Field(4, ge=1, le=16, description="q-gram length.")
     bitmap_filter_bits: int | None = Field(
         None,
-        ge=0,
-        le=24,
-        description="Bitmap filter: 2**bits bits per document in the window, 0 = off, "
+        description=f"Bitmap filter: 2**bits bits per document in the window, 0 = off or "
+        f"{BITMAP_BITS_MIN}..{BITMAP_BITS_MAX}, "
         "unset = 14 (2 KiB per document) for thresholds 0.5-0.7, else off. Speeds up "
         "mid thresholds; never changes a decision (ndd_stream/core/bitmaps.py).",
     )
@@ -125,11 +134,12 @@ class Settings(BaseSettings):
     id_field: str = Field("id", description="Identity field; missing -> topic/partition/offset.")
     channel_field: str = Field("channel", description="Channel field.")
     title_field: str | None = Field("title", description="Title field, prepended to the text.")
-    text_fields: str = Field(
-        "text,body,content", description="Body fields, comma separated, first present wins."
+    text_fields: CommaList = Field(
+        default_factory=lambda: ["text", "body", "content"],
+        description="Body fields, comma separated, first present wins.",
     )
-    timestamp_fields: str = Field(
-        "timestamp,published_at",
+    timestamp_fields: CommaList = Field(
+        default_factory=lambda: ["timestamp", "published_at"],
         description="Event-time fields, comma separated (ISO-8601 or epoch seconds).",
     )
     max_item_bytes: int = Field(
@@ -157,14 +167,60 @@ class Settings(BaseSettings):
         "orchestrator restarts the worker instead of it hanging.",
     )
 
+    @field_validator("raw_topics", "text_fields", "timestamp_fields", mode="before")
+    @classmethod
+    def _split_commas(cls, value: Any) -> Any:
+        """``a, b,,c`` (environment, file, CLI) -> ``["a", "b", "c"]``; lists are kept."""
+        if isinstance(value, str):
+            value = value.split(",")
+        if isinstance(value, list | tuple):
+            return [str(v).strip() for v in value if str(v).strip()]
+        return value
+
+    @field_validator("decisions_topic", "title_field", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: Any) -> Any:
+        """``NDD_DECISIONS_TOPIC=`` disables the topic: stored as None, so every consumer
+        (and :meth:`to_env`) sees one spelling of "off"."""
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("brokers")
+    @classmethod
+    def _some_broker(cls, value: str) -> str:
+        if not any(h.strip() for h in value.split(",")):
+            raise ValueError("give at least one host:port")
+        return value
+
+    @field_validator("bitmap_filter_bits")
+    @classmethod
+    def _bitmap_range(cls, value: int | None) -> int | None:
+        if value is not None and value != 0 and not BITMAP_BITS_MIN <= value <= BITMAP_BITS_MAX:
+            raise ValueError(f"must be 0 (off) or in {BITMAP_BITS_MIN}..{BITMAP_BITS_MAX}")
+        return value
+
+    @model_validator(mode="after")
+    def _security_consistent(self) -> Settings:
+        """The SASL/TLS settings fit together (fail here, not in an opaque client error)."""
+        sasl = self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        tls = self.security_protocol in ("SSL", "SASL_SSL")
+        if sasl and (not self.sasl_username or self.sasl_password is None):
+            raise ValueError(f"NDD_SECURITY_PROTOCOL={self.security_protocol} needs "
+                             "NDD_SASL_USERNAME and NDD_SASL_PASSWORD")
+        if (self.ssl_certfile is None) != (self.ssl_keyfile is None):
+            raise ValueError("mutual TLS needs both NDD_SSL_CERTFILE and NDD_SSL_KEYFILE")
+        if not tls and (self.ssl_cafile or self.ssl_certfile):
+            raise ValueError(f"SSL files are set but NDD_SECURITY_PROTOCOL is "
+                             f"{self.security_protocol}; use SSL or SASL_SSL")
+        return self
+
     def raw_topic_list(self) -> list[str]:
-        return [t.strip() for t in self.raw_topics.split(",") if t.strip()]
+        return list(self.raw_topics)
 
     def text_field_list(self) -> list[str]:
-        return [t.strip() for t in self.text_fields.split(",") if t.strip()]
+        return list(self.text_fields)
 
     def timestamp_field_list(self) -> list[str]:
-        return [t.strip() for t in self.timestamp_fields.split(",") if t.strip()]
+        return list(self.timestamp_fields)
 
     def detector_config(self) -> DetectorConfig:
         return DetectorConfig(
@@ -192,21 +248,33 @@ class Settings(BaseSettings):
         )
 
     def to_env(self) -> dict[str, str]:
-        """These settings as NDD_* variables (for a worker subprocess). Contains secrets."""
-        from ndd_stream.jsonio import dumps
+        """These settings as NDD_* variables (for a worker subprocess). Contains secrets.
 
+        ``Settings()`` under exactly these variables equals ``self``: a None whose default
+        is not None (a disabled decisions topic) is written as an empty value, not left out,
+        or the subprocess would get the default back.
+        """
         env: dict[str, str] = {}
-        for name in type(self).model_fields:
+        for name, info in type(self).model_fields.items():
             value = getattr(self, name)
-            if value is None:
-                continue
-            if isinstance(value, SecretStr):
-                value = value.get_secret_value()
-            if isinstance(value, dict):
-                text = dumps(value).decode()
-            elif isinstance(value, bool):
-                text = "true" if value else "false"
-            else:
-                text = str(value)
-            env["NDD_" + name.upper()] = text
+            if value is None and info.default is None:
+                continue  # unset is the default
+            env["NDD_" + name.upper()] = env_text(value)
         return env
+
+
+def env_text(value: object) -> str:
+    """A setting's value as written in an NDD_* variable (None: empty)."""
+    from ndd_stream.jsonio import dumps
+
+    if value is None:
+        return ""
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return dumps(value).decode()
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)

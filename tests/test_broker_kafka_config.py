@@ -20,9 +20,11 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka import Producer
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 from kafka_helpers import make_settings as settings_of
+from pydantic import ValidationError
 
 from ndd_stream.kafka import config as kc
 from ndd_stream.kafka.broker import free_port
+from ndd_stream.settings import Settings
 
 SECRET = "s3cr3t-Pa55"
 
@@ -50,6 +52,12 @@ def _closed_port_brokers() -> str:
     return f"127.0.0.1:{free_port()},127.0.0.1:{free_port()}"
 
 
+def aiokafka_kwargs(settings: Settings) -> dict[str, Any]:
+    """What the worker's Faust hands aiokafka under these settings (its client kwargs)."""
+    return {"bootstrap_servers": kc.bootstrap_list(settings), "client_id": settings.app_id,
+            **credentials_to_aiokafka_auth(kc.faust_credentials(settings))}
+
+
 def _aiokafka_accepts(conf: dict[str, Any]) -> None:
     """aiokafka validates its kwargs in the constructor (it connects only on start())."""
 
@@ -71,7 +79,7 @@ def test_plaintext_is_minimal() -> None:
     assert kc.faust_broker_urls(settings) == ["kafka://127.0.0.1:1", "kafka://127.0.0.1:2"]
     assert kc.faust_credentials(settings) is None
     assert kc.ssl_context(settings) is None
-    assert kc.aiokafka_config(settings)["security_protocol"] == "PLAINTEXT"
+    assert aiokafka_kwargs(settings)["security_protocol"] == "PLAINTEXT"
 
 
 def test_sasl_ssl(pki: dict[str, Path]) -> None:
@@ -102,12 +110,10 @@ def test_sasl_ssl(pki: dict[str, Path]) -> None:
     assert any(c["subject"] == ((("commonName", "ndd-test-ca"),),) for c in
                creds.ssl_context.get_ca_certs())  # fmt: skip
 
-    # What Faust hands aiokafka equals what our own aiokafka config says.
-    faust_auth = credentials_to_aiokafka_auth(creds)
-    ours = kc.aiokafka_config(settings)
-    for key in ("security_protocol", "sasl_mechanism", "sasl_plain_username",
-                "sasl_plain_password"):  # fmt: skip
-        assert faust_auth[key] == ours[key], key
+    # What Faust hands aiokafka is what the settings say, and aiokafka accepts it.
+    ours = aiokafka_kwargs(settings)
+    assert ours["security_protocol"] == "SASL_SSL" and ours["sasl_mechanism"] == "SCRAM-SHA-512"
+    assert ours["sasl_plain_username"] == "ndd" and ours["sasl_plain_password"] == SECRET
     _aiokafka_accepts(ours)
 
     for text in (repr(settings), repr(creds), kc.describe(settings), repr(kc.redact(conf)),
@@ -145,7 +151,7 @@ def test_ssl_mutual_tls_without_hostname_check(pki: dict[str, Path]) -> None:
     kwargs = kc.faust_broker_kwargs(settings)
     assert kwargs["broker"] == kc.faust_broker_urls(settings)
     assert isinstance(kwargs["broker_credentials"], faust.SSLCredentials)
-    _aiokafka_accepts(kc.aiokafka_config(settings))
+    _aiokafka_accepts(aiokafka_kwargs(settings))
 
 
 def test_sasl_plaintext_has_no_tls() -> None:
@@ -156,7 +162,7 @@ def test_sasl_plaintext_has_no_tls() -> None:
     assert isinstance(creds, faust.SASLCredentials)
     assert creds.protocol.value == "SASL_PLAINTEXT" and creds.ssl_context is None
     assert creds.mechanism.value == "PLAIN"
-    assert "ssl_context" not in kc.aiokafka_config(settings)
+    assert aiokafka_kwargs(settings)["ssl_context"] is None
 
 
 @pytest.mark.parametrize(
@@ -165,17 +171,23 @@ def test_sasl_plaintext_has_no_tls() -> None:
         ({"security_protocol": "SASL_SSL", "sasl_username": "u"}, "NDD_SASL_PASSWORD"),
         ({"security_protocol": "SASL_PLAINTEXT", "sasl_password": "p"}, "NDD_SASL_USERNAME"),
         ({"security_protocol": "SSL", "ssl_certfile": Path("/x.pem")}, "NDD_SSL_KEYFILE"),
-        ({"security_protocol": "SSL", "ssl_cafile": Path("/no/such/ca.pem")}, "not a readable"),
         ({"ssl_cafile": Path("/etc/hostname")}, "use SSL or SASL_SSL"),
-        ({"brokers": " , "}, "NDD_BROKERS is empty"),
+        ({"brokers": " , "}, "at least one host:port"),
     ],
 )
-def test_incomplete_security_settings_fail_early(fields: dict[str, object], message: str) -> None:
-    settings = settings_of(**fields)
-    with pytest.raises(kc.KafkaConfigError, match=message):
+def test_inconsistent_security_settings_are_rejected_by_the_settings(
+    fields: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        settings_of(**fields)
+
+
+def test_an_unreadable_tls_file_fails_when_a_client_is_configured() -> None:
+    settings = settings_of(security_protocol="SSL", ssl_cafile=Path("/no/such/ca.pem"))
+    with pytest.raises(kc.KafkaConfigError, match="not a readable"):
         kc.librdkafka_config(settings)
-    with pytest.raises(kc.KafkaConfigError, match=message):
-        kc.aiokafka_config(settings)
+    with pytest.raises(kc.KafkaConfigError, match="not a readable"):
+        kc.faust_credentials(settings)
 
 
 def test_secret_keys() -> None:

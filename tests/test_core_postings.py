@@ -1,8 +1,8 @@
 """PostingIndex (LSM of CSR blocks) against a naive dict-of-lists reference.
 
-The detector's decisions depend on the multiset of document numbers a lookup returns
-(it counts shared prefix keys per document), so the reference compares sorted results,
-multiplicities included, under random adds, releases and lookups.
+The detector's decisions depend on how many of an item's prefix keys each earlier
+document shares, which it asks with :meth:`PostingIndex.count`; the reference counts the
+same from a dict of lists, under random adds, releases and counts over random ranges.
 """
 
 from __future__ import annotations
@@ -33,8 +33,13 @@ class _Reference:
             self.by_key[k].append(number)
         return number
 
-    def lookup(self, keys: list[int]) -> list[int]:
-        return sorted(d for k in keys for d in self.by_key.get(k, ()) if d >= self.base)
+    def count(self, keys: list[int], first: int, n: int) -> list[int]:
+        out = [0] * n
+        for k in set(keys):
+            for d in self.by_key.get(k, ()):
+                if d >= self.base and first <= d < first + n:
+                    out[d - first] += 1
+        return out
 
     def release_before(self, number: int) -> None:
         self.base = min(max(number, self.base), self.end)
@@ -43,41 +48,47 @@ class _Reference:
 _key = st.integers(min_value=0, max_value=40) | st.integers(min_value=0, max_value=2**32 - 1)
 _op = st.one_of(
     st.tuples(st.just("add"), st.lists(_key, max_size=30)),
-    st.tuples(st.just("lookup"), st.lists(_key, max_size=30)),
+    st.tuples(st.just("count"), st.lists(_key, max_size=30), st.integers(-2, 3),
+              st.integers(0, 200)),
     st.tuples(st.just("release"), st.integers(min_value=0, max_value=8)),
 )
 
 
+def _counts(index: PostingIndex, keys: list[int], first: int, n: int) -> list[int]:
+    """``count`` as the detector calls it: sorted distinct keys."""
+    got = index.count(np.unique(np.array(keys, dtype=np.uint32)), first, n)
+    assert got.dtype == np.int32 and got.size == n
+    return [int(c) for c in got]
+
+
 def _check(ops: list[tuple[str, Any]]) -> None:
     index, ref = PostingIndex(), _Reference()
-    for op, arg in ops:
+    for op, *args in ops:
         if op == "add":
-            keys = list(arg)
+            keys = list(args[0])
             assert index.add(np.array(keys, dtype=np.uint32)) == ref.add(keys)
-        elif op == "lookup":
-            keys = list(arg)
-            got = index.lookup(np.array(keys, dtype=np.uint32))
-            assert got.dtype == np.int64
-            assert sorted(got.tolist()) == ref.lookup(keys)
+        elif op == "count":
+            keys, shift, n = list(args[0]), int(args[1]), int(args[2])
+            first = max(0, ref.base + shift)  # around the base: below it counts are 0
+            assert _counts(index, keys, first, n) == ref.count(keys, first, n)
         else:
-            step = int(arg)
+            step = int(args[0])
             index.release_before(ref.base + step)
             ref.release_before(ref.base + step)
         assert index.base == ref.base and index.end == ref.end
     everything = sorted(ref.by_key)
-    got = index.lookup(np.array(everything, dtype=np.uint32))
-    assert sorted(got.tolist()) == ref.lookup(everything)
+    assert _counts(index, everything, 0, ref.end) == ref.count(everything, 0, ref.end)
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_op, max_size=120))
-def test_lookup_matches_reference(ops: list[tuple[str, Any]]) -> None:
+def test_count_matches_reference(ops: list[tuple[str, Any]]) -> None:
     _check(ops)
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(_op, max_size=200))
-def test_lookup_matches_reference_with_tiny_blocks(ops: list[tuple[str, Any]]) -> None:
+def test_count_matches_reference_with_tiny_blocks(ops: list[tuple[str, Any]]) -> None:
     """With a tiny merge cap, blocks stop merging early and straddle releases often."""
     saved = postings._MIN_CAP
     postings._MIN_CAP = 8
@@ -97,10 +108,11 @@ def test_blocks_expire_and_stay_few() -> None:
     held = len(index)
     index.release_before(2000)
     assert len(index) < held
-    assert (index.lookup(np.arange(5000, dtype=np.uint32)) >= 2000).all()
+    counts = index.count(np.arange(5000, dtype=np.uint32), 0, 3000)
+    assert not counts[:2000].any() and counts[2000:].all()
     index.release_before(3000)
     assert len(index) == 0 and index.nbytes == 0
-    assert index.lookup(np.arange(10, dtype=np.uint32)).size == 0
+    assert not index.count(np.arange(10, dtype=np.uint32), 0, 3000).any()
 
 
 def test_no_block_spans_more_documents_than_its_2_byte_ids_can_number() -> None:

@@ -92,3 +92,49 @@ def test_subcommand_registration() -> None:
     add_eval_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["eval", "corpus", "--extract", "tags"])
     assert args.extract == "tags" and callable(args.handler)
+
+
+_WITHOUT_EXTRA = (
+    "import sys; sys.modules['datasketch'] = None; sys.modules['matplotlib'] = None; "
+    "from ndd_stream.cli.main import main; sys.exit(main(sys.argv[1:]))"
+)
+
+
+def test_eval_works_without_the_eval_extra(tmp_path: Path) -> None:
+    """After ``pip install -e .`` alone: minhash-lsh and the plot are left out, with a note."""
+    import subprocess
+    import sys
+
+    root = write_cluster_corpus(tmp_path / "corpus", clusters=3, size=2)
+    out = tmp_path / "report"
+    run = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_EXTRA, "eval", str(root), "-o", str(out),
+         "--thresholds", "0.5", "--no-progress"],
+        capture_output=True, text=True, timeout=240, check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "minhash-lsh left out (datasketch not installed" in run.stderr
+    assert "no plot (matplotlib not installed" in run.stderr
+    methods = [m["name"] for m in orjson.loads((out / "report.json").read_bytes())["methods"]]
+    assert "minhash-lsh" not in methods and "ddd" in methods
+    assert not (out / "f1_vs_threshold.png").exists()
+
+    asked = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_EXTRA, "eval", str(root), "--methods", "minhash-lsh"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert asked.returncode == 2
+    assert asked.stderr.strip().splitlines() == [
+        "ndd-stream eval: error: method minhash-lsh needs datasketch: "
+        "pip install 'ndd-stream[eval]'"
+    ]
+
+
+def test_eval_help_is_for_users(capsys: pytest.CaptureFixture[str]) -> None:
+    from ndd_stream.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["eval", "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    assert "labelled corpus" in text and ":func:" not in text and "``" not in text

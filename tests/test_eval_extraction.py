@@ -1,4 +1,4 @@
-"""Extraction for evaluation: core modes, the lab's prose filter, plain text untouched."""
+"""Extraction for evaluation: the core's modes, as the stream applies them."""
 
 from __future__ import annotations
 
@@ -8,11 +8,10 @@ from pathlib import Path
 from test_eval_support import article, html_page, write_cluster_corpus
 
 from ndd_stream.core.detector import DEFAULT_THRESHOLD
-from ndd_stream.core.extract import EXTRACT_MODES, extract_text
+from ndd_stream.core.extract import EXTRACT_MODES, extract_text, prose_blocks
 from ndd_stream.core.items import ItemFormat, parse_object
 from ndd_stream.eval.corpus import load_corpus
 from ndd_stream.eval.extraction import extract_items, extraction_modes
-from ndd_stream.eval.extraction_lab import main_prose, prose_blocks
 from ndd_stream.eval.runner import EvalConfig
 from ndd_stream.settings import Settings
 
@@ -26,7 +25,7 @@ def test_prose_filter_keeps_long_blocks_only() -> None:
 
 def test_main_prose_drops_navigation_and_scripts() -> None:
     page = html_page("T", article(3), site=1)
-    text = main_prose(page)
+    text = extract_text(page, "main")
     assert "var x1" not in text and "Section10" not in text
     assert article(3)[:60] in text
 
@@ -35,15 +34,12 @@ def test_extract_items_by_mode(tmp_path: Path) -> None:
     root = write_cluster_corpus(tmp_path / "c", clusters=1, size=2)
     (root / "plain.txt").write_text("<b>kept</b> as is", encoding="utf-8")
     corpus = load_corpus(root)
-    assert set(extraction_modes()) >= {"raw", "tags", "main", "lab-main-prose"}
+    assert extraction_modes() == EXTRACT_MODES == ("raw", "tags", "main")
     for mode in extraction_modes():
         out = extract_items(corpus.items, mode)
         assert out.html_pages == 2 and not out.failures
         plain = out.texts[[i.source for i in corpus.items].index("plain.txt")]
-        if mode in EXTRACT_MODES:  # as the stream treats a plain-text body
-            assert plain == extract_text("<b>kept</b> as is", mode)
-        else:  # lab extractors are for HTML pages only
-            assert plain == "<b>kept</b> as is"
+        assert plain == extract_text("<b>kept</b> as is", mode)  # as the stream treats it
     assert "<script>" not in extract_items(corpus.items, "tags").texts[0]
 
 

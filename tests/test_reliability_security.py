@@ -28,7 +28,7 @@ from reliability_harness import (
     web_port,
 )
 
-from ndd_stream.kafka.config import REDACTED, aiokafka_config, describe, librdkafka_config, redact
+from ndd_stream.kafka.config import REDACTED, describe, librdkafka_config, redact
 from ndd_stream.worker.logs import JsonFormatter
 
 SECRET = "s3cr3t-Pa55-reliability"
@@ -47,7 +47,6 @@ def test_log_lines_and_printable_settings_never_carry_the_password() -> None:
     lines = [
         formatted("ndd-stream worker: %s", describe(settings)),  # the worker's start line
         formatted("config %s", redact(librdkafka_config(settings))),
-        formatted("config %s", redact(aiokafka_config(settings))),
         formatted("settings %s", settings),
         formatted("settings %r", settings),
         settings.model_dump_json(),

@@ -111,18 +111,20 @@ def test_topics_file_setting_and_directory_merge(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("doc", "message"),
     [
-        ({"topics": {"a": {"name": "x", "partition": 3}}}, "unknown key.*partition"),
-        ({"topics": {"a": {"name": "x", "partitions": 0}}}, "positive integer"),
-        ({"topics": {"a": {"name": "x", "partitions": "8"}}}, "positive integer"),
+        ({"topics": {"a": {"name": "x", "partition": 3}}},
+         r"topics\.a\.partition: Extra inputs are not permitted"),
+        ({"topics": {"a": {"name": "x", "partitions": 0}}}, "greater than or equal to 1"),
+        ({"topics": {"a": {"name": "x", "partitions": "8"}}}, "partitions: .*valid integer"),
         ({"topics": {"a": {"name": "x", "setting": "no_such"}}}, "not a Settings field"),
-        ({"topics": {"a": {"name": "x", "role": "sink"}}}, "role must be"),
+        ({"topics": {"a": {"name": "x", "role": "sink"}}}, "role: Input should be 'input'"),
         ({"topics": {"a": {"name": "x", "config": {"retention.ms": [1]}}}}, "scalar"),
         ({"topics": {"a": {"name": "x", "config": {"Bad Key": "1"}}}}, "invalid config name"),
-        ({"topics": {"a": {"partitions": 1}}}, "'name' is required"),
-        ({"topics": {}}, "non-empty mapping"),
-        ({"version": 2, "topics": {"a": {"name": "x"}}}, "unsupported version"),
-        ({"defaults": {"replicas": 1}, "topics": {"a": {"name": "x"}}}, "unknown key"),
-        (["not", "a", "mapping"], "expected a mapping"),
+        ({"topics": {"a": {"partitions": 1}}}, r"topics\.a\.name: Field required"),
+        ({"topics": {}}, "topics: .*at least 1 item"),
+        ({"version": 2, "topics": {"a": {"name": "x"}}}, "version: Input should be 1"),
+        ({"defaults": {"replicas": 1}, "topics": {"a": {"name": "x"}}},
+         r"defaults\.replicas: Extra inputs"),
+        (["not", "a", "mapping"], "file: Input should be a valid dictionary"),
     ],
 )
 def test_invalid_definitions_are_rejected_with_the_place(
@@ -235,4 +237,4 @@ def test_bad_definitions_exit_2(tmp_path: Path) -> None:
     path = _write(tmp_path, {"topics": {"a": {"name": "x", "partitions": -1}}})
     console, out = _console()
     assert topics_apply(settings_of(topics_file=path), console=console) == EXIT_USAGE
-    assert "positive integer" in out.getvalue()
+    assert "topics.a.partitions: Input should be greater than or equal to 1" in out.getvalue()

@@ -10,14 +10,15 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ndd_stream.settings import Settings
+from ndd_stream.settings import Settings, env_text
 
 
 def _settings_help() -> str:
     lines = ["settings (environment variables; every field of ndd_stream.settings.Settings):"]
     for name, field in Settings.model_fields.items():
         default = field.get_default(call_default_factory=True)
-        lines.append(f"  NDD_{name.upper():<22} {field.description} (default: {default!r})")
+        shown = "unset" if default is None else env_text(default) or "empty"
+        lines.append(f"  NDD_{name.upper():<22} {field.description} (default: {shown})")
     return "\n".join(lines)
 
 

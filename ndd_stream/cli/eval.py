@@ -2,7 +2,7 @@
 or ``ndd-stream eval STREAM --pairs PAIRS.jsonl``: routing precision and recall on labelled
 pairs of a timed stream (docs/EVALUATION.md).
 
-Wire into the main CLI with :func:`add_eval_parser` (sub-command) or call :func:`eval_main`.
+Wired into the main CLI by :func:`add_eval_parser`; :func:`eval_main` runs it alone.
 """
 
 from __future__ import annotations
@@ -15,10 +15,16 @@ from ndd_stream.core.detector import DEFAULT_THRESHOLD, NOVELTY_MODES
 from ndd_stream.core.extract import DEFAULT_EXTRACT, EXTRACT_MODES
 from ndd_stream.eval.corpus import JsonlFields
 from ndd_stream.eval.extraction import extraction_modes
-from ndd_stream.eval.methods.registry import DEFAULT_METHODS, FACTORIES
+from ndd_stream.eval.methods.registry import DEFAULT_METHODS, FACTORIES, missing_package
 from ndd_stream.eval.runner import DEFAULT_THRESHOLDS, EvalConfig
 
 DEFAULT_DDD_THRESHOLD = DEFAULT_THRESHOLD  # the stream's and dedup's defaults, one source
+DESCRIPTION = (
+    "Measure near-duplicate detection quality on a labelled corpus (a folder of cluster "
+    "folders, or a JSONL file with a cluster field), for DDD and the methods it is compared "
+    "with: pairwise and streaming-routing precision, recall and F1 over a threshold sweep. "
+    "Writes report.json, report.md and f1_vs_threshold.png. Corpora: docs/EVALUATION.md."
+)
 
 
 def parse_thresholds(values: list[str]) -> tuple[float, ...]:
@@ -54,7 +60,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         default=list(DEFAULT_METHODS),
         choices=list(FACTORIES),
         metavar="METHOD",
-        help=f"methods to compare (default: all): {', '.join(FACTORIES)}",
+        help=f"methods to compare (default: all installed): {', '.join(FACTORIES)}",
     )
     parser.add_argument(
         "--thresholds",
@@ -116,7 +122,7 @@ def add_eval_parser(
     parser = subparsers.add_parser(
         "eval",
         help="measure detection quality on a labelled corpus, against the seeds' methods",
-        description=__doc__,
+        description=DESCRIPTION,
     )
     _configure(parser)
     return parser
@@ -129,10 +135,20 @@ def _run(args: argparse.Namespace) -> int:
     try:
         thresholds = parse_thresholds(args.thresholds) if args.thresholds else DEFAULT_THRESHOLDS
     except (argparse.ArgumentTypeError, ValueError) as exc:
-        print(f"ndd-stream eval: {exc}", file=sys.stderr)
+        print(f"ndd-stream eval: error: {exc}", file=sys.stderr)
         return 2
     if args.pairs is not None:
         return _run_pairs(args, thresholds if args.thresholds else None)
+    for name in args.methods:
+        package = missing_package(name)
+        if package is not None:
+            print(f"ndd-stream eval: error: method {name} needs {package}: "
+                  "pip install 'ndd-stream[eval]'", file=sys.stderr)
+            return 2
+    left_out = {n: p for n in FACTORIES if (p := missing_package(n)) and n not in args.methods}
+    if left_out and args.methods == list(DEFAULT_METHODS):
+        print(f"note: {', '.join(left_out)} left out ({', '.join(left_out.values())} not "
+              "installed; pip install 'ndd-stream[eval]')", file=sys.stderr)
     config = EvalConfig(
         corpus=args.corpus,
         methods=tuple(dict.fromkeys(args.methods)),
@@ -154,9 +170,12 @@ def _run(args: argparse.Namespace) -> int:
     try:
         result = run(config)
     except (FileNotFoundError, ValueError) as exc:
-        print(f"ndd-stream eval: {exc}", file=sys.stderr)
+        print(f"ndd-stream eval: error: {exc}", file=sys.stderr)
         return 2
     paths = write_reports(result, args.output)
+    if "plot" not in paths:
+        print("note: no plot (matplotlib not installed; pip install 'ndd-stream[eval]')",
+              file=sys.stderr)
     for s in result.corpus.skipped:
         print(f"skipped {s.source}: {s.reason}", file=sys.stderr)
     print(paths["markdown"].read_text(encoding="utf-8"))
@@ -199,7 +218,7 @@ def _run_pairs(args: argparse.Namespace, thresholds: tuple[float, ...] | None) -
 
 def eval_main(argv: list[str]) -> int:
     """Stand-alone entry point: ``eval_main(["CORPUS", "-o", "out"])``."""
-    parser = argparse.ArgumentParser(prog="ndd-stream eval", description=__doc__)
+    parser = argparse.ArgumentParser(prog="ndd-stream eval", description=DESCRIPTION)
     _configure(parser)
     args = parser.parse_args(argv)
     return int(args.handler(args))

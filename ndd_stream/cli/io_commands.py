@@ -21,9 +21,11 @@ from pathlib import Path
 
 from confluent_kafka import KafkaException
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ndd_stream.kafka.config import KafkaConfigError
+from ndd_stream.kafka.probe import broker_error, unreachable_message
 from ndd_stream.kafka.produce import ProduceCounts, produce_file
 from ndd_stream.kafka.tail import print_tail
 from ndd_stream.kafka.topics import ApplyReport, TopicDefinitionError, apply, definitions_path
@@ -143,6 +145,8 @@ def produce(
     if rate is not None and rate <= 0:
         console.print("[bold red]error:[/] --rate must be positive")
         return EXIT_USAGE
+    if _unreachable(settings, console, max(2.0, min(5.0, flush_timeout))):
+        return EXIT_UNREACHABLE
     try:
         counts = produce_file(settings, path, target, rate=rate, flush_timeout=flush_timeout)
     except KafkaConfigError as exc:
@@ -184,6 +188,8 @@ def tail(
     console = console or Console()
     target = topic or settings.unique_topic
     try:
+        if _unreachable(settings, console, max(2.0, min(5.0, timeout or 5.0))):
+            return EXIT_UNREACHABLE
         seen = print_tail(
             settings,
             [target],
@@ -202,3 +208,16 @@ def tail(
         return EXIT_UNREACHABLE
     console.print(f"[dim]{seen} record(s) from {target}[/]")
     return EXIT_OK
+
+
+def _unreachable(settings: Settings, console: Console, seconds: float = 5.0) -> bool:
+    """Say so in one line when no broker answers (instead of client retries for minutes)."""
+    try:
+        reason = broker_error(settings, seconds)
+    except KafkaConfigError:
+        return False  # the command itself reports it, as a usage error
+    if reason is None:
+        return False
+    console.print(f"[bold red]error:[/] {escape(unreachable_message(settings, seconds, reason))}",
+                  soft_wrap=True)
+    return True

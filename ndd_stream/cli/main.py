@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from ndd_stream import __version__
+from ndd_stream.cli.errors import UsageError, settings_error, settings_source_error
 from ndd_stream.core.detector import NOVELTY_MODES
 from ndd_stream.core.extract import EXTRACT_MODES
 from ndd_stream.settings import Settings
@@ -44,20 +46,32 @@ def _add_detection_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_settings(args: argparse.Namespace) -> Settings:
-    """Settings from the environment, overridden by the options given on the command line."""
+    """Settings from the environment, overridden by the options given on the command line.
+
+    Raises UsageError, with what the user typed and the allowed values, for bad settings.
+    """
     fields = Settings.model_fields
     overrides = {k: v for k, v in vars(args).items() if k in fields and v is not None}
     config = getattr(args, "config", None)
     if config is not None and not Path(config).is_file():
-        raise ValueError(f"--config {config}: no such file")
-    return Settings(_env_file=config, **overrides)  # type: ignore[call-arg]
+        raise UsageError(f"--config {config}: no such file")
+    try:
+        return Settings(_env_file=config, **overrides)  # type: ignore[call-arg]
+    except ValidationError as exc:
+        raise UsageError("invalid settings: " + settings_error(exc, set(overrides), config)) \
+            from None
+    except SettingsError as exc:  # e.g. NDD_SCOPE_MAP that is not JSON
+        raise UsageError(f"invalid settings: {settings_source_error(exc)}") from None
 
 
 def _cmd_dedup(args: argparse.Namespace, settings: Settings) -> int:
     from ndd_stream.dedup import dedup_file
 
-    summary = dedup_file(args.input, args.output, settings.detector_config(),
-                         settings.item_format())
+    try:
+        summary = dedup_file(args.input, args.output, settings.detector_config(),
+                             settings.item_format())
+    except OSError as exc:  # the input or the output file: a user error, not a bug
+        raise UsageError(f"{exc.filename}: {exc.strerror}") from None
     from ndd_stream.jsonio import dumps
 
     sys.stderr.write("summary: " + dumps(summary.as_dict()).decode() + "\n")
@@ -85,6 +99,11 @@ def make_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
 
     for register in _extra_commands():
         register(sub, handlers)
+    for command in sub.choices.values():
+        # --config after the subcommand, too (SUPPRESS: an absent one keeps the top-level one)
+        command.add_argument("--config", type=Path, default=argparse.SUPPRESS, metavar="FILE",
+                             help="settings file (NDD_NAME=value lines, .env format)")
+        command.set_defaults(command_parser=command)  # its usage goes with its errors
     return parser, handlers
 
 
@@ -100,14 +119,19 @@ def _extra_commands() -> list[Callable[[Any, dict[str, Handler]], None]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``ndd-stream`` console script. User errors: one line, exit code 2."""
     parser, handlers = make_parser()
     args = parser.parse_args(argv)
+    command: argparse.ArgumentParser = args.command_parser
     try:
         settings = build_settings(args)
-    except (ValidationError, ValueError) as exc:
-        parser.error(f"invalid settings:\n{exc}")
+    except UsageError as exc:
+        command.error(str(exc))  # with the subcommand's usage; exits 2
     try:
         return handlers[args.command](args, settings)
+    except UsageError as exc:
+        sys.stderr.write(f"{command.prog}: error: {exc}\n")
+        return 2
     except KeyboardInterrupt:
         return 130
 

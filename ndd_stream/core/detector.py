@@ -49,6 +49,9 @@ NOVELTY_MODES: tuple[NoveltyMode, ...] = ("auto", "on", "off")
 0.32 to 0.97; on crawled web pages (Gold Set) copies differ in the figures of their page
 furniture (dates, times, counters), so the rule would cost a seventh of the recall there.
 "auto" therefore applies it to plain-text items only."""
+#: The bitmap filter's size range (log2 bits per document); 0 turns it off.
+BITMAP_BITS_MIN = 6
+BITMAP_BITS_MAX = 24
 
 
 @dataclass(frozen=True)
@@ -80,9 +83,10 @@ class DetectorConfig:
         if self.novelty not in NOVELTY_MODES:
             raise ValueError(f"novelty must be one of {NOVELTY_MODES}, got {self.novelty!r}")
         if self.bitmap_bits is not None and self.bitmap_bits != 0 and not (
-            6 <= self.bitmap_bits <= 24
+            BITMAP_BITS_MIN <= self.bitmap_bits <= BITMAP_BITS_MAX
         ):
-            raise ValueError(f"bitmap_bits must be 0 or in 6..24, got {self.bitmap_bits}")
+            raise ValueError(f"bitmap_bits must be 0 or in {BITMAP_BITS_MIN}..{BITMAP_BITS_MAX}, "
+                             f"got {self.bitmap_bits}")
 
     @property
     def effective_bitmap_bits(self) -> int:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ndd_stream.core.kernels import block_postings, count_block, csr, directory, merge_csr
+from ndd_stream.core.kernels import count_block, csr, directory, merge_csr
 
 Keys = npt.NDArray[np.uint32]
 Ints = npt.NDArray[np.int64]
@@ -108,47 +108,30 @@ class PostingIndex:
         self._merge_tail()
         return number
 
-    def lookup(self, keys: Keys) -> Ints:
-        """Document numbers (>= base) with a posting under one of ``keys``, once per
-        (probe key, posting) pair, in no particular order. Sorted probes are fastest."""
-        if keys.size == 0 or not self._blocks:
-            return np.zeros(0, dtype=np.int64)
-        probe = np.asarray(keys, dtype=np.uint32)
-        found: list[Ints] = []
-        for block in self._blocks:
-            if block.hi <= self.base:
-                continue
-            docs = block_postings(block.ukeys, block.offs, block.ids, probe).astype(np.int64)
-            docs += block.lo
-            if block.lo < self.base:
-                docs = docs[docs >= self.base]
-            if docs.size:
-                found.append(docs)
-        if not found:
-            return np.zeros(0, dtype=np.int64)
-        return found[0] if len(found) == 1 else np.concatenate(found)
-
     def count(self, keys: Keys, first: int, n: int) -> npt.NDArray[np.int32]:
-        """For documents ``first .. first+n-1``: how many postings each has under ``keys``
-        (sorted, distinct). The same as counting :meth:`lookup`, in one pass per block (in
-        C when the kernels are built, see :mod:`ndd_stream.core.kernels`)."""
+        """For documents ``first .. first+n-1`` (``counts[i]`` is document ``first + i``):
+        how many postings each has under ``keys`` (sorted, distinct); 0 for released ones.
+        One pass per block (in C when the kernels are built, see
+        :mod:`ndd_stream.core.kernels`)."""
         counts = np.zeros(n, dtype=np.int32)
         if keys.size == 0 or n <= 0:
             return counts
         probe = np.ascontiguousarray(keys, dtype=np.uint32)
-        first = max(first, self.base)
+        live = max(first, self.base)
         for block in self._blocks:
-            if block.hi <= first:
+            if block.hi <= live:
                 continue
             if block.directory is None:
                 block.directory = directory(block.ukeys)
             count_block(block.ukeys, block.offs, block.ids, block.lo, probe, first, counts,
                         block.directory)
+        if live > first:  # a block straddling the base still holds released documents
+            counts[: live - first] = 0
         return counts
 
     def release_before(self, number: int) -> None:
         """Forget documents numbered below ``number``: drops every block whose documents
-        are all below it; a block straddling it is filtered at lookup until it expires."""
+        are all below it; a block straddling it is filtered by :meth:`count` until it expires."""
         self.base = min(max(number, self.base), self.end)
         drop = 0
         for block in self._blocks:

@@ -21,12 +21,6 @@ def doc_q(a: Codes, b: Codes) -> float:
     return intersection_size(a, b) / denom
 
 
-def is_match(shared: int, size_a: int, size_b: int, threshold: float) -> bool:
-    """Def. 3.33 with the exact float rule of doc_q: shared / max >= threshold."""
-    denom = max(size_a, size_b)
-    return denom > 0 and shared / denom >= threshold
-
-
 def min_overlap(size: int, threshold: float) -> int:
     """Smallest o with o / size >= threshold: a match with a set of ``size`` needs that many
     shared q-grams whatever the other set's size (the max() denominator is never smaller)."""

@@ -1,37 +1,25 @@
-"""Text extraction for evaluation: the core's modes, plus experimental ones from the lab.
+"""Text extraction for evaluation: the core's modes, applied as the stream applies them.
 
-With the core's modes (``raw``, ``tags``, ``main``) every item's text is built by
-:func:`ndd_stream.core.items.compose_text`, exactly as the stream builds it: a JSONL
-title field (when the corpus has one) then the body, each extracted per the mode, HTML
-or plain text alike. Modes starting with ``lab-`` come from
-:mod:`ndd_stream.eval.extraction_lab`, where candidate extractors are measured on HTML
-pages before they move into the core; they leave plain text as it is.
+Every item's text is built by :func:`ndd_stream.core.items.compose_text`, exactly as the
+stream builds it: a JSONL title field (when the corpus has one) then the body, each
+extracted per the mode (``raw``, ``tags``, ``main``), HTML or plain text alike. A new
+extractor is measured by adding it to :mod:`ndd_stream.core.extract` as a mode.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from ndd_stream.core.extract import EXTRACT_MODES, ExtractMode, extract_text
+from ndd_stream.core.extract import EXTRACT_MODES, ExtractMode
 from ndd_stream.core.items import compose_text
 from ndd_stream.eval.corpus import Item
-from ndd_stream.eval.extraction_lab import LAB_EXTRACTORS
 
 
 def extraction_modes() -> tuple[str, ...]:
-    return (*EXTRACT_MODES, *LAB_EXTRACTORS)
-
-
-def extractor(mode: str) -> Callable[[str], str]:
-    """The HTML-to-text function of ``mode``."""
-    if mode in LAB_EXTRACTORS:
-        return LAB_EXTRACTORS[mode]
-    if mode in EXTRACT_MODES:
-        return lambda raw: extract_text(raw, mode)
-    raise ValueError(f"unknown extraction mode {mode!r}; choose from {extraction_modes()}")
+    return EXTRACT_MODES
 
 
 @dataclass(frozen=True)
@@ -44,8 +32,9 @@ class Extracted:
 
 def extract_items(items: Sequence[Item], mode: str) -> Extracted:
     """Extract every item's text; a failing extractor falls back to the raw content."""
-    fn = extractor(mode)
-    core_mode = cast("ExtractMode", mode) if mode in EXTRACT_MODES else None
+    if mode not in EXTRACT_MODES:
+        raise ValueError(f"unknown extraction mode {mode!r}; choose from {EXTRACT_MODES}")
+    core_mode = cast("ExtractMode", mode)
     texts: list[str] = []
     failures: list[tuple[str, str]] = []
     html_seconds = 0.0
@@ -53,13 +42,9 @@ def extract_items(items: Sequence[Item], mode: str) -> Extracted:
     for item in items:
         start = time.perf_counter()
         try:
-            if core_mode is not None:  # the stream's own composition (core/items.py)
-                parts = [item.title, item.content] if item.title_from_field else [item.content]
-                text = compose_text(parts, core_mode)
-            elif item.is_html:
-                text = fn(item.content)
-            else:
-                text = item.content
+            # the stream's own composition (core/items.py)
+            parts = [item.title, item.content] if item.title_from_field else [item.content]
+            text = compose_text(parts, core_mode)
         except Exception as exc:  # an extractor bug must not end the evaluation
             failures.append((item.source, f"{exc.__class__.__name__}: {exc}"))
             text = item.content

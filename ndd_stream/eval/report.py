@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -185,8 +186,13 @@ def plot(result: EvalResult, path: Path) -> None:
     plt.close(fig)
 
 
+def can_plot() -> bool:
+    """matplotlib comes with the ``eval`` extra; without it the reports have no plot."""
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def write_reports(result: EvalResult, out_dir: Path) -> dict[str, Path]:
-    """Write report.json, report.md and f1_vs_threshold.png into ``out_dir``."""
+    """Write report.json, report.md and (with matplotlib) f1_vs_threshold.png."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {
         "json": out_dir / "report.json",
@@ -195,5 +201,8 @@ def write_reports(result: EvalResult, out_dir: Path) -> dict[str, Path]:
     }
     paths["json"].write_bytes(orjson.dumps(to_json(result), option=orjson.OPT_INDENT_2))
     paths["markdown"].write_text(to_markdown(result), encoding="utf-8")
-    plot(result, paths["plot"])
+    if can_plot():
+        plot(result, paths["plot"])
+    else:
+        del paths["plot"]
     return paths

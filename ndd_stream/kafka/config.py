@@ -2,8 +2,10 @@
 
 Two client families are used: confluent-kafka (librdkafka: admin, CLI producer/tail)
 and aiokafka (through Faust: the worker). Both are configured from the same settings
-here, so security options cannot drift between them. Secrets only ever leave this module
-inside client configs; use :func:`redact` / :func:`describe` for anything that is logged.
+here, so security options cannot drift between them. The settings themselves are
+checked for consistency (SASL needs credentials, ...) by a model validator of Settings.
+Secrets only ever leave this module inside client configs; use :func:`redact` /
+:func:`describe` for anything that is logged.
 """
 
 from __future__ import annotations
@@ -20,15 +22,12 @@ REDACTED = "**********"
 
 
 class KafkaConfigError(ValueError):
-    """The security settings are incomplete or inconsistent."""
+    """A TLS file of the settings cannot be read."""
 
 
 def bootstrap_list(settings: Settings) -> list[str]:
-    """``host:port`` entries of ``settings.brokers``, blanks dropped."""
-    hosts = [h.strip() for h in settings.brokers.split(",") if h.strip()]
-    if not hosts:
-        raise KafkaConfigError("NDD_BROKERS is empty: give at least one host:port")
-    return hosts
+    """``host:port`` entries of ``settings.brokers``, blanks dropped (Settings ensures one)."""
+    return [h.strip() for h in settings.brokers.split(",") if h.strip()]
 
 
 def _uses_ssl(settings: Settings) -> bool:
@@ -40,19 +39,8 @@ def _uses_sasl(settings: Settings) -> bool:
 
 
 def _check(settings: Settings) -> None:
-    """Fail early with a readable message instead of an opaque client error later."""
-    if _uses_sasl(settings) and (not settings.sasl_username or settings.sasl_password is None):
-        raise KafkaConfigError(
-            f"security_protocol {settings.security_protocol} needs NDD_SASL_USERNAME and "
-            "NDD_SASL_PASSWORD"
-        )
-    if (settings.ssl_certfile is None) != (settings.ssl_keyfile is None):
-        raise KafkaConfigError("mutual TLS needs both NDD_SSL_CERTFILE and NDD_SSL_KEYFILE")
-    if not _uses_ssl(settings) and (settings.ssl_cafile or settings.ssl_certfile):
-        raise KafkaConfigError(
-            f"SSL files are set but security_protocol is {settings.security_protocol}; "
-            "use SSL or SASL_SSL"
-        )
+    """The TLS files exist when a client is configured (not when Settings are built: a
+    setting may name a file that only the worker's host or container has)."""
     for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
         path = getattr(settings, name)
         if path is not None and not path.is_file():
@@ -71,7 +59,7 @@ def librdkafka_config(settings: Settings, extra: Mapping[str, Any] | None = None
         "client.id": settings.app_id,
     }
     if _uses_sasl(settings):
-        assert settings.sasl_password is not None  # _check
+        assert settings.sasl_password is not None  # Settings._security_consistent
         conf["sasl.mechanism"] = settings.sasl_mechanism
         conf["sasl.username"] = settings.sasl_username
         conf["sasl.password"] = settings.sasl_password.get_secret_value()
@@ -107,24 +95,6 @@ def ssl_context(settings: Settings) -> ssl.SSLContext | None:
     ctx.check_hostname = settings.ssl_check_hostname
     ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
-
-
-def aiokafka_config(settings: Settings) -> dict[str, Any]:
-    """Keyword arguments for ``aiokafka.AIOKafkaProducer`` / ``AIOKafkaConsumer``."""
-    conf: dict[str, Any] = {
-        "bootstrap_servers": bootstrap_list(settings),
-        "security_protocol": settings.security_protocol,
-        "client_id": settings.app_id,
-    }
-    ctx = ssl_context(settings)  # also runs _check
-    if ctx is not None:
-        conf["ssl_context"] = ctx
-    if _uses_sasl(settings):
-        assert settings.sasl_password is not None
-        conf["sasl_mechanism"] = settings.sasl_mechanism
-        conf["sasl_plain_username"] = settings.sasl_username
-        conf["sasl_plain_password"] = settings.sasl_password.get_secret_value()
-    return conf
 
 
 def faust_broker_urls(settings: Settings) -> list[str]:

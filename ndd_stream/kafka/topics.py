@@ -12,11 +12,12 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
 from ndd_stream.kafka.config import librdkafka_config
 from ndd_stream.settings import Settings
@@ -24,22 +25,6 @@ from ndd_stream.settings import Settings
 Role = Literal["input", "output", "internal"]
 Action = Literal["created", "would-create", "exists", "mismatch", "skipped", "error"]
 
-_ROLES: tuple[str, ...] = ("input", "output", "internal")
-_TOPIC_KEYS = frozenset(
-    {
-        "name",
-        "setting",
-        "unmanaged_if",
-        "partitions",
-        "partitions_setting",
-        "replication_factor",
-        "config",
-        "role",
-        "description",
-    }
-)
-_TOP_KEYS = frozenset({"version", "defaults", "topics"})
-_DEFAULT_KEYS = frozenset({"partitions", "replication_factor", "config"})
 _TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _CONFIG_KEY = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 #: Configs whose values are comma-separated sets (order does not matter).
@@ -180,91 +165,102 @@ def _load_file(file: Path) -> list[TopicSpec]:
         doc = yaml.safe_load(file.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
         raise TopicDefinitionError(f"{file}: cannot read YAML: {exc}") from exc
-    where = str(file)
-    if not isinstance(doc, dict):
-        raise TopicDefinitionError(f"{where}: expected a mapping with 'topics'")
-    _no_unknown(doc, _TOP_KEYS, where)
-    if doc.get("version", 1) != 1:
-        raise TopicDefinitionError(f"{where}: unsupported version {doc.get('version')!r}")
-    defaults = doc.get("defaults") or {}
-    if not isinstance(defaults, dict):
-        raise TopicDefinitionError(f"{where}: 'defaults' must be a mapping")
-    _no_unknown(defaults, _DEFAULT_KEYS, f"{where}: defaults")
-    default_partitions = _positive_int(
-        defaults.get("partitions", 8), f"{where}: defaults.partitions"
-    )
-    default_rf = _positive_int(
-        defaults.get("replication_factor", 1), f"{where}: defaults.replication_factor"
-    )
-    default_config = _config(defaults.get("config"), f"{where}: defaults.config")
-    topics = doc.get("topics")
-    if not isinstance(topics, dict) or not topics:
-        raise TopicDefinitionError(f"{where}: 'topics' must be a non-empty mapping of key: spec")
-    specs = []
-    for key, raw in topics.items():
-        ctx = f"{where}: topic {key!r}"
-        if not isinstance(raw, dict):
-            raise TopicDefinitionError(f"{ctx}: expected a mapping")
-        _no_unknown(raw, _TOPIC_KEYS, ctx)
-        name = raw.get("name")
-        if not isinstance(name, str) or not name:
-            raise TopicDefinitionError(f"{ctx}: 'name' is required")
-        role = raw.get("role", "output")
-        if role not in _ROLES:
-            raise TopicDefinitionError(f"{ctx}: role must be one of {', '.join(_ROLES)}")
-        for opt in ("setting", "unmanaged_if", "partitions_setting"):
-            value = raw.get(opt)
-            if value is not None and value not in Settings.model_fields:
-                raise TopicDefinitionError(f"{ctx}: {opt}: {value!r} is not a Settings field")
-        specs.append(
-            TopicSpec(
-                key=str(key),
-                name=name,
-                role=role,
-                partitions=_positive_int(raw.get("partitions", default_partitions), ctx),
-                replication_factor=_positive_int(
-                    raw.get("replication_factor", default_rf), f"{ctx}: replication_factor"
-                ),
-                config={**default_config, **_config(raw.get("config"), f"{ctx}: config")},
-                description=str(raw.get("description", "")).strip(),
-                setting=raw.get("setting"),
-                unmanaged_if=raw.get("unmanaged_if"),
-                partitions_setting=raw.get("partitions_setting"),
-            )
+    try:
+        parsed = TopicsFile.model_validate(doc)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'file'}: {err['msg']}"
+            for err in exc.errors(include_url=False)
         )
-    return specs
+        raise TopicDefinitionError(f"{file}: {problems}") from None
+    d = parsed.defaults
+    return [
+        TopicSpec(
+            key=key,
+            name=t.name,
+            role=t.role,
+            partitions=t.partitions or d.partitions,
+            replication_factor=t.replication_factor or d.replication_factor,
+            config={**d.config, **t.config},
+            description=t.description.strip(),
+            setting=t.setting,
+            unmanaged_if=t.unmanaged_if,
+            partitions_setting=t.partitions_setting,
+        )
+        for key, t in parsed.topics.items()
+    ]
 
 
-def _no_unknown(mapping: Mapping[Any, Any], allowed: frozenset[str], where: str) -> None:
-    unknown = sorted(str(k) for k in mapping if k not in allowed)
-    if unknown:
-        raise TopicDefinitionError(
-            f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
-        )
+# --- the file format, checked by pydantic ---------------------------------------------
+Positive = Annotated[StrictInt, Field(ge=1)]
+
+
+def _config_values(raw: dict[str, Any]) -> dict[str, str]:
+    """Topic configs as Kafka takes them: valid names, scalar values written as strings."""
+    out: dict[str, str] = {}
+    for key, value in raw.items():
+        if not _CONFIG_KEY.match(key):
+            raise ValueError(f"invalid config name {key!r}")
+        if isinstance(value, bool):
+            out[key] = "true" if value else "false"
+        elif isinstance(value, int | float | str):
+            out[key] = str(value)
+        else:
+            raise ValueError(f"{key}: expected a scalar, got {value!r}")
+    return out
+
+
+class TopicsDefaults(BaseModel):
+    """``defaults:`` of a file: what a topic entry does not say."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    partitions: Positive = 8
+    replication_factor: Positive = 1
+    config: dict[str, Any] = Field(default_factory=dict)
+
+    _config = field_validator("config")(_config_values)
+
+
+class TopicEntry(BaseModel):
+    """One entry of ``topics:`` (the comment at the top of topics/news.yaml says each key)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    role: Role = "output"
+    partitions: Positive | None = None
+    replication_factor: Positive | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    description: str = ""
+    setting: str | None = None
+    unmanaged_if: str | None = None
+    partitions_setting: str | None = None
+
+    _config = field_validator("config")(_config_values)
+
+    @field_validator("setting", "unmanaged_if", "partitions_setting")
+    @classmethod
+    def _a_settings_field(cls, value: str | None) -> str | None:
+        if value is not None and value not in Settings.model_fields:
+            raise ValueError(f"{value!r} is not a Settings field")
+        return value
+
+
+class TopicsFile(BaseModel):
+    """A topic definitions file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: Literal[1] = 1
+    defaults: TopicsDefaults = Field(default_factory=TopicsDefaults)
+    topics: dict[str, TopicEntry] = Field(min_length=1)
 
 
 def _positive_int(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise TopicDefinitionError(f"{where}: expected a positive integer, got {value!r}")
     return value
-
-
-def _config(raw: Any, where: str) -> dict[str, str]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise TopicDefinitionError(f"{where}: expected a mapping of config name: value")
-    out: dict[str, str] = {}
-    for key, value in raw.items():
-        if not isinstance(key, str) or not _CONFIG_KEY.match(key):
-            raise TopicDefinitionError(f"{where}: invalid config name {key!r}")
-        if isinstance(value, bool):
-            out[key] = "true" if value else "false"
-        elif isinstance(value, int | float | str):
-            out[key] = str(value)
-        else:
-            raise TopicDefinitionError(f"{where}: {key}: expected a scalar, got {value!r}")
-    return out
 
 
 # --- resolving against Settings ---------------------------------------------------------
@@ -326,7 +322,7 @@ def _names(settings: Settings, spec: TopicSpec) -> list[str]:
         value = getattr(settings, spec.setting)
         if value is None:
             return []
-        template = str(value)
+        template = ",".join(value) if isinstance(value, list) else str(value)
     try:
         expanded = template.format(app_id=settings.app_id)
     except (KeyError, IndexError, ValueError) as exc:

@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient
 from ndd_stream.core import kernels
 from ndd_stream.kafka import topics as topic_defs
 from ndd_stream.kafka.config import describe, faust_broker_kwargs, librdkafka_config
+from ndd_stream.kafka.probe import unreachable_message, wait_for_broker
 from ndd_stream.settings import Settings
 from ndd_stream.worker.changelog import ChangelogError
 from ndd_stream.worker.deciding import OutputTopics
@@ -387,6 +388,8 @@ def _free_port(host: str) -> int:
 
 def run_worker(settings: Settings) -> int:
     """Run until SIGTERM/SIGINT; returns the process exit code."""
+    if not _broker_up(settings):
+        return 3
     (settings.data_dir / settings.app_id / "faust").mkdir(parents=True, exist_ok=True)
     service = Service(settings)
     # Faust's own handler goes to /dev/null: the JSON handler given to the app is the log.
@@ -406,9 +409,29 @@ def run_worker(settings: Settings) -> int:
         if crash is not None:
             log.critical("worker crashed: %r", crash, extra={"event": "fatal"})
         else:
-            log.critical("worker stopped with exit code %d (the errors above say why)", code,
-                         extra={"event": "fatal"})
+            log.critical("worker stopped (Faust exit code %d; the errors above say why); "
+                         "exit code 3", code, extra={"event": "fatal"})
         for handler in logging.getLogger().handlers + log.handlers:
             handler.flush()
         return 3
     return 0
+
+
+def _broker_up(settings: Settings) -> bool:
+    """Before any state exists: wait (up to NDD_BROKER_TIMEOUT_S) for a broker to answer,
+    so a wrong address is one clear log line, not a page of client retries."""
+    handler = json_handler()  # Faust installs the worker's log handler only later
+    log.addHandler(handler)
+    try:
+        timeout = settings.broker_timeout_s
+        reason = wait_for_broker(settings, timeout, on_wait=lambda: log.warning(
+            "no Kafka broker answers at %s (NDD_BROKERS) yet; waiting up to %.0f s "
+            "(NDD_BROKER_TIMEOUT_S)", settings.brokers, timeout,
+            extra={"event": "broker_unreachable"}))
+        if reason is None:
+            return True
+        log.critical("%s; exit code 3", unreachable_message(settings, timeout, reason),
+                     extra={"event": "fatal"})
+        return False
+    finally:
+        log.removeHandler(handler)

@@ -6,15 +6,24 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+#: Distinct ``channel`` label values of ``ndd_items_total``; later channels count under
+#: ``OTHER_CHANNEL``. Channels come from the items, so without a bound a feed with
+#: per-item channel values would grow the registry (and every scrape) without limit.
+CHANNEL_LABELS_MAX = 200
+OTHER_CHANNEL = "(other)"
+
 
 @dataclass
 class WorkerMetrics:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
 
+    _channels: set[str] = field(default_factory=set, init=False, repr=False)
+
     def __post_init__(self) -> None:
         r = self.registry
-        self.items = Counter("ndd_items_total", "Items decided, by status, channel and partition",
-                             ["status", "channel", "partition"], registry=r)
+        self.items = Counter("ndd_items_total", "Items decided, by status, channel and partition "
+                             f"(the first {CHANNEL_LABELS_MAX} channels by name, then "
+                             f"{OTHER_CHANNEL})", ["status", "channel", "partition"], registry=r)
         self.dlq = Counter("ndd_dlq_total", "Items sent to the dead-letter topic, by reason",
                            ["reason", "stage"], registry=r)
         self.replayed = Counter("ndd_replayed_total",
@@ -36,8 +45,18 @@ class WorkerMetrics:
         self.lag = Gauge("ndd_consumer_lag", "Records behind the partition end (if known)",
                          ["topic", "partition"], registry=r)
         self.gaps = Counter("ndd_consumer_gaps_total",
-                            "Times the consumer skipped records and was rewound", registry=r)
+                            "Times the consumer skipped offsets; the skipped records were read "
+                            "from the broker before the next one was decided", registry=r)
         self.assigned = Gauge("ndd_assigned_partitions", "Scoped partitions owned", registry=r)
+
+    def count_item(self, status: str, channel: str, partition: str) -> None:
+        """One decided item in ``ndd_items_total``, its channel label bounded."""
+        if channel not in self._channels:
+            if len(self._channels) >= CHANNEL_LABELS_MAX:
+                channel = OTHER_CHANNEL
+            else:
+                self._channels.add(channel)
+        self.items.labels(status, channel, partition).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

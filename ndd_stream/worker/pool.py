@@ -265,7 +265,7 @@ class DeciderPool:
         decision = outcome.decision
         if decision.replayed:
             self.metrics.replayed.inc()
-        self.metrics.items.labels(decision.status.value, outcome.channel, part).inc()
+        self.metrics.count_item(decision.status.value, outcome.channel, part)
 
     def _gauges(self, decider: PartitionDecider) -> None:
         part = str(decider.partition)

@@ -17,6 +17,7 @@ Headers (all values UTF-8):
   ndd-replayed        "1" when the item was seen before and got its original decision
   ndd-engine          engine version (ndd_stream.ENGINE_VERSION)
   ndd-source-topic / ndd-source-partition / ndd-source-offset   where the raw item was read
+  ndd-source-timestamp  the raw record's Kafka timestamp (ms), when it had one
   ndd-dlq-reason / ndd-dlq-detail   (DLQ records only)
   ndd-dlq-truncated   original length of an item too large for the worker's producer
                       (about 1 MiB, or 2 x max_item_bytes): the dead letter keeps its head
@@ -24,7 +25,7 @@ Headers (all values UTF-8):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -142,8 +143,3 @@ def dlq_headers(reason: str, detail: str, source: Source | None) -> Headers:
     if source is not None:
         out.extend(source.headers())
     return out
-
-
-def keep(headers: Sequence[tuple[str, bytes]], *names: str) -> Headers:
-    wanted = set(names)
-    return [(k, v) for k, v in headers if k in wanted]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ndd_stream.settings import Settings
 
@@ -31,6 +32,19 @@ def default_feed_path() -> contextlib.AbstractContextManager[Path]:
     return resources.as_file(sample_feed())
 
 
+def json_object(raw: bytes, *, lenient: bool = False) -> dict[str, Any] | None:
+    """The JSON object of a line, or None. ``lenient`` (for display only): a line that is
+    not UTF-8 is read with replacement characters, so a rejected item still shows its
+    channel."""
+    from ndd_stream.jsonio import JSONDecodeError, loads
+
+    try:
+        obj = loads(raw.decode("utf-8", errors="replace") if lenient else raw)
+    except (JSONDecodeError, UnicodeDecodeError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
 def load_feed(path: Path, settings: Settings) -> list[FeedLine]:
     """Lines to send (blank ones skipped, as ``ndd-stream produce`` and ``dedup`` do).
 
@@ -42,7 +56,6 @@ def load_feed(path: Path, settings: Settings) -> list[FeedLine]:
     For the default channel scope the two keys are the same.
     """
     from ndd_stream.core.items import scope_of
-    from ndd_stream.jsonio import JSONDecodeError, loads
     from ndd_stream.kafka.produce import iter_lines, prepare_line
 
     fmt = settings.item_format()
@@ -53,12 +66,11 @@ def load_feed(path: Path, settings: Settings) -> list[FeedLine]:
         prepared = prepare_line(settings, line)
         identity = channel = title = None
         key = prepared.key
-        try:
-            obj = loads(line)
-        except (JSONDecodeError, UnicodeDecodeError):
-            obj = None
-        if isinstance(obj, dict):
+        obj = json_object(line)
+        if obj is not None:
             key = scope_of(obj, fmt).encode("utf-8") or key
+        obj = obj or json_object(line, lenient=True)
+        if obj is not None:
             value = obj.get(settings.id_field)
             identity = None if value is None else str(value)
             value = obj.get(settings.channel_field)

@@ -14,8 +14,6 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
-from pydantic import SecretStr
-
 from ndd_stream.cli.demo.base import Interrupted
 from ndd_stream.cli.demo.view import shorten
 from ndd_stream.settings import Settings
@@ -32,16 +30,6 @@ def _die_with_parent() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _env_value(value: object) -> str:
-    if isinstance(value, SecretStr):
-        return value.get_secret_value()
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict):
-        return json.dumps(value)
-    return str(value)
-
-
 def worker_env(settings: Settings) -> dict[str, str]:
     """The environment that gives a worker process exactly these Settings.
 
@@ -49,13 +37,7 @@ def worker_env(settings: Settings) -> dict[str, str]:
     shell (brokers, SASL, topic patterns) leaks into the demo's worker.
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith("NDD_")}
-    for name, info in Settings.model_fields.items():
-        value = getattr(settings, name)
-        if value is None:
-            if info.default is None:
-                continue  # unset is the default
-            value = ""
-        env["NDD_" + name.upper()] = _env_value(value)
+    env.update(settings.to_env())
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 

@@ -41,6 +41,7 @@ class Clients:
         assert s.decisions_topic
         self.decisions = s.decisions_topic
         self.dlq = s.dlq_topic
+        self.channel_field = s.channel_field
         metadata = self.consumer.list_topics(timeout=10)
         assignment = []
         for name in (self.decisions, self.dlq):
@@ -71,7 +72,7 @@ class Clients:
                 if parsed is not None:
                     tally.add(*parsed)
             elif msg.topic() == self.dlq:
-                tally.add(*outcome_of_dlq(msg.headers()))
+                tally.add(*outcome_of_dlq(msg.headers(), msg.value(), self.channel_field))
         return len(messages)
 
 

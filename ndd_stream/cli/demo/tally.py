@@ -7,7 +7,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ndd_stream.cli.demo.feed import FeedLine
+from ndd_stream.cli.demo.feed import FeedLine, json_object
 
 LATEST_PAIRS = 8
 STATUSES = ("unique", "near_duplicate", "exact_duplicate", "dlq")
@@ -126,6 +126,15 @@ class Tally:
     def accounted(self) -> int:
         return len(self.outcomes)
 
+    def progress(self) -> str:
+        """``sent 154/154  ·  decided 154 = unique 98 + ... + dlq 7``: the parts add up to the
+        number shown, which counts the feed's lines and (after a '+') records from others."""
+        totals = self.totals()
+        parts = " + ".join(f"{status} {n}" for status, n in totals.items())
+        others = f" (feed {self.accounted} + others {len(self.extra)})" if self.extra else ""
+        return (f"sent {self.sent}/{len(self.lines)}  ·  decided {sum(totals.values())}"
+                f"{others} = {parts}")
+
     def complete(self) -> bool:
         return (self.sent == len(self.lines) and self.delivered + self.failed == self.sent
                 and self.accounted >= self.delivered)
@@ -172,7 +181,7 @@ def outcome_of_decision(value: bytes | None) -> tuple[str | None, Outcome] | Non
     novel: dict[str, Any] = found if isinstance(found, dict) else {}
     return record.get("source"), Outcome(
         status=str(record["status"]),
-        channel=str(record.get("channel") or "(none)"),
+        channel=str(record.get("channel") or NO_CHANNEL),
         identity=None if record.get("identity") is None else str(record["identity"]),
         similarity=float(similarity) if isinstance(similarity, int | float) else 0.0,
         duplicate_of=record.get("duplicate_of"),
@@ -183,12 +192,14 @@ def outcome_of_decision(value: bytes | None) -> tuple[str | None, Outcome] | Non
     )
 
 
-def outcome_of_dlq(headers: Any) -> tuple[str | None, Outcome]:
+def outcome_of_dlq(headers: Any, value: bytes | None = None,
+                   channel_field: str = "channel") -> tuple[str | None, Outcome]:
     """(raw position, outcome) of a DLQ record (reason and position are in its headers).
 
     ``headers`` as confluent-kafka returns them: a list of (name, bytes) pairs or None.
-    The channel is left empty: a rejected item may not even be JSON, so the Tally takes
-    it from the feed line at that position.
+    The channel is read from the dead letter's value (the raw item) when that is a JSON
+    object with one; otherwise it is left empty and the Tally takes it from the feed line
+    at that position, or shows "(no channel)" for an item someone else produced.
     """
     from ndd_stream.worker.records import H_DLQ_REASON, Source, header_map
 
@@ -196,5 +207,8 @@ def outcome_of_dlq(headers: Any) -> tuple[str | None, Outcome]:
     source = Source.from_headers(hdrs)
     position = source.position if source is not None else None
     reason = hdrs.get(H_DLQ_REASON, b"?").decode("utf-8", errors="replace")
-    return position, Outcome(status="dlq", channel="", reason=reason)
+    item = json_object(value or b"", lenient=True)
+    channel = item.get(channel_field) if item is not None else None
+    return position, Outcome(status="dlq", channel=str(channel) if channel else "",
+                             reason=reason)
 

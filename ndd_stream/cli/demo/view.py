@@ -91,9 +91,8 @@ class View:
         elapsed = time.monotonic() - self.started
         t = self.tally
         status = Text.from_markup(
-            f"[bold]{escape(self.phase)}[/]  ·  sent {t.sent}/{len(t.lines)}  ·  "
-            f"decided {t.accounted}  ·  {elapsed:5.1f} s  ·  scope={self.settings.scope} "
-            f"threshold={self.settings.threshold:g}")
+            f"[bold]{escape(self.phase)}[/]  ·  {escape(t.progress())}  ·  {elapsed:5.1f} s  ·  "
+            f"scope={self.settings.scope} threshold={self.settings.threshold:g}")
         return Group(*(Text.from_markup(h) for h in self.header), status,
                      counts_table(t), pairs_table(t))
 
@@ -161,10 +160,8 @@ class Reporter:
         if force or (now - self._last_progress >= 2.0 and state != self._last_state):
             self._last_progress = now
             self._last_state = state
-            totals = ", ".join(f"{s} {n}" for s, n in t.totals().items())
-            self.console.print(f"[dim]{now - self.view.started:5.1f} s  sent {t.sent}/"
-                               f"{len(t.lines)}  decided {t.accounted}  ({totals})[/]",
-                               highlight=False, soft_wrap=True)
+            self.console.print(f"[dim]{now - self.view.started:5.1f} s  "
+                               f"{escape(t.progress())}[/]", highlight=False, soft_wrap=True)
 
     def _event(self, index: int | None, outcome: Outcome) -> None:
         tally = self.view.tally

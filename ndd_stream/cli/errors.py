@@ -1,0 +1,88 @@
+"""User errors of the command line, and how a settings error names what the user typed.
+
+A user error (a missing file, a bad option or setting) is one line and exit code 2; a
+traceback means a bug. Settings are validated by pydantic, whose messages name the field
+(``threshold``); the user typed ``NDD_THRESHOLD`` or ``--threshold``, so the messages
+here say that, with the allowed range.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import annotated_types as at
+from pydantic import ValidationError
+
+from ndd_stream.settings import Settings
+
+
+class UsageError(Exception):
+    """A user error: shown as ``ndd-stream CMD: error: MESSAGE``, exit code 2."""
+
+
+def allowed_values(field: str) -> str | None:
+    """The allowed values of a Settings field, as a user reads them: ``(0, 1]``, ``>= 1``."""
+    info = Settings.model_fields.get(field)
+    if info is None:
+        return None
+    if get_origin(info.annotation) is Literal:
+        return "one of " + ", ".join(str(a) for a in get_args(info.annotation))
+    low = high = None
+    for m in info.metadata:
+        if isinstance(m, at.Gt):
+            low = f"({m.gt}"
+        elif isinstance(m, at.Ge):
+            low = f"[{m.ge}"
+        elif isinstance(m, at.Lt):
+            high = f"{m.lt})"
+        elif isinstance(m, at.Le):
+            high = f"{m.le}]"
+    if low and high:
+        return f"{low}, {high}"
+    if low:
+        return (">" if low[0] == "(" else ">=") + " " + low[1:]
+    if high:
+        return ("<" if high[-1] == ")" else "<=") + " " + high[:-1]
+    return None
+
+
+def _typed(field: str, value: Any, cli_fields: set[str], config: Path | None) -> str:
+    """What the user typed to set ``field``: an option, a variable, or a line of a file."""
+    if field in cli_fields:
+        return f"--{field.replace('_', '-')} {value}"
+    env = "NDD_" + field.upper()
+    if env not in os.environ and config is not None:
+        return f"{env}={value} (in {config})"
+    return f"{env}={value}"
+
+
+def settings_error(exc: ValidationError, cli_fields: set[str], config: Path | None) -> str:
+    """One line for all problems of a settings ValidationError."""
+    problems = []
+    for err in exc.errors(include_url=False):
+        message = str(err["msg"]).removeprefix("Value error, ")
+        if not err["loc"]:  # a model validator: the message names the variables itself
+            problems.append(message)
+            continue
+        field = str(err["loc"][0])
+        shown = _typed(field, err.get("input"), cli_fields, config)
+        allowed = allowed_values(field)
+        if allowed and err["type"] in ("greater_than", "greater_than_equal", "less_than",
+                                       "less_than_equal", "literal_error"):
+            problems.append(f"{shown}: allowed {allowed}")
+        elif allowed:
+            problems.append(f"{shown}: {message}; allowed {allowed}")
+        else:
+            problems.append(f"{shown}: {message}")
+    return "; ".join(problems)
+
+
+def settings_source_error(exc: Exception) -> str:
+    """pydantic-settings' SettingsError (a complex value that is not JSON), named by variable."""
+    match = re.search(r'field "(\w+)"', str(exc))
+    if match is None:
+        return str(exc)
+    return f"NDD_{match.group(1).upper()}: not valid JSON (e.g. {{\"a\": \"b\"}})"

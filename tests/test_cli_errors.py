@@ -1,0 +1,119 @@
+"""User errors of ``ndd-stream``: one clear line and exit code 2, never a traceback; an
+unreachable broker: one line naming the address, exit code 3, no state directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ndd_stream.cli.main import build_settings, main, make_parser
+from ndd_stream.kafka.broker import free_port
+from ndd_stream.settings import Settings
+
+
+def _fails(argv: list[str], capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """Run the CLI, expect exit code 2; the stderr lines."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err.strip().splitlines()
+
+
+@pytest.fixture(autouse=True)
+def _no_ndd_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in Settings.model_fields:
+        monkeypatch.delenv("NDD_" + name.upper(), raising=False)
+
+
+def test_missing_and_unreadable_input_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing.jsonl"
+    assert _fails(["dedup", str(missing)], capsys) == [
+        f"ndd-stream dedup: error: {missing}: No such file or directory"]
+    assert _fails(["dedup", str(tmp_path)], capsys) == [
+        f"ndd-stream dedup: error: {tmp_path}: Is a directory"]
+    good = tmp_path / "in.jsonl"
+    good.write_text('{"id": 1, "title": "a title", "channel": "c"}\n', encoding="utf-8")
+    out = tmp_path / "no" / "such" / "dir.jsonl"
+    assert _fails(["dedup", str(good), "-o", str(out)], capsys) == [
+        f"ndd-stream dedup: error: {out}: No such file or directory"]
+
+
+def test_a_bad_setting_names_the_variable_the_range_and_the_subcommand_usage(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("NDD_THRESHOLD", "2")
+    lines = _fails(["dedup", "x.jsonl"], capsys)
+    assert lines[0].startswith("usage: ndd-stream dedup ")
+    assert lines[-1] == ("ndd-stream dedup: error: invalid settings: NDD_THRESHOLD=2: "
+                         "allowed (0.0, 1.0]")
+    assert not any("pydantic" in line for line in lines)
+
+
+def test_a_bad_option_names_the_option(capsys: pytest.CaptureFixture[str]) -> None:
+    lines = _fails(["dedup", "x.jsonl", "--threshold", "5", "--q", "0"], capsys)
+    assert lines[-1] == ("ndd-stream dedup: error: invalid settings: --threshold 5.0: allowed "
+                         "(0.0, 1.0]; --q 0: allowed [1, 16]")
+
+
+def test_cross_checks_and_non_json_values(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("NDD_SECURITY_PROTOCOL", "SASL_SSL")
+    assert _fails(["tail"], capsys)[-1] == (
+        "ndd-stream tail: error: invalid settings: NDD_SECURITY_PROTOCOL=SASL_SSL needs "
+        "NDD_SASL_USERNAME and NDD_SASL_PASSWORD")
+    monkeypatch.delenv("NDD_SECURITY_PROTOCOL")
+    monkeypatch.setenv("NDD_SCOPE_MAP", "not json")
+    assert _fails(["tail"], capsys)[-1].startswith(
+        "ndd-stream tail: error: invalid settings: NDD_SCOPE_MAP: not valid JSON")
+
+
+def test_config_is_accepted_after_the_subcommand_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "ndd.env"
+    config.write_text("NDD_THRESHOLD=0.9\n", encoding="utf-8")
+    parser, _ = make_parser()
+    for argv in (["--config", str(config), "dedup", "x"], ["dedup", "x", "--config", str(config)],
+                 ["dedup", "--config", str(config), "x"]):
+        assert build_settings(parser.parse_args(argv)).threshold == 0.9, argv
+    assert build_settings(parser.parse_args(["dedup", "x"])).threshold != 0.9
+    config.write_text("NDD_Q=99\n", encoding="utf-8")
+    assert _fails(["dedup", "x", "--config", str(config)], capsys)[-1] == (
+        f"ndd-stream dedup: error: invalid settings: NDD_Q=99 (in {config}): allowed [1, 16]")
+    assert _fails(["dedup", "x", "--config", str(tmp_path / "none")], capsys)[-1] == (
+        f"ndd-stream dedup: error: --config {tmp_path / 'none'}: no such file")
+
+
+def test_worker_help_shows_defaults_as_typed(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["worker", "--help"])
+    text = capsys.readouterr().out
+    assert "PosixPath" not in text and "[" not in text.split("settings (")[1]
+    assert "(default: ndd-data)" in text and "(default: text,body,content)" in text
+
+
+def test_worker_without_a_broker_says_so_in_one_line_and_creates_no_state(
+    tmp_path: Path,
+) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NDD_")}
+    env.update({"NDD_BROKERS": address, "NDD_BROKER_TIMEOUT_S": "1", "NDD_WEB_PORT": "0"})
+    run = subprocess.run([sys.executable, "-m", "ndd_stream.cli", "worker"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 3, run.stderr
+    lines = (run.stdout + run.stderr).strip().splitlines()
+    assert len(lines) <= 2, lines
+    assert f"no Kafka broker answers at {address} (NDD_BROKERS)" in lines[-1]
+    assert "exit code 3" in lines[-1]
+    assert list(tmp_path.iterdir()) == []  # no ./ndd-data before there is state

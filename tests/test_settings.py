@@ -1,0 +1,66 @@
+"""Settings: list settings, ranges, and the environment a worker subprocess gets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr, ValidationError
+
+from ndd_stream.settings import Settings
+
+
+def _from_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> Settings:
+    for name in Settings.model_fields:
+        monkeypatch.delenv("NDD_" + name.upper(), raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return Settings()
+
+
+@pytest.mark.parametrize("off", [None, ""])
+def test_to_env_keeps_a_disabled_decisions_topic_disabled(
+    monkeypatch: pytest.MonkeyPatch, off: str | None
+) -> None:
+    settings = Settings(decisions_topic=off, title_field=off)  # type: ignore[arg-type]
+    assert settings.decisions_topic is None and settings.title_field is None
+    env = settings.to_env()
+    assert env["NDD_DECISIONS_TOPIC"] == "" and env["NDD_TITLE_FIELD"] == ""
+    child = _from_env(monkeypatch, env)
+    assert child.decisions_topic is None and child.title_field is None
+
+
+def test_to_env_round_trips_every_field(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fields: dict[str, Any] = {
+        "brokers": "a:1,b:2", "security_protocol": "SASL_SSL", "sasl_username": "u",
+        "sasl_password": SecretStr("p w"), "ssl_cafile": tmp_path / "ca.pem",
+        "raw_topics": "feed.a, feed.b", "raw_topic_pattern": "feed\\..*",
+        "decisions_topic": None, "threshold": 0.45, "bitmap_filter_bits": 0,
+        "case_sensitive": True, "scope": "global", "scope_map": {"x": "y"},
+        "text_fields": ["body"], "timestamp_fields": "ts", "data_dir": tmp_path / "d",
+    }
+    settings = Settings(**fields)
+    assert _from_env(monkeypatch, settings.to_env()) == settings
+
+
+def test_list_settings_are_lists_from_comma_separated_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = _from_env(monkeypatch, {"NDD_RAW_TOPICS": " a, b,,c ", "NDD_TEXT_FIELDS": "x"})
+    assert settings.raw_topics == ["a", "b", "c"]
+    assert settings.text_fields == ["x"]
+    assert settings.timestamp_fields == ["timestamp", "published_at"]
+    assert Settings(raw_topics=["a ", " "]).raw_topics == ["a"]  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bits", [0, 6, 14, 24, None])
+def test_bitmap_filter_bits_accepts_the_detectors_range(bits: int | None) -> None:
+    settings = Settings(bitmap_filter_bits=bits)
+    assert settings.detector_config().bitmap_bits == bits
+
+
+@pytest.mark.parametrize("bits", [1, 5, 25, -1])
+def test_bitmap_filter_bits_rejects_what_the_detector_rejects(bits: int) -> None:
+    with pytest.raises(ValidationError, match=r"0 \(off\) or in 6\.\.24"):
+        Settings(bitmap_filter_bits=bits)
