@@ -25,13 +25,12 @@ def share(part: float, other: float) -> float:
     return part / (part + other) if part + other else 1.0
 
 
-@dataclass(frozen=True)
-class Confusion:
-    """Counts of a binary decision: true positives, false positives, false negatives."""
+class Rates:
+    """Precision and recall of anything with ``tp``, ``fp`` and ``fn`` (counts or weights)."""
 
-    tp: int
-    fp: int
-    fn: int
+    tp: float
+    fp: float
+    fn: float
 
     @property
     def precision(self) -> float:
@@ -40,6 +39,15 @@ class Confusion:
     @property
     def recall(self) -> float:
         return share(self.tp, self.fn)
+
+
+@dataclass(frozen=True)
+class Confusion(Rates):
+    """Counts of a binary decision: true positives, false positives, false negatives."""
+
+    tp: int
+    fp: int
+    fn: int
 
     @property
     def f1(self) -> float:

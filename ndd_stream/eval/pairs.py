@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from ndd_stream.eval.metrics import share
+from ndd_stream.eval.metrics import Rates
 
 LABELS = ("dup", "not", "unsure")
 BAND_EDGES: tuple[float, ...] = (0.15, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -66,7 +66,7 @@ def band_of(similarity: float, edges: Sequence[float] = BAND_EDGES) -> int | Non
 
 
 @dataclass
-class Weighted:
+class Weighted(Rates):
     """Band-weighted confusion of one run."""
 
     tp: float = 0.0
@@ -75,14 +75,6 @@ class Weighted:
     tn: float = 0.0
     pairs: int = 0
     counts: dict[str, int] = field(default_factory=dict)  # unweighted tp/fp/fn/tn
-
-    @property
-    def precision(self) -> float:
-        return share(self.tp, self.fp)
-
-    @property
-    def recall(self) -> float:
-        return share(self.tp, self.fn)
 
     def as_dict(self) -> dict[str, Any]:
         return {"precision": round(self.precision, 4), "recall": round(self.recall, 4),
