@@ -18,6 +18,7 @@ from ndd_stream.core.detector import (
     BITMAP_BITS_MIN,
     DEFAULT_THRESHOLD,
     DetectorConfig,
+    NoveltyMode,
 )
 from ndd_stream.core.extract import DEFAULT_EXTRACT, ExtractMode
 from ndd_stream.core.items import ItemFormat
@@ -85,8 +86,8 @@ class Settings(BaseSettings):
         DEFAULT_THRESHOLD,
         gt=0.0,
         le=1.0,
-        description="doc_q threshold for a near duplicate (0.3: see docs/EVALUATION.md; "
-        "0.7-0.8 for clean agency text).",
+        description="doc_q threshold for a near duplicate (0.3: right for crawled pages and, "
+        "with the novelty rule, for agency newswire; see docs/EVALUATION.md).",
     )
     q: int = Field(4, ge=1, le=16, description="q-gram length.")
     bitmap_filter_bits: int | None = Field(
@@ -116,6 +117,13 @@ class Settings(BaseSettings):
     scope_map: dict[str, str] = Field(
         default_factory=dict,
         description="JSON object mapping a scope value (e.g. a channel) to a dedup group.",
+    )
+    novelty: NoveltyMode = Field(
+        "auto",
+        description="Judge the best doc_q match: a report with other figures, or sharing "
+        "under half of the shorter text, is routed unique and explained (ndd-novel headers). "
+        "auto: for plain-text items, not for HTML ones; on; off (doc_q alone). See "
+        "docs/EVALUATION.md.",
     )
     index_duplicates: bool = Field(
         True,
@@ -222,6 +230,7 @@ class Settings(BaseSettings):
             case_sensitive=self.case_sensitive,
             index_duplicates=self.index_duplicates,
             bitmap_bits=self.bitmap_filter_bits,
+            novelty=self.novelty,
         )
 
     def item_format(self) -> ItemFormat:

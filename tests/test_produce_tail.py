@@ -197,6 +197,29 @@ def test_render_record_shows_decision_title_and_text() -> None:
     assert normalize_header("x-scope") == "scope"
 
 
+def test_render_record_explains_a_new_report() -> None:
+    """An item routed unique by the novelty rule: what it resembled and why it is new, from
+    the headers of news.unique and from the audit record's body alike."""
+    settings = settings_of()
+    headers = (("ndd-status", b"unique"), ("ndd-similarity", b"0.812000"),
+               ("ndd-resembles", b"item-17"), ("ndd-novel", b"figures"),
+               ("ndd-novel-detail", b"figures differ: 420 -> 275, 310 -> 190"))
+    value = orjson.dumps({"id": "x", "title": "Money market help", "text": "Bank provided"})
+    audit = orjson.dumps({"identity": "x", "status": "unique", "similarity": 0.812,
+                          "novel": {"reason": "figures", "resembles": "item-17",
+                                    "similarity": 0.812, "only_new": ["275"],
+                                    "only_old": ["420"],
+                                    "detail": "figures differ: 420 -> 275, 310 -> 190"}})
+    for record in (TailRecord("news.unique", 0, 3, None, b"k", value, headers),
+                   TailRecord("news.decisions", 0, 3, None, b"k", audit, ())):
+        console, out = _console()
+        console.print(render_record(settings, record))
+        text = out.getvalue()
+        assert "UNIQUE" in text and "resembles=item-17" in text and "novel=figures" in text
+        assert "new report (figures), resembles item-17: figures differ: 420 -> 275" in text
+        assert "ndd-novel-detail" not in text
+
+
 @pytest.mark.broker
 def test_tail_prints_records_until_the_bounds(
     broker: EmbeddedBroker, make_settings: SettingsFactory, make_topics: TopicFactory,
