@@ -38,6 +38,7 @@ BASE = ("SELLIS, March 12 - An earthquake of magnitude 5.1 struck the Lake Orvin
 REVISED = BASE.replace("magnitude 5.1", "magnitude 4.9")
 SHARED = "shaking buildings in several towns along the shore"
 PAIR_TITLE = "Lake Orvine quake revised"  # a sample-feed update with new figures
+NOVEL_TITLE = "Bank of Norland provides 275"  # unique: other figures than what it resembles
 
 
 def browser() -> Any:
@@ -227,6 +228,20 @@ def test_demo_prints_the_view_and_keeps_serving_it(driver: Any, tmp_path: Path) 
              "the pair shows no shared passage")
         assert driver.find_elements("css selector", "#new mark.diff")
         _shot(driver, "pair")
+
+        # A unique item that resembled another (the novelty rule, CONTRACT): the figures the
+        # decision found differing are marked in both texts.
+        driver.get(url + "decisions?reason=figures")
+        wait(driver, lambda d: NOVEL_TITLE in text_of(d, "#decisions"), "no 'figures' decision")
+        driver.find_element("xpath", f'//a[contains(., "{NOVEL_TITLE}")]').click()
+        wait(driver, lambda d: d.find_elements("css selector", "#old mark.shared"),
+             "the novel pair shows no shared passage")
+        assert "figures differ: 420 -> 275" in text_of(driver, "#novel")
+        assert "from the decision" in text_of(driver, ".legend")
+        new_marks = {m.text for m in driver.find_elements("css selector", "#new mark.diff")}
+        old_marks = {m.text for m in driver.find_elements("css selector", "#old mark.diff")}
+        assert {"275", "190"} <= new_marks and {"420", "310"} <= old_marks
+        _shot(driver, "novel")
 
         driver.get(url + "dlq")
         wait(driver, lambda d: "bad_timestamp" in text_of(d, "#dlq"), "the DLQ page is empty")

@@ -6,7 +6,7 @@ sample feed, headless chromium) saves one PNG per view when NDD_VIEW_SCREENSHOTS
 folder; this script runs it that way, with the feed at a few lines per second so the
 charts have a shape:
 
-    python tools/view_screenshots.py          # docs/view-{now,decisions,pair,dlq}.png
+    python tools/view_screenshots.py          # docs/view-{now,decisions,pair,novel,dlq}.png
     python tools/view_screenshots.py -o DIR
 
 Needs Debian's chromium and chromium-driver and selenium (the ``test`` extra).
@@ -34,7 +34,7 @@ def main() -> int:
     code = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                             TEST], cwd=ROOT, env=env)
     if code == 0:
-        for name in ("now", "decisions", "pair", "dlq"):
+        for name in ("now", "decisions", "pair", "novel", "dlq"):
             print(args.out / f"view-{name}.png")
     return code
 

@@ -236,8 +236,10 @@ def pair_page(p: Pair, new: Marked | None, old: Marked | None, from_decision: bo
             f"source {e(r.key)}" + (f" · policy {e(r.policy)}" if r.policy else "")
             + (" · replayed" if r.replayed else "") + "</p>")
     if novel:
-        head += (f'<p class="novel" id="novel">judged a new report: <b>{e(novel.get("reason"))}'
-                 f'</b> {e(r.header("ndd-novel-detail") or "")}</p>')
+        detail = novel.get("detail") or r.header("ndd-novel-detail") or ""
+        head += (f'<p class="novel" id="novel">judged a new report, although it resembles '
+                 f'{e(novel.get("resembles") or r.matched)}: <b>{e(novel.get("reason"))}</b>'
+                 + (f" · {e(detail)}" if detail else "") + "</p>")
     legend = ('<p class="legend"><mark class="shared">shared passage</mark> '
               '<mark class="diff">' + ("differs (from the decision)" if from_decision else
                                        "figure in only one of the two texts")
@@ -247,7 +249,8 @@ def pair_page(p: Pair, new: Marked | None, old: Marked | None, from_decision: bo
                      "it keeps the newest texts within its memory budget, from its start on",
                      "new",
                      p.old is not None)
-             + (_side("matched item", p.old, old, missing, "old", p.new is not None)
+             + (_side("matched item" if r.duplicate_of else "resembled item", p.old, old,
+                      missing, "old", p.new is not None)
                 if p.matched else '<section class="side" id="old"><h2>matched item</h2>'
                 '<p class="missing">none: unique, nothing in its window resembled it</p>'
                 "</section>")
