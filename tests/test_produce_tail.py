@@ -158,7 +158,8 @@ def test_produce_to_an_unreachable_cluster_says_so_in_one_line(tmp_path: Path) -
     lines = out.getvalue().strip().splitlines()
     assert len(lines) == 1, lines
     assert lines[0].startswith(
-        f"error: no Kafka broker answers at {settings.brokers} (NDD_BROKERS) after 2 s: ")
+        f"error: no Kafka broker answers at {settings.bootstrap_servers()} (NDD_BROKERS) "
+        "after 2 s: ")
 
 
 # --- tail -------------------------------------------------------------------------------

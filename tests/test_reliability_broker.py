@@ -171,7 +171,7 @@ def test_broker_gone_for_good_exits_3(own_broker: EmbeddedBroker, tmp_path: Path
         worker.stop()
     assert code == 3, worker.log_tail()
     assert exited_after >= 8.0, exited_after  # never before NDD_BROKER_TIMEOUT_S
-    assert f"no broker at {settings.brokers} answered" in _fatal(log_path)
+    assert f"no broker at {settings.bootstrap_servers()} answered" in _fatal(log_path)
     print(f"broker stopped: exit 3 after {exited_after:.1f}s")
 
 
@@ -191,7 +191,7 @@ def test_broker_restarted_empty_is_refused_loudly_and_state_is_kept(
         # The group's offsets pass a record only after its batch's state is written.
         scoped = topic_name(settings, "scoped")
         assert wait_until(lambda: sum(committed_offsets(
-            settings.brokers, settings.app_id, scoped).values()) >= len(lines), 60)
+            settings.bootstrap_servers(), settings.app_id, scoped).values()) >= len(lines), 60)
         own_broker.stop()
         own_broker.start()  # same port, empty: what an in-memory broker restart looks like
         code = worker.wait_exit(timeout=90)

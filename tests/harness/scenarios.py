@@ -93,7 +93,7 @@ class Feeder:
         return self
 
     def _run(self) -> None:
-        producer = Producer({"bootstrap.servers": self.settings.brokers,
+        producer = Producer({"bootstrap.servers": self.settings.bootstrap_servers(),
                              "partitioner": "murmur2_random", "linger.ms": 5,
                              "message.max.bytes": 16_000_000, "message.timeout.ms": 120_000})
         started, paced_from = time.monotonic(), 0  # pacing restarts after each hold
