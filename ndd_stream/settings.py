@@ -7,8 +7,9 @@ component can change another's view of the configuration.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -215,6 +216,14 @@ class Settings(BaseSettings):
             raise ValueError(f"SSL files are set but NDD_SECURITY_PROTOCOL is "
                              f"{self.security_protocol}; use SSL or SASL_SSL")
         return self
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with ``update`` validated like any other settings (pydantic's own copy
+        skips validation, which would let ``brokers="a,b"`` in as a string)."""
+        if not update:
+            return super().model_copy(deep=deep)
+        fields = {name: getattr(self, name) for name in type(self).model_fields}
+        return type(self).model_validate({**fields, **update})
 
     def bootstrap_servers(self) -> str:
         """The brokers as one ``a,b`` string: client configs and messages."""

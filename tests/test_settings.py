@@ -65,6 +65,8 @@ def test_brokers_is_a_list_setting_written_with_commas(
     assert settings.brokers == ["a:1", "b:2"]
     assert settings.bootstrap_servers() == "a:1,b:2"
     assert settings.to_env()["NDD_BROKERS"] == "a:1,b:2"
+    # the demo's copy with this machine's broker: validated, so the string is split too
+    assert settings.model_copy(update={"brokers": "c:3"}).brokers == ["c:3"]
     monkeypatch.delenv("NDD_BROKERS")
     assert Settings().brokers == ["127.0.0.1:9092"]
     config = tmp_path / "ndd.env"
