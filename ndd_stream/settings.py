@@ -7,8 +7,9 @@ component can change another's view of the configuration.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -37,7 +38,10 @@ class Settings(BaseSettings):
     )
 
     # --- Kafka connection -------------------------------------------------------------
-    brokers: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers, comma separated.")
+    brokers: CommaList = Field(
+        default_factory=lambda: ["127.0.0.1:9092"],
+        description="Kafka bootstrap servers (host:port), comma separated.",
+    )
     security_protocol: SecurityProtocol = Field(
         "PLAINTEXT",
         description="Kafka security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
@@ -167,7 +171,7 @@ class Settings(BaseSettings):
         "orchestrator restarts the worker instead of it hanging.",
     )
 
-    @field_validator("raw_topics", "text_fields", "timestamp_fields", mode="before")
+    @field_validator("brokers", "raw_topics", "text_fields", "timestamp_fields", mode="before")
     @classmethod
     def _split_commas(cls, value: Any) -> Any:
         """``a, b,,c`` (environment, file, CLI) -> ``["a", "b", "c"]``; lists are kept."""
@@ -186,8 +190,8 @@ class Settings(BaseSettings):
 
     @field_validator("brokers")
     @classmethod
-    def _some_broker(cls, value: str) -> str:
-        if not any(h.strip() for h in value.split(",")):
+    def _some_broker(cls, value: list[str]) -> list[str]:
+        if not value:
             raise ValueError("give at least one host:port")
         return value
 
@@ -212,6 +216,18 @@ class Settings(BaseSettings):
             raise ValueError(f"SSL files are set but NDD_SECURITY_PROTOCOL is "
                              f"{self.security_protocol}; use SSL or SASL_SSL")
         return self
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with ``update`` validated like any other settings (pydantic's own copy
+        skips validation, which would let ``brokers="a,b"`` in as a string)."""
+        if not update:
+            return super().model_copy(deep=deep)
+        fields = {name: getattr(self, name) for name in type(self).model_fields}
+        return type(self).model_validate({**fields, **update})
+
+    def bootstrap_servers(self) -> str:
+        """The brokers as one ``a,b`` string: client configs and messages."""
+        return ",".join(self.brokers)
 
     def raw_topic_list(self) -> list[str]:
         return list(self.raw_topics)

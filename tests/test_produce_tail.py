@@ -31,6 +31,7 @@ from ndd_stream.cli.io_commands import tail as tail_cmd
 from ndd_stream.kafka.broker import EmbeddedBroker, free_port
 from ndd_stream.kafka.produce import parse_timestamp_ms, prepare_line
 from ndd_stream.kafka.tail import TailRecord, normalize_header, render_record
+from ndd_stream.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -90,12 +91,17 @@ LINES = [
 ]
 
 
+@pytest.fixture
+def settings(make_settings: SettingsFactory) -> Settings:
+    """Settings naming this test's own topics (on the session's broker)."""
+    return make_settings()
+
+
 @pytest.mark.broker
 def test_produce_sends_original_bytes_keyed_and_timed(
-    broker: EmbeddedBroker, make_settings: SettingsFactory, make_topics: TopicFactory,
+    broker: EmbeddedBroker, settings: Settings, make_topics: TopicFactory,
     tmp_path: Path,
 ) -> None:  # fmt: skip
-    settings = make_settings()
     raw = settings.raw_topic_list()[0]
     make_topics(raw, partitions=3)
     path = tmp_path / "items.jsonl"
@@ -124,7 +130,7 @@ def test_produce_sends_original_bytes_keyed_and_timed(
 
 @pytest.mark.broker
 def test_produce_rate_and_explicit_topic(
-    broker: EmbeddedBroker, make_settings: SettingsFactory, make_topics: TopicFactory,
+    broker: EmbeddedBroker, settings: Settings, make_topics: TopicFactory,
     names: Names, tmp_path: Path,
 ) -> None:  # fmt: skip
     topic = names.topic("replay")
@@ -132,7 +138,7 @@ def test_produce_rate_and_explicit_topic(
     path = tmp_path / "items.jsonl"
     path.write_bytes(b"\n".join(b'{"channel": "c%d"}' % i for i in range(20)) + b"\n")
     started = time.monotonic()
-    assert produce_cmd(make_settings(), path, topic=topic, rate=50.0) == EXIT_OK
+    assert produce_cmd(settings, path, topic=topic, rate=50.0) == EXIT_OK
     elapsed = time.monotonic() - started
     assert 0.3 <= elapsed < HANG_S, elapsed  # 20 lines at 50/s: about 0.4 s
     assert len(consume(broker.bootstrap, topic, n=20, timeout=20)) == 20
@@ -158,7 +164,8 @@ def test_produce_to_an_unreachable_cluster_says_so_in_one_line(tmp_path: Path) -
     lines = out.getvalue().strip().splitlines()
     assert len(lines) == 1, lines
     assert lines[0].startswith(
-        f"error: no Kafka broker answers at {settings.brokers} (NDD_BROKERS) after 2 s: ")
+        f"error: no Kafka broker answers at {settings.bootstrap_servers()} (NDD_BROKERS) "
+        "after 2 s: ")
 
 
 # --- tail -------------------------------------------------------------------------------
@@ -222,9 +229,8 @@ def test_render_record_explains_a_new_report() -> None:
 
 @pytest.mark.broker
 def test_tail_prints_records_until_the_bounds(
-    broker: EmbeddedBroker, make_settings: SettingsFactory, make_topics: TopicFactory,
+    broker: EmbeddedBroker, settings: Settings, make_topics: TopicFactory,
 ) -> None:  # fmt: skip
-    settings = make_settings()
     topic = settings.duplicate_topic
     make_topics(topic, partitions=2)
     values = [orjson.dumps({"title": f"headline {i}", "text": f"body {i}"}) for i in range(3)]
@@ -249,10 +255,9 @@ def test_tail_prints_records_until_the_bounds(
 
 @pytest.mark.broker
 def test_tail_stops_cleanly_on_ctrl_c(
-    broker: EmbeddedBroker, make_settings: SettingsFactory, make_topics: TopicFactory,
+    broker: EmbeddedBroker, settings: Settings, make_topics: TopicFactory,
     tmp_path: Path,
 ) -> None:  # fmt: skip
-    settings = make_settings()
     make_topics(settings.unique_topic)
     produce(broker.bootstrap, settings.unique_topic, [b'{"title": "first"}'])
     script = (

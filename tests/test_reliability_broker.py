@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from harness.kafka import (
+    Position,
     Reader,
     SettingsFactory,
     committed_offsets,
@@ -31,8 +32,16 @@ from harness.kafka import (
     wait_until,
     worker_settings,
 )
-from harness.scenarios import Feeder, Report, check_outputs, dedup_of, news_lines
-from harness.worker import WorkerProcess, events_named
+from harness.scenarios import (
+    Feeder,
+    Report,
+    check_outputs,
+    dedup_of,
+    feed_all,
+    news_lines,
+    prepare,
+)
+from harness.worker import Decided, WorkerProcess, events_named
 
 from ndd_stream.kafka.broker import (
     BrokerBinaryNotFound,
@@ -79,6 +88,14 @@ def _state(settings: Settings) -> tuple[int, int]:
     return docs, nexts
 
 
+def _assert_nothing_lost(report: Report, reader: Reader, positions: list[Position],
+                         want: dict[str, Decided], want_dlq: int) -> None:
+    """Every fed line came out once, decided as dedup decides it; the report is printed."""
+    problems = check_outputs(report, reader.records, positions, want, want_dlq)
+    print(report.line())
+    assert not problems, "\n".join(problems)
+
+
 def _fatal(log_path: Path) -> str:
     lines = events_named(log_path, "fatal")
     assert lines, f"no fatal log line in {log_path}"
@@ -90,10 +107,7 @@ def test_broker_hung_beyond_the_session_timeout_then_back_loses_nothing(
     own_broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
     settings = _settings(own_broker, tmp_path, broker_timeout_s=60.0)
-    create_topics(settings)
-    lines = news_lines(3000, seed=21, id_prefix="p-")
-    want, want_dlq = dedup_of(settings, lines)
-    reader = Reader.outputs(settings)
+    lines, want, want_dlq, reader = prepare(settings, 3000, seed=21, id_prefix="p-")
     feeder = Feeder(settings, lines, rate=300).start()  # still producing during the pause
     log_path = tmp_path / "worker.log"
     worker = WorkerProcess(settings, log_path).start()
@@ -114,20 +128,15 @@ def test_broker_hung_beyond_the_session_timeout_then_back_loses_nothing(
     finally:
         worker.stop()
         reader.close()
-    report = Report("broker paused 15 s", len(lines))
-    problems = check_outputs(report, reader.records, positions, want, want_dlq)
-    print(report.line())
-    assert not problems, "\n".join(problems)
+    _assert_nothing_lost(Report("broker paused 15 s", len(lines)), reader, positions, want,
+                         want_dlq)
 
 
 def test_broker_hung_beyond_broker_timeout_exits_3_and_a_restart_loses_nothing(
     own_broker: EmbeddedBroker, tmp_path: Path
 ) -> None:
     settings = _settings(own_broker, tmp_path, broker_timeout_s=10.0)
-    create_topics(settings)
-    lines = news_lines(2000, seed=22, id_prefix="h-")
-    want, want_dlq = dedup_of(settings, lines)
-    reader = Reader.outputs(settings)
+    lines, want, want_dlq, reader = prepare(settings, 2000, seed=22, id_prefix="h-")
     feeder = Feeder(settings, lines[:1000], rate=2000).start()
     log_path = tmp_path / "worker.log"
     worker = WorkerProcess(settings, log_path).start()
@@ -150,10 +159,9 @@ def test_broker_hung_beyond_broker_timeout_exits_3_and_a_restart_loses_nothing(
     finally:
         worker.stop()
         reader.close()
-    report = Report("broker hung 10+ s", len(lines), crashes=1)
-    problems = check_outputs(report, reader.records, positions, want, want_dlq)
-    print(report.line(), f"exit 3 after {exited_after:.1f}s")
-    assert not problems, "\n".join(problems)
+    print(f"exit 3 after {exited_after:.1f}s")
+    _assert_nothing_lost(Report("broker hung 10+ s", len(lines), crashes=1), reader, positions,
+                         want, want_dlq)
 
 
 def test_broker_gone_for_good_exits_3(own_broker: EmbeddedBroker, tmp_path: Path) -> None:
@@ -171,7 +179,7 @@ def test_broker_gone_for_good_exits_3(own_broker: EmbeddedBroker, tmp_path: Path
         worker.stop()
     assert code == 3, worker.log_tail()
     assert exited_after >= 8.0, exited_after  # never before NDD_BROKER_TIMEOUT_S
-    assert f"no broker at {settings.brokers} answered" in _fatal(log_path)
+    assert f"no broker at {settings.bootstrap_servers()} answered" in _fatal(log_path)
     print(f"broker stopped: exit 3 after {exited_after:.1f}s")
 
 
@@ -182,7 +190,7 @@ def test_broker_restarted_empty_is_refused_loudly_and_state_is_kept(
     create_topics(settings)
     lines = news_lines(400, seed=23, id_prefix="r-")
     reader = Reader.outputs(settings)
-    positions = Feeder(settings, lines, rate=5000).start().join(timeout=60)
+    positions = feed_all(settings, lines)
     log_path = tmp_path / "worker.log"
     worker = WorkerProcess(settings, log_path).start()
     try:
@@ -191,7 +199,7 @@ def test_broker_restarted_empty_is_refused_loudly_and_state_is_kept(
         # The group's offsets pass a record only after its batch's state is written.
         scoped = topic_name(settings, "scoped")
         assert wait_until(lambda: sum(committed_offsets(
-            settings.brokers, settings.app_id, scoped).values()) >= len(lines), 60)
+            settings.bootstrap_servers(), settings.app_id, scoped).values()) >= len(lines), 60)
         own_broker.stop()
         own_broker.start()  # same port, empty: what an in-memory broker restart looks like
         code = worker.wait_exit(timeout=90)
@@ -206,11 +214,7 @@ def test_broker_restarted_empty_is_refused_loudly_and_state_is_kept(
 
     # A restart against the empty broker (topics re-created) refuses the same way ...
     create_topics(settings)
-    again = WorkerProcess(settings, tmp_path / "worker-2.log").start()
-    try:
-        code = again.wait_exit(timeout=90)
-    finally:
-        again.stop()
+    code = WorkerProcess(settings, tmp_path / "worker-2.log").run_to_exit(timeout=90)
     assert code == 3 and "the broker lost data" in _fatal(tmp_path / "worker-2.log")
     assert _state(settings) == (docs, nexts)
 
@@ -219,7 +223,7 @@ def test_broker_restarted_empty_is_refused_loudly_and_state_is_kept(
     fresh = news_lines(300, seed=24, id_prefix="f-")
     want, want_dlq = dedup_of(settings, fresh)
     reader = Reader.outputs(settings)
-    positions = Feeder(settings, fresh, rate=5000).start().join(timeout=60)
+    positions = feed_all(settings, fresh)
     worker = WorkerProcess(settings, tmp_path / "worker-3.log").start()
     try:
         assert reader.wait_for(positions, timeout=90, alive=worker.alive), worker.log_tail()
@@ -227,9 +231,8 @@ def test_broker_restarted_empty_is_refused_loudly_and_state_is_kept(
     finally:
         worker.stop()
         reader.close()
-    report = Report("after an empty broker", len(fresh))
-    problems = check_outputs(report, reader.records, positions, want, want_dlq)
-    assert not problems, "\n".join(problems)
+    _assert_nothing_lost(Report("after an empty broker", len(fresh)), reader, positions, want,
+                         want_dlq)
     print(f"empty broker: exit 3 twice ({detected[:80]}...), state kept: {docs} documents")
 
 
@@ -246,11 +249,8 @@ def test_an_app_crash_exits_3(make_settings: SettingsFactory, tmp_path: Path) ->
     db.put(FORMAT_KEY, b"ndd-state-0")
     db.close()
     log_path = tmp_path / "worker.log"
-    worker = WorkerProcess(settings, log_path).start()
-    try:
-        code = worker.wait_exit(timeout=90)
-    finally:
-        worker.stop()
+    worker = WorkerProcess(settings, log_path)
+    code = worker.run_to_exit(timeout=90)
     assert code == 3, worker.log_tail()
     message = _fatal(log_path)
     assert "crashed" in message and "state format" in message, message

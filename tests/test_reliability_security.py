@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from harness.kafka import Reader, SettingsFactory, create_topics, make_settings
-from harness.scenarios import Feeder, news_lines
+from harness.scenarios import feed_all, news_lines
 from harness.worker import WorkerProcess, events_named
 
 from ndd_stream.kafka.config import REDACTED, describe, librdkafka_config, redact
@@ -69,7 +69,7 @@ def test_running_worker_keeps_secrets_out_and_binds_web_host(
     create_topics(settings)
     lines = news_lines(50, seed=31, id_prefix="s-")
     reader = Reader.outputs(settings)
-    positions = Feeder(settings, lines, rate=5000).start().join(timeout=30)
+    positions = feed_all(settings, lines, timeout=30)
     log_path = tmp_path / "worker.log"
     worker = WorkerProcess(settings, log_path).start()
     try:
@@ -102,11 +102,8 @@ def test_refused_credentials_fail_loudly_without_printing_them(
                              sasl_username="ndd", sasl_password=SECRET, broker_timeout_s=10.0)
     create_topics(make_settings(partitions=1))  # same names, created over PLAINTEXT
     log_path = tmp_path / "worker.log"
-    worker = WorkerProcess(settings, log_path).start()
-    try:
-        code = worker.wait_exit(timeout=60)
-    finally:
-        worker.stop()
+    worker = WorkerProcess(settings, log_path)
+    code = worker.run_to_exit(timeout=60)
     assert code == 3, worker.log_tail()
     assert [e["level"] for e in events_named(log_path, "fatal")] == ["CRITICAL"]
     assert SECRET not in log_path.read_text(errors="replace")

@@ -70,14 +70,14 @@ def test_a_matched_text_that_left_memory_is_read_back(
         return wait_until(lambda: view.state.read[kind] >= n, timeout=60)
 
     try:
-        produce(settings.brokers, settings.unique_topic, [_routed("orig", ORIGINAL)])
+        produce(settings.bootstrap_servers(), settings.unique_topic, [_routed("orig", ORIGINAL)])
         assert read("unique", 1)
-        produce(settings.brokers, settings.unique_topic,
+        produce(settings.bootstrap_servers(), settings.unique_topic,
                 [_routed(f"other{i}", f"unrelated text number {i}") for i in range(4)])
         assert read("unique", 5)
-        produce(settings.brokers, settings.duplicate_topic,
+        produce(settings.bootstrap_servers(), settings.duplicate_topic,
                 [_routed("copy", ORIGINAL + " Tickets are free.", "near_duplicate")])
-        produce(settings.brokers, str(settings.decisions_topic),
+        produce(settings.bootstrap_servers(), str(settings.decisions_topic),
                 [_audit("copy", 1, "orig"), _audit("lost", 2, "ghost")])
         assert read("duplicate", 1) and read("decisions", 2)
         assert view.state.texts.get("orig") is None and "orig" in view.state.locators
@@ -103,7 +103,7 @@ def test_high_watermarks_are_exact_when_the_producer_batches(
     settings = make_settings()
     topic = names.topic("batched")
     make_topics(topic)
-    produce(settings.brokers, topic, [Outgoing(value=b"x", partition=0)] * 10,
+    produce(settings.bootstrap_servers(), topic, [Outgoing(value=b"x", partition=0)] * 10,
             one_per_batch=False, extra_config={"linger.ms": 500})
     consumer = _consumer(settings, "probe")
     try:
@@ -119,8 +119,8 @@ def test_view_command_serves_until_interrupted(
         make_settings: SettingsFactory, make_topics: TopicFactory, tmp_path: Path) -> None:
     settings = make_settings()
     _topics(settings, make_topics)
-    produce(settings.brokers, settings.unique_topic, [_routed("a", ORIGINAL)])
-    produce(settings.brokers, str(settings.decisions_topic), [_audit("a", 0, None)])
+    produce(settings.bootstrap_servers(), settings.unique_topic, [_routed("a", ORIGINAL)])
+    produce(settings.bootstrap_servers(), str(settings.decisions_topic), [_audit("a", 0, None)])
     env: dict[str, Any] = {**os.environ, **settings.to_env(), "PYTHONUNBUFFERED": "1"}
     view = Process([sys.executable, "-m", "ndd_stream.cli", "view", "--port", "0",
                     "--backfill", "10"], tmp_path / "view.log", env=env).start()

@@ -116,7 +116,7 @@ def test_decisions_appear_pairs_highlight_and_the_page_keeps_up(pipeline: tuple[
              _item("quake-2", "Lake Orvine quake revised to magnitude 4.9", REVISED,
                    "2026-03-12T05:54:00Z"),
              Outgoing(value=b"{this is not json", key=b"wire")]
-    produce(settings.brokers, raw, first)
+    produce(settings.bootstrap_servers(), raw, first)
 
     # 1. Decisions from the worker appear on the live list without reloading the page.
     driver.get(view.url + "decisions")
@@ -147,7 +147,7 @@ def test_decisions_appear_pairs_highlight_and_the_page_keeps_up(pipeline: tuple[
     wait(driver, lambda d: int(text_of(d, "#count-total")) >= 3, "first decisions not counted")
     stream = [Outgoing(value=json.dumps(it).encode(), key=it["channel"].encode())
               for it in news_items(120, seed=13)]
-    producer = threading.Thread(target=produce, args=(settings.brokers, raw, stream),
+    producer = threading.Thread(target=produce, args=(settings.bootstrap_servers(), raw, stream),
                                 kwargs={"extra_config": {"linger.ms": 5}})
     before = int(driver.find_element("css selector", "body").get_attribute(
         "data-refreshed") or 0)

@@ -115,13 +115,14 @@ def test_records_a_committed_offset_already_passed_are_decided_at_assignment(
         assert invalid is None
         routed_in.append(Outgoing(value=record.value, key=record.key,
                                   headers=list(record.headers), partition=0))
-    produce(settings.brokers, scoped, routed_in)
-    group = Consumer({"bootstrap.servers": settings.brokers, "group.id": settings.app_id})
+    bootstrap = settings.bootstrap_servers()
+    produce(bootstrap, scoped, routed_in)
+    group = Consumer({"bootstrap.servers": bootstrap, "group.id": settings.app_id})
     try:
         group.commit(offsets=[TopicPartition(scoped, 0, len(lines))], asynchronous=False)
     finally:
         group.close()
-    assert committed_offsets(settings.brokers, settings.app_id, scoped) == {0: len(lines)}
+    assert committed_offsets(bootstrap, settings.app_id, scoped) == {0: len(lines)}
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:
         routed = collect(settings, expected=len(lines), timeout=120, worker=worker)

@@ -28,7 +28,7 @@ def _send(settings: Settings, lines: list[bytes]) -> None:
         except Exception:
             key = None
         out.append(Outgoing(value=line, key=key))
-    produce(settings.brokers, settings.raw_topic_list()[0], out)
+    produce(settings.bootstrap_servers(), settings.raw_topic_list()[0], out)
 
 
 BAD_LINES = [

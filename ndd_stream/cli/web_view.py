@@ -63,7 +63,8 @@ def cmd_view(args: argparse.Namespace, settings: Settings) -> int:
         url = server.start()
     except OSError as exc:
         raise UsageError(str(exc)) from None
-    print(f"ndd-stream view: {url}  (brokers {settings.brokers}; Ctrl-C to stop)", flush=True)
+    brokers = settings.bootstrap_servers()
+    print(f"ndd-stream view: {url}  (brokers {brokers}; Ctrl-C to stop)", flush=True)
 
     def on_term(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt

@@ -277,7 +277,7 @@ class Service:
             ok = await asyncio.get_running_loop().run_in_executor(None, self._broker_answers)
             if ok:
                 if self._unreachable_since is not None:
-                    log.warning("broker %s answers again after %.0fs", s.brokers,
+                    log.warning("broker %s answers again after %.0fs", s.bootstrap_servers(),
                                 started - self._unreachable_since,
                                 extra={"event": "broker_reachable"})
                 self._unreachable_since = None
@@ -286,10 +286,10 @@ class Service:
                 self._unreachable_since = started
             down = time.monotonic() - self._unreachable_since
             if down >= s.broker_timeout_s:
-                fatal(f"no broker at {s.brokers} answered for {down:.0f}s "
+                fatal(f"no broker at {s.bootstrap_servers()} answered for {down:.0f}s "
                       f"(NDD_BROKER_TIMEOUT_S={s.broker_timeout_s:g})")
             log.error("broker %s does not answer (for %.0fs; exiting after %.0fs)",
-                      s.brokers, down, s.broker_timeout_s,
+                      s.bootstrap_servers(), down, s.broker_timeout_s,
                       extra={"event": "broker_unreachable"})
 
         @self.app.task
@@ -383,7 +383,7 @@ def _broker_up(settings: Settings) -> bool:
         timeout = settings.broker_timeout_s
         reason = wait_for_broker(settings, timeout, on_wait=lambda: log.warning(
             "no Kafka broker answers at %s (NDD_BROKERS) yet; waiting up to %.0f s "
-            "(NDD_BROKER_TIMEOUT_S)", settings.brokers, timeout,
+            "(NDD_BROKER_TIMEOUT_S)", settings.bootstrap_servers(), timeout,
             extra={"event": "broker_unreachable"}))
         if reason is None:
             return True

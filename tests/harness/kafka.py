@@ -68,7 +68,7 @@ def worker_settings(bootstrap: str, suffix: str, data_dir: Path, **overrides: An
     """The settings factory: a worker on ``bootstrap`` with its own topics, app id (one
     consumer group) and data dir, all named after ``suffix``; ``overrides`` win."""
     fields: dict[str, Any] = {
-        "brokers": bootstrap, "app_id": f"app-{suffix}", "raw_topics": f"raw-{suffix}",
+        "brokers": [bootstrap], "app_id": f"app-{suffix}", "raw_topics": f"raw-{suffix}",
         "unique_topic": f"unique-{suffix}", "duplicate_topic": f"duplicate-{suffix}",
         "dlq_topic": f"dlq-{suffix}", "decisions_topic": f"decisions-{suffix}",
         "data_dir": data_dir, "session_timeout_s": 6.0, "web_port": 0,
@@ -275,7 +275,7 @@ class Reader:
     @classmethod
     def outputs(cls, settings: Settings) -> Reader:
         """unique + duplicate + DLQ: where every raw record of a worker comes out."""
-        return cls(settings.brokers,
+        return cls(settings.bootstrap_servers(),
                    [settings.unique_topic, settings.duplicate_topic, settings.dlq_topic])
 
     def __enter__(self) -> Reader:

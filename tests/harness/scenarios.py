@@ -93,7 +93,7 @@ class Feeder:
         return self
 
     def _run(self) -> None:
-        producer = Producer({"bootstrap.servers": self.settings.brokers,
+        producer = Producer({"bootstrap.servers": self.settings.bootstrap_servers(),
                              "partitioner": "murmur2_random", "linger.ms": 5,
                              "message.max.bytes": 16_000_000, "message.timeout.ms": 120_000})
         started, paced_from = time.monotonic(), 0  # pacing restarts after each hold
@@ -225,6 +225,11 @@ def check_outputs(report: Report, records: Sequence[Record], positions: Sequence
     return problems
 
 
+def feed_all(settings: Settings, lines: list[bytes], timeout: float = 60.0) -> list[Position]:
+    """Produce ``lines`` to the raw topics at once; where they landed, once all are acked."""
+    return Feeder(settings, lines, rate=5000).start().join(timeout=timeout)
+
+
 def dedup_of(settings: Settings, lines: list[bytes]) -> tuple[dict[str, Decided], int]:
     want, invalid = expected_decisions(settings, lines)
     return want, sum(invalid.values())
@@ -233,11 +238,11 @@ def dedup_of(settings: Settings, lines: list[bytes]) -> tuple[dict[str, Decided]
 # --- scenarios ----------------------------------------------------------------------
 
 
-def _prepare(settings: Settings, items: int, seed: int
-             ) -> tuple[list[bytes], dict[str, Decided], int, Reader]:
+def prepare(settings: Settings, items: int, seed: int, *, id_prefix: str = ""
+            ) -> tuple[list[bytes], dict[str, Decided], int, Reader]:
     """A scenario's topics, input lines, dedup's decisions on them, and an output reader."""
     create_topics(settings)
-    lines = news_lines(items, seed)
+    lines = news_lines(items, seed, id_prefix=id_prefix)
     want, want_dlq = dedup_of(settings, lines)
     return lines, want, want_dlq, Reader.outputs(settings)
 
@@ -265,7 +270,7 @@ def crash_scenario(settings: Settings, workdir: Path, *, items: int, kills: int,
     """Stream ``items`` while ``kills`` times kill -9 the worker at a random moment and
     start a new one; then drain and check. Returns the report and the problems found."""
     rnd, started = random.Random(seed), time.monotonic()
-    lines, want, want_dlq, reader = _prepare(settings, items, seed)
+    lines, want, want_dlq, reader = prepare(settings, items, seed)
     report = Report("kill -9", items)
     feeder = Feeder(settings, lines, rate=rate).start()
     worker = WorkerProcess(settings, workdir / "worker-0.log").start()
@@ -307,7 +312,7 @@ def rebalance_scenario(first_settings: Settings, second_settings: Settings, work
     moment and leaves (SIGTERM, clean) at another; then drain and check. The first worker
     must rebuild the partitions it gets back from the changelog the second one wrote."""
     rnd, started = random.Random(seed), time.monotonic()
-    lines, want, want_dlq, reader = _prepare(first_settings, items, seed)
+    lines, want, want_dlq, reader = prepare(first_settings, items, seed)
     report = Report("rebalance", items)
     # The feed comes in 2*cycles+1 shares, each released at a phase: new items arrive
     # while the second worker owns partitions (a backlog could be drained before its join

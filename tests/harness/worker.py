@@ -72,6 +72,15 @@ class Process:
         wait_until(lambda: proc.poll() is not None, timeout)
         return proc.poll()
 
+    def run_to_exit(self, timeout: float) -> int | None:
+        """Start a process expected to exit on its own; its exit code within ``timeout``
+        (else None), and it is stopped either way."""
+        self.start()
+        try:
+            return self.wait_exit(timeout)
+        finally:
+            self.stop()
+
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 

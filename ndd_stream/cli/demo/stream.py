@@ -146,7 +146,7 @@ def keep_running(clients: Clients, s: Settings, tally: Tally, reporter: Reporter
     page = f" The web view: [bold]{view_url}[/]" if view_url else ""
     console.print(
         f"\n[bold]still running[/] (Ctrl-C to stop).{page} In another shell:\n"
-        f"  export NDD_BROKERS={s.brokers}\n"
+        f"  export NDD_BROKERS={s.bootstrap_servers()}\n"
         f"  ndd-stream tail {s.duplicate_topic}        # or {s.unique_topic}, {s.dlq_topic}, "
         f"{s.decisions_topic}\n"
         f"  ndd-stream produce my-items.jsonl\n"
