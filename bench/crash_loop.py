@@ -40,8 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=RESULTS / "crash_loop.json")
     args = ap.parse_args(argv)
 
-    sys.path.insert(0, str(TESTS))  # the scenarios live with the tests
-    from reliability_harness import crash_scenario, rebalance_scenario, worker_settings
+    sys.path.insert(0, str(TESTS))  # the scenarios live with the tests (tests/harness/)
+    from harness.kafka import worker_settings
+    from harness.scenarios import crash_scenario, rebalance_scenario
 
     from ndd_stream.kafka.broker import EmbeddedBroker
 

@@ -72,7 +72,7 @@ def count_outputs(consumer: Consumer) -> int:
 def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir: Path
         ) -> dict[str, Any]:
     with EmbeddedBroker(log_dir=workdir) as broker:
-        settings = Settings(brokers=broker.bootstrap, partitions=4, threshold=threshold,
+        settings = Settings(brokers=[broker.bootstrap], partitions=4, threshold=threshold,
                             data_dir=workdir / "state", session_timeout_s=6.0, web_port=0,
                             decisions_topic="")
         report = apply(settings, load_for(settings), timeout=30)

@@ -22,6 +22,7 @@ from bench.workload import NewsStream, WorkloadConfig
 from ndd_stream import jsonio
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.kafka.broker import EmbeddedBroker
+from ndd_stream.kafka.reads import BrokerReads
 from ndd_stream.state.codec import document_key, encode_document
 from ndd_stream.state.rocks import RocksStore
 from ndd_stream.worker.changelog import read_partition
@@ -67,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
                         producer.poll(0.1)
             assert producer.flush(60) == 0
             start = time.perf_counter()
-            read = read_partition({"bootstrap.servers": broker.bootstrap}, "bench-changelog", 0,
-                                  0, timeout_s=600)
+            reads = BrokerReads({"bootstrap.servers": broker.bootstrap}, "bench-restore")
+            read = read_partition(reads, "bench-changelog", 0, 0, timeout_s=600)
+            reads.close()
             fetch_s = time.perf_counter() - start
             target = RocksStore(Path(tmp) / "b")
             for key, value in read.records:

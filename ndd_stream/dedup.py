@@ -28,6 +28,7 @@ from ndd_stream.jsonio import dumps_line
 class DedupSummary:
     lines: int = 0
     statuses: Counter[str] = field(default_factory=Counter)
+    novel: Counter[str] = field(default_factory=Counter)  # routed unique by the novelty rule
     invalid: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
 
@@ -35,6 +36,7 @@ class DedupSummary:
         return {
             "lines": self.lines,
             "statuses": dict(self.statuses),
+            "novel": dict(self.novel),
             "invalid": dict(self.invalid),
             "seconds": round(self.seconds, 3),
             "items_per_second": round(self.lines / self.seconds, 1) if self.seconds else None,
@@ -83,6 +85,8 @@ def run_dedup(
             else:
                 decision = detector.decide(item)
                 summary.statuses[decision.status.value] += 1
+                if decision.novel is not None:
+                    summary.novel[decision.novel.reason] += 1
                 sink.write(dumps_line(decision_record(number, decision)))
             if progress is not None and task is not None:
                 progress.update(task, advance=len(raw) + 1)

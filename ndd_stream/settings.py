@@ -7,8 +7,9 @@ component can change another's view of the configuration.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -18,6 +19,7 @@ from ndd_stream.core.detector import (
     BITMAP_BITS_MIN,
     DEFAULT_THRESHOLD,
     DetectorConfig,
+    NoveltyMode,
 )
 from ndd_stream.core.extract import DEFAULT_EXTRACT, ExtractMode
 from ndd_stream.core.items import ItemFormat
@@ -36,7 +38,10 @@ class Settings(BaseSettings):
     )
 
     # --- Kafka connection -------------------------------------------------------------
-    brokers: str = Field("127.0.0.1:9092", description="Kafka bootstrap servers, comma separated.")
+    brokers: CommaList = Field(
+        default_factory=lambda: ["127.0.0.1:9092"],
+        description="Kafka bootstrap servers (host:port), comma separated.",
+    )
     security_protocol: SecurityProtocol = Field(
         "PLAINTEXT",
         description="Kafka security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.",
@@ -85,8 +90,8 @@ class Settings(BaseSettings):
         DEFAULT_THRESHOLD,
         gt=0.0,
         le=1.0,
-        description="doc_q threshold for a near duplicate (0.3: see docs/EVALUATION.md; "
-        "0.7-0.8 for clean agency text).",
+        description="doc_q threshold for a near duplicate (0.3: right for crawled pages and, "
+        "with the novelty rule, for agency newswire; see docs/EVALUATION.md).",
     )
     q: int = Field(4, ge=1, le=16, description="q-gram length.")
     bitmap_filter_bits: int | None = Field(
@@ -117,6 +122,13 @@ class Settings(BaseSettings):
     scope_map: dict[str, str] = Field(
         default_factory=dict,
         description="JSON object mapping a scope value (e.g. a channel) to a dedup group.",
+    )
+    novelty: NoveltyMode = Field(
+        "auto",
+        description="Judge the best doc_q match: a report with other figures, or sharing "
+        "under half of the shorter text, is routed unique and explained (ndd-novel headers). "
+        "auto: for plain-text items, not for HTML ones; on; off (doc_q alone). See "
+        "docs/EVALUATION.md.",
     )
     index_duplicates: bool = Field(
         True,
@@ -160,7 +172,7 @@ class Settings(BaseSettings):
         "orchestrator restarts the worker instead of it hanging.",
     )
 
-    @field_validator("raw_topics", "text_fields", "timestamp_fields", mode="before")
+    @field_validator("brokers", "raw_topics", "text_fields", "timestamp_fields", mode="before")
     @classmethod
     def _split_commas(cls, value: Any) -> Any:
         """``a, b,,c`` (environment, file, CLI) -> ``["a", "b", "c"]``; lists are kept."""
@@ -179,8 +191,8 @@ class Settings(BaseSettings):
 
     @field_validator("brokers")
     @classmethod
-    def _some_broker(cls, value: str) -> str:
-        if not any(h.strip() for h in value.split(",")):
+    def _some_broker(cls, value: list[str]) -> list[str]:
+        if not value:
             raise ValueError("give at least one host:port")
         return value
 
@@ -206,6 +218,18 @@ class Settings(BaseSettings):
                              f"{self.security_protocol}; use SSL or SASL_SSL")
         return self
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with ``update`` validated like any other settings (pydantic's own copy
+        skips validation, which would let ``brokers="a,b"`` in as a string)."""
+        if not update:
+            return super().model_copy(deep=deep)
+        fields = {name: getattr(self, name) for name in type(self).model_fields}
+        return type(self).model_validate({**fields, **update})
+
+    def bootstrap_servers(self) -> str:
+        """The brokers as one ``a,b`` string: client configs and messages."""
+        return ",".join(self.brokers)
+
     def raw_topic_list(self) -> list[str]:
         return list(self.raw_topics)
 
@@ -223,6 +247,7 @@ class Settings(BaseSettings):
             case_sensitive=self.case_sensitive,
             index_duplicates=self.index_duplicates,
             bitmap_bits=self.bitmap_filter_bits,
+            novelty=self.novelty,
         )
 
     def item_format(self) -> ItemFormat:

@@ -2,9 +2,8 @@
 
 Tests never mock Kafka: they talk to a real Kafka-protocol broker over loopback. The
 broker holds everything in memory and is shared, so every test makes its own topics and
-groups through ``names`` and never depends on another test's data. ``tests/`` is on
-sys.path (pytest inserts a rootdir-less conftest's folder), so tests import
-``kafka_helpers`` directly.
+groups through ``names`` and never depends on another test's data. The helpers are in
+``tests/harness/`` (on sys.path through pytest's ``pythonpath`` setting).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka_helpers import Names, SettingsFactory, TopicFactory, create_topics
+from harness.kafka import Names, SettingsFactory, TopicFactory, create_topics, worker_settings
 
 from ndd_stream.kafka.broker import BrokerBinaryNotFound, EmbeddedBroker, resolve_tansu_bin
 from ndd_stream.settings import Settings
@@ -29,6 +28,7 @@ _CI_REQUIRES = (
     "hadolint not installed",
     "openssl CLI not available",
     "C kernels not built",
+    "chromium not installed",
 )
 
 
@@ -84,19 +84,7 @@ def make_settings(broker: EmbeddedBroker, names: Names, tmp_path: Path) -> Setti
     """
 
     def _make(**overrides: Any) -> Settings:
-        fields: dict[str, Any] = {
-            "brokers": broker.bootstrap,
-            "app_id": names.app_id(),
-            "raw_topics": names.topic("raw"),
-            "unique_topic": names.topic("unique"),
-            "duplicate_topic": names.topic("duplicate"),
-            "dlq_topic": names.topic("dlq"),
-            "decisions_topic": names.topic("decisions"),
-            "data_dir": tmp_path / "ndd-data",
-            "session_timeout_s": 6.0,
-            "web_port": 0,
-        }
-        fields.update(overrides)
-        return Settings(**fields)
+        fields = {"data_dir": tmp_path / "ndd-data", **overrides}
+        return worker_settings(broker.bootstrap, names.suffix, **fields)
 
     return _make

@@ -9,10 +9,7 @@ one group share the partitions and hand them over on shutdown. See docs/TANSU.md
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
@@ -21,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka_helpers import (
+from harness.kafka import (
     Names,
     Outgoing,
     Record,
@@ -31,13 +28,13 @@ from kafka_helpers import (
     produce,
     wait_until,
 )
+from harness.worker import Process
 
 from ndd_stream.kafka.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.broker
 
 PARTITIONS = 4
-STOP_TIMEOUT = 30.0
 
 
 def make_app(bootstrap: str, src: str, dst: str, app_id: str, name: str) -> Any:
@@ -84,47 +81,11 @@ def _worker_main(argv: list[str]) -> None:
     faust.Worker(app, loglevel="INFO").execute_from_commandline()
 
 
-class WorkerProcess:
-    """One Faust worker subprocess; stopped with SIGTERM like a pod."""
-
-    def __init__(self, log_path: Path, *args: str) -> None:
-        self.log_path = log_path
-        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        root = str(Path(__file__).resolve().parent.parent)
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])),
-        }
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, *args],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            cwd=root,
-            env=env,
-        )
-
-    def stop(self) -> int:
-        """SIGTERM and wait (bounded); SIGKILL if Faust does not finish in time."""
-        try:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    return self.proc.wait(timeout=STOP_TIMEOUT)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait(timeout=10)
-                    return -9
-            return self.proc.returncode
-        finally:
-            self._log.close()
-
-    def log_tail(self) -> str:
-        return self.log_path.read_text(errors="replace")[-3000:]
-
-
 @contextmanager
-def worker(tmp_path: Path, *args: str) -> Iterator[WorkerProcess]:
-    proc = WorkerProcess(tmp_path / f"worker-{args[-1]}.log", *args)
+def worker(tmp_path: Path, *args: str) -> Iterator[Process]:
+    """This file as a Faust worker (``python test_broker_faust.py ...``), stopped on exit."""
+    proc = Process([sys.executable, __file__, *args], tmp_path / f"worker-{args[-1]}.log",
+                   cwd=Path(__file__).resolve().parent.parent).start()
     try:
         yield proc
     finally:
@@ -169,8 +130,9 @@ def test_forward_with_headers_commit_and_resume(
     with worker(tmp_path, broker.bootstrap, src, dst, app_id, "b") as second:
         out = consume(broker.bootstrap, dst, n=40, timeout=60)
         assert len(out) == 40, second.log_tail()
-        extra = consume(broker.bootstrap, dst, timeout=8, idle=4)
         assert second.stop() == 0, second.log_tail()
+    # Stopped cleanly, the worker has nothing more on its way: read everything there is.
+    extra = consume(broker.bootstrap, dst, timeout=20, idle=2)
     assert len(extra) == 40, "the restarted worker re-processed committed records"
     resumed = [r for r in out if r.header("forwarded-by") == b"b"]
     assert sorted(_n(r) for r in resumed) == list(range(30, 40))
@@ -215,11 +177,11 @@ def _n(record: Record) -> int:
 _JOINED = re.compile(r"Joined group '[^']+' \(generation (\d+)\)")
 
 
-def _settled_together(*procs: WorkerProcess) -> bool:
+def _settled_together(*procs: Process) -> bool:
     """All workers joined the same (latest) generation and finished handling it."""
     generations = set()
     for proc in procs:
-        log = proc.log_path.read_text(errors="replace")
+        log = proc.log_text()
         joined = _JOINED.findall(log)
         if not joined or log.count("Worker ready") < len(joined):
             return False

@@ -19,7 +19,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from confluent_kafka import Producer
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
-from kafka_helpers import make_settings as settings_of
+from harness.kafka import make_settings as settings_of
 from pydantic import ValidationError
 
 from ndd_stream.kafka import config as kc

@@ -12,7 +12,9 @@ from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Document, Policy, Status
 
 WORDS = ["rome", "mayor", "metro", "line", "opened", "today", "the", "of", "new", "a",
-         "strike", "bank", "rates", "3", "2026", "Città", "Zürich", "東京", "нефть", "über"]
+         "strike", "bank", "rates", "3", "2026", "Città", "Zürich", "東京", "нефть", "über",
+         # figures (the novelty rule compares them without thousands commas) and a correction
+         "1,250", "1250", "58.8", "58.7", "12.5", "7", "net", "Corrected"]
 
 
 @st.composite
@@ -38,7 +40,8 @@ def streams(draw: st.DrawFn) -> list[Document]:
             text = " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(0, 12)))
         t += rnd.choice([0, 30, 600, 3600, 3 * 3600, -2 * 3600, -30 * 3600])
         identity = str(rnd.randrange(i + 1)) if rnd.random() < 0.1 else f"d{i}"
-        docs.append(Document(identity, rnd.choice(["a", "b"]), "c", t, text + "."))
+        docs.append(Document(identity, rnd.choice(["a", "b"]), "c", t, text + ".",
+                             markup=rnd.random() < 0.2))
     return docs
 
 
@@ -50,21 +53,29 @@ def streams(draw: st.DrawFn) -> list[Document]:
     window=st.sampled_from([0, 1, 2, 24]),
     index_duplicates=st.booleans(),
     bitmap_bits=st.sampled_from([None, 0, 6, 10]),  # 6: 64-bit bitmaps, collisions galore
+    novelty=st.sampled_from(["auto", "on", "off"]),
 )
 def test_decisions_equal_brute_force(
     docs: list[Document], threshold: float, q: int, window: int, index_duplicates: bool,
-    bitmap_bits: int | None,
+    bitmap_bits: int | None, novelty: str,
 ) -> None:
-    """Whatever the threshold (full or partial prefixes) and bitmap filter size."""
+    """Whatever the threshold (full or partial prefixes), bitmap filter size and novelty
+    mode: the same routing, the same match and the same explanation of a new report."""
     config = DetectorConfig(q=q, threshold=threshold, window_hours=window,
-                            index_duplicates=index_duplicates, bitmap_bits=bitmap_bits)
+                            index_duplicates=index_duplicates, bitmap_bits=bitmap_bits,
+                            novelty=novelty)  # type: ignore[arg-type]
     detector = Detector(config)
     got = [detector.decide(d) for d in docs]
     want = brute_force(docs, q=q, threshold=threshold, window_hours=window,
-                       index_duplicates=index_duplicates)
+                       index_duplicates=index_duplicates, novelty_mode=novelty)
     for g, w in zip(got, want, strict=True):
         assert (g.status.value, g.duplicate_of) == (w.status, w.duplicate_of)
         assert abs(g.similarity - w.similarity) < 1e-12
+        novel = g.novel
+        assert (novel.reason if novel else None) == w.novel
+        if novel is not None:
+            assert (novel.resembles, novel.only_new, novel.only_old) == (
+                w.resembles, w.only_new, w.only_old)
 
 
 def test_decisions_equal_brute_force_with_order_snapshots() -> None:
@@ -167,3 +178,46 @@ def test_ties_go_to_the_earliest_item() -> None:
     det.decide(_doc("first", "alpha beta gamma delta"))
     det.decide(_doc("second", "alpha beta gamma delta"))
     assert det.decide(_doc("third", "alpha beta gamma delta")).duplicate_of == "first"
+
+
+@st.composite
+def templated_streams(draw: st.DrawFn) -> list[Document]:
+    """Reports of one template with other figures, repeats, corrections and cuts: the
+    cases the novelty rule decides (figures, new_content, declared corrections)."""
+    rnd = random.Random(draw(st.integers(0, 2**32)))
+    template = ("Net {0} vs {1} mln , sales {2} vs {3} , shr {4} cts vs {5} cts , "
+                "the board met in rome today and the bank said rates {6}")
+    docs: list[Document] = []
+    for i in range(draw(st.integers(1, 25))):
+        figs = [rnd.choice(["1,250", "1250", "58.8", "58.7", "12.5", "7", "3", "2026", "0.5"])
+                for _ in range(7)]
+        text = template.format(*figs)
+        if docs and rnd.random() < 0.4:
+            text = rnd.choice(docs).text
+            if rnd.random() < 0.5:
+                text = text.replace(rnd.choice(["58.8", "7", "3", "1,250"]), "99", 1)
+        if rnd.random() < 0.2:
+            text = "Corrected " + text
+        if rnd.random() < 0.2:
+            text = text[: rnd.randint(10, len(text))]
+        if rnd.random() < 0.15:
+            text += " metro strike opened new line of the city" * rnd.randint(1, 4)
+        docs.append(Document(f"t{i}", "s", "c", 1_700_000_000.0 + 60 * i, text))
+    return docs
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(docs=templated_streams(), threshold=st.sampled_from([0.2, 0.3, 0.5, 0.8]))
+def test_novelty_on_templated_reports_equals_brute_force(
+    docs: list[Document], threshold: float
+) -> None:
+    detector = Detector(DetectorConfig(threshold=threshold))
+    got = [detector.decide(d) for d in docs]
+    want = brute_force(docs, threshold=threshold, novelty_mode="auto")
+    for g, w in zip(got, want, strict=True):
+        assert (g.status.value, g.duplicate_of, g.novel.reason if g.novel else None) == (
+            w.status, w.duplicate_of, w.novel)
+        assert abs(g.similarity - w.similarity) < 1e-12
+        if g.novel is not None:
+            assert (g.novel.resembles, g.novel.only_new, g.novel.only_old) == (
+                w.resembles, w.only_new, w.only_old)

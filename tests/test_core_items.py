@@ -39,7 +39,8 @@ def test_a_good_item_becomes_a_document() -> None:
            b'"body": "<p>Trains <b>stop</b></p><script>x()</script>", '
            b'"published_at": "2026-03-01T10:00:00+01:00"}')
     doc = parse_item(raw, ItemFormat(extract="tags"), "p", now=1_800_000_000)
-    assert doc == Document("7", "ansa", "ansa", 1772355600.0, "Rome & Milan\nTrains  stop")
+    assert doc == Document("7", "ansa", "ansa", 1772355600.0, "Rome & Milan\nTrains  stop",
+                           markup=True)
 
 
 def test_identity_falls_back_to_position_and_scope_map_groups_channels() -> None:
@@ -86,3 +87,13 @@ def test_main_extraction_keeps_prose_and_drops_navigation() -> None:
     assert "approved the new harbour plan" in text
     assert "Privacy" not in text and "Home" not in text and "Photo" not in text
     assert extract_text("short plain item", "main") == "short plain item"
+
+
+def test_markup_is_told_from_agency_angle_brackets() -> None:
+    """HTML sets Document.markup (the novelty rule's auto mode reads it); agency text that
+    writes company names in angle brackets does not."""
+    fmt = ItemFormat(extract="raw")
+    wire = b'{"id": 1, "text": "<AMERICAN EXPRESS CO> said net rose to 1.5 dlrs", "timestamp": 0}'
+    page = b'{"id": 2, "text": "<div>Net rose</div><br>", "timestamp": 0}'
+    assert isinstance(doc := parse_item(wire, fmt, "p"), Document) and not doc.markup
+    assert isinstance(doc := parse_item(page, fmt, "p"), Document) and doc.markup

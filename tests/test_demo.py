@@ -99,8 +99,15 @@ def test_demo_matches_offline_dedup(tmp_path: Path) -> None:
 
     out = proc.stdout
     assert re.search(r"metrics http://127\.0\.0\.1:\d+/metrics", out)
+    assert re.search(r"view\s+http://127\.0\.0\.1:\d+/ ", out)  # the web view's URL
     assert "--scope global" in out  # the hint about cross-channel copies
     assert "dlq reasons: " in out and "bad_timestamp 1" in out
+    # the templated money-market report and the wildfire follow-up: new reports, explained
+    novel = {item["line"]: (item["novel"], item["resembles"]) for item in report["lines"]
+             if item["novel"]}
+    assert len(novel) >= 2 and {reason for reason, _ in novel.values()} == {"figures"}
+    assert all(resembles for _, resembles in novel.values())
+    assert "new reports: " in out
     assert seconds < 60, f"the demo took {seconds:.0f} s"
 
 

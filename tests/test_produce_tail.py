@@ -13,8 +13,16 @@ from pathlib import Path
 
 import orjson
 import pytest
-from kafka_helpers import Names, Outgoing, SettingsFactory, TopicFactory, consume, produce
-from kafka_helpers import make_settings as settings_of
+from harness.kafka import (
+    HANG_S,
+    Names,
+    Outgoing,
+    SettingsFactory,
+    TopicFactory,
+    consume,
+    produce,
+)
+from harness.kafka import make_settings as settings_of
 from rich.console import Console
 
 from ndd_stream.cli.io_commands import EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
@@ -23,6 +31,7 @@ from ndd_stream.cli.io_commands import tail as tail_cmd
 from ndd_stream.kafka.broker import EmbeddedBroker, free_port
 from ndd_stream.kafka.produce import parse_timestamp_ms, prepare_line
 from ndd_stream.kafka.tail import TailRecord, normalize_header, render_record
+from ndd_stream.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -82,12 +91,17 @@ LINES = [
 ]
 
 
+@pytest.fixture
+def settings(make_settings: SettingsFactory) -> Settings:
+    """Settings naming this test's own topics (on the session's broker)."""
+    return make_settings()
+
+
 @pytest.mark.broker
 def test_produce_sends_original_bytes_keyed_and_timed(
-    broker: EmbeddedBroker, make_settings: SettingsFactory, make_topics: TopicFactory,
+    broker: EmbeddedBroker, settings: Settings, make_topics: TopicFactory,
     tmp_path: Path,
 ) -> None:  # fmt: skip
-    settings = make_settings()
     raw = settings.raw_topic_list()[0]
     make_topics(raw, partitions=3)
     path = tmp_path / "items.jsonl"
@@ -116,7 +130,7 @@ def test_produce_sends_original_bytes_keyed_and_timed(
 
 @pytest.mark.broker
 def test_produce_rate_and_explicit_topic(
-    broker: EmbeddedBroker, make_settings: SettingsFactory, make_topics: TopicFactory,
+    broker: EmbeddedBroker, settings: Settings, make_topics: TopicFactory,
     names: Names, tmp_path: Path,
 ) -> None:  # fmt: skip
     topic = names.topic("replay")
@@ -124,9 +138,9 @@ def test_produce_rate_and_explicit_topic(
     path = tmp_path / "items.jsonl"
     path.write_bytes(b"\n".join(b'{"channel": "c%d"}' % i for i in range(20)) + b"\n")
     started = time.monotonic()
-    assert produce_cmd(make_settings(), path, topic=topic, rate=50.0) == EXIT_OK
+    assert produce_cmd(settings, path, topic=topic, rate=50.0) == EXIT_OK
     elapsed = time.monotonic() - started
-    assert 0.3 <= elapsed < 10, elapsed  # 20 lines at 50/s: about 0.4 s
+    assert 0.3 <= elapsed < HANG_S, elapsed  # 20 lines at 50/s: about 0.4 s
     assert len(consume(broker.bootstrap, topic, n=20, timeout=20)) == 20
 
 
@@ -150,7 +164,8 @@ def test_produce_to_an_unreachable_cluster_says_so_in_one_line(tmp_path: Path) -
     lines = out.getvalue().strip().splitlines()
     assert len(lines) == 1, lines
     assert lines[0].startswith(
-        f"error: no Kafka broker answers at {settings.brokers} (NDD_BROKERS) after 2 s: ")
+        f"error: no Kafka broker answers at {settings.bootstrap_servers()} (NDD_BROKERS) "
+        "after 2 s: ")
 
 
 # --- tail -------------------------------------------------------------------------------
@@ -189,11 +204,33 @@ def test_render_record_shows_decision_title_and_text() -> None:
     assert normalize_header("x-scope") == "scope"
 
 
+def test_render_record_explains_a_new_report() -> None:
+    """An item routed unique by the novelty rule: what it resembled and why it is new, from
+    the headers of news.unique and from the audit record's body alike."""
+    settings = settings_of()
+    headers = (("ndd-status", b"unique"), ("ndd-similarity", b"0.812000"),
+               ("ndd-resembles", b"item-17"), ("ndd-novel", b"figures"),
+               ("ndd-novel-detail", b"figures differ: 420 -> 275, 310 -> 190"))
+    value = orjson.dumps({"id": "x", "title": "Money market help", "text": "Bank provided"})
+    audit = orjson.dumps({"identity": "x", "status": "unique", "similarity": 0.812,
+                          "novel": {"reason": "figures", "resembles": "item-17",
+                                    "similarity": 0.812, "only_new": ["275"],
+                                    "only_old": ["420"],
+                                    "detail": "figures differ: 420 -> 275, 310 -> 190"}})
+    for record in (TailRecord("news.unique", 0, 3, None, b"k", value, headers),
+                   TailRecord("news.decisions", 0, 3, None, b"k", audit, ())):
+        console, out = _console()
+        console.print(render_record(settings, record))
+        text = out.getvalue()
+        assert "UNIQUE" in text and "resembles=item-17" in text and "novel=figures" in text
+        assert "new report (figures), resembles item-17: figures differ: 420 -> 275" in text
+        assert "ndd-novel-detail" not in text
+
+
 @pytest.mark.broker
 def test_tail_prints_records_until_the_bounds(
-    broker: EmbeddedBroker, make_settings: SettingsFactory, make_topics: TopicFactory,
+    broker: EmbeddedBroker, settings: Settings, make_topics: TopicFactory,
 ) -> None:  # fmt: skip
-    settings = make_settings()
     topic = settings.duplicate_topic
     make_topics(topic, partitions=2)
     values = [orjson.dumps({"title": f"headline {i}", "text": f"body {i}"}) for i in range(3)]
@@ -208,7 +245,7 @@ def test_tail_prints_records_until_the_bounds(
     console, out = _console()
     started = time.monotonic()
     assert tail_cmd(settings, topic, from_beginning=False, timeout=1.5, console=console) == 0
-    assert time.monotonic() - started < 8
+    assert time.monotonic() - started < HANG_S
     assert "0 record(s)" in out.getvalue()
 
     console, out = _console()
@@ -218,10 +255,9 @@ def test_tail_prints_records_until_the_bounds(
 
 @pytest.mark.broker
 def test_tail_stops_cleanly_on_ctrl_c(
-    broker: EmbeddedBroker, make_settings: SettingsFactory, make_topics: TopicFactory,
+    broker: EmbeddedBroker, settings: Settings, make_topics: TopicFactory,
     tmp_path: Path,
 ) -> None:  # fmt: skip
-    settings = make_settings()
     make_topics(settings.unique_topic)
     produce(broker.bootstrap, settings.unique_topic, [b'{"title": "first"}'])
     script = (

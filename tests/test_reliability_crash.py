@@ -17,8 +17,8 @@ import os
 from pathlib import Path
 
 import pytest
-from kafka_helpers import SettingsFactory
-from reliability_harness import crash_scenario, rebalance_scenario
+from harness.kafka import SettingsFactory
+from harness.scenarios import crash_scenario, rebalance_scenario
 
 pytestmark = [pytest.mark.broker]
 

@@ -22,19 +22,11 @@ from typing import Any
 
 import pytest
 from fuzz_items import CATEGORIES, FuzzItem, fuzz_stream, iter_categories, reference_outcomes
+from harness.kafka import Reader, SettingsFactory, create_topics
+from harness.scenarios import Feeder
+from harness.worker import WorkerProcess, events_named, metric_sum, scrape
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kafka_helpers import SettingsFactory
-from reliability_harness import (
-    Feeder,
-    OutputReader,
-    create_topics,
-    events_named,
-    metric_sum,
-    scrape,
-    start_worker,
-    web_port,
-)
 
 from ndd_stream import jsonio
 from ndd_stream.core import items as items_module
@@ -206,17 +198,17 @@ def test_ten_thousand_fuzzed_records_through_the_worker(
     settings = make_settings(partitions=2, max_item_bytes=FMT.max_item_bytes)
     create_topics(settings)
     stream: list[FuzzItem] = fuzz_stream(n, seed=11, max_item_bytes=settings.max_item_bytes)
-    reader = OutputReader(settings)
+    reader = Reader.outputs(settings)
     # One raw partition, so the reference sees the worker's order within every scope.
     feeder = Feeder(settings, [i.value for i in stream], rate=5000, partition=0,
                     keys=[i.key for i in stream], timestamps_ms=[KAFKA_TS_MS] * n).start()
     log_path = tmp_path / "worker.log"
-    worker = start_worker(settings, log_path)
+    worker = WorkerProcess(settings, log_path).start()
     try:
         positions = feeder.join(timeout=120)
         done = reader.wait_for(positions, timeout=240, alive=worker.alive)
         alive = worker.alive()
-        port = web_port(log_path)
+        port = worker.web_port()
         assert port is not None, worker.log_tail()
         metrics = scrape(port) if alive else {}
     finally:

@@ -16,17 +16,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from kafka_helpers import SettingsFactory, make_settings
-from reliability_harness import (
-    Feeder,
-    OutputReader,
-    create_topics,
-    events_named,
-    news_lines,
-    start_worker,
-    wait_exit,
-    web_port,
-)
+from harness.kafka import Reader, SettingsFactory, create_topics, make_settings
+from harness.scenarios import feed_all, news_lines
+from harness.worker import WorkerProcess, events_named
 
 from ndd_stream.kafka.config import REDACTED, describe, librdkafka_config, redact
 from ndd_stream.worker.logs import JsonFormatter
@@ -76,13 +68,13 @@ def test_running_worker_keeps_secrets_out_and_binds_web_host(
                              web_host=host)
     create_topics(settings)
     lines = news_lines(50, seed=31, id_prefix="s-")
-    reader = OutputReader(settings)
-    positions = Feeder(settings, lines, rate=5000).start().join(timeout=30)
+    reader = Reader.outputs(settings)
+    positions = feed_all(settings, lines, timeout=30)
     log_path = tmp_path / "worker.log"
-    worker = start_worker(settings, log_path)
+    worker = WorkerProcess(settings, log_path).start()
     try:
         assert reader.wait_for(positions, timeout=60, alive=worker.alive), worker.log_tail()
-        port = web_port(log_path)
+        port = worker.web_port()
         assert port is not None
         metrics = _get(host, port, "/metrics")
         health = _get(host, port, "/health")
@@ -110,11 +102,8 @@ def test_refused_credentials_fail_loudly_without_printing_them(
                              sasl_username="ndd", sasl_password=SECRET, broker_timeout_s=10.0)
     create_topics(make_settings(partitions=1))  # same names, created over PLAINTEXT
     log_path = tmp_path / "worker.log"
-    worker = start_worker(settings, log_path)
-    try:
-        code = wait_exit(worker, timeout=60)
-    finally:
-        worker.stop()
+    worker = WorkerProcess(settings, log_path)
+    code = worker.run_to_exit(timeout=60)
     assert code == 3, worker.log_tail()
     assert [e["level"] for e in events_named(log_path, "fatal")] == ["CRITICAL"]
     assert SECRET not in log_path.read_text(errors="replace")

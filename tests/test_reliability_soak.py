@@ -13,7 +13,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from reliability_harness import NewsStream  # noqa: F401 - puts bench/ on sys.path
 
 from bench.soak import Sample, run_soak, table
 

@@ -83,7 +83,8 @@ def _expected(note: str) -> tuple[str, str | None]:
         return "near_duplicate", None
     if re.search(r"\(exact\b", note):
         return "exact_duplicate", None
-    return "unique", None
+    match = re.search(r"\(new: (\w+)\)", note)  # the novelty rule: unique, with a reason
+    return "unique", match.group(1) if match else None
 
 
 def test_committed_feed_is_the_generator_output() -> None:
@@ -137,8 +138,9 @@ def test_every_line_gets_the_decision_its_note_announces(overrides: dict[str, An
             assert decision["status"] == "invalid", decision
             continue
         status, reason = _expected(note)
-        if decision["status"] != status or (reason and decision.get("reason") != reason):
-            wrong.append((decision["line"], note, decision["status"], decision.get("reason")))
+        got = decision.get("reason") or (decision.get("novel") or {}).get("reason")
+        if decision["status"] != status or (reason and got != reason):
+            wrong.append((decision["line"], note, decision["status"], got))
     assert not wrong, wrong
 
 

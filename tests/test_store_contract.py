@@ -14,8 +14,17 @@ import pytest
 
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Decision, Document, Status
+from ndd_stream.core.novelty import Novelty
 from ndd_stream.core.store import StateStore, StoredDocument
-from ndd_stream.state.codec import CorruptRecord, decode_document, document_key
+from ndd_stream.jsonio import dumps
+from ndd_stream.state.codec import (
+    FORMAT,
+    FORMAT_KEY,
+    CorruptRecord,
+    decode_document,
+    document_key,
+    encode_document,
+)
 from ndd_stream.state.rocks import RocksStore
 
 Factory = Callable[[], StateStore]
@@ -129,6 +138,42 @@ def test_records_round_trip_exactly(make_store: Factory) -> None:
     assert make_store().marker() == {"x": 3, "y": 4}
 
 
+def test_figures_and_a_novel_decision_round_trip(make_store: Factory) -> None:
+    novel = Novelty("figures", "older", 0.75, ("58.8", "1,250"), ("58.7",), "figures differ")
+    doc = StoredDocument("s", 1, 2, "ch", 7200.0, "nf", True, Decision(
+        "id", Status.UNIQUE, 0.75, scope="s", hour=2, novel=novel), figures="58.8 1,250 3")
+    store = make_store()
+    store.add(doc)
+    store.commit()
+    assert list(make_store().load()) == [doc]
+
+
+def test_layout_v1_records_stay_readable_without_figures(tmp_path: Path) -> None:
+    """A v1 record (before figures were kept) decodes with figures unknown; a v1 store is
+    upgraded in place on open and keeps its records."""
+    doc = _stored("a", 3, 4)
+    v1 = b"\x01" + dumps({"n": 3, "h": 4, "c": "chan", "t": 14400.0, "nf": "text3", "i": True,
+                          "d": doc.decision.as_dict()})
+    assert decode_document(document_key(doc), v1) == doc  # figures None
+    assert decode_document(document_key(doc), encode_document(doc)) == doc
+    from rocksdict import Rdict
+
+    from ndd_stream.state.rocks import RocksDBOptions
+
+    db = Rdict(str(tmp_path / "v1"), options=RocksDBOptions().to_options())
+    db.put(FORMAT_KEY, b"ndd-state-1")
+    db.put(document_key(doc), v1)
+    db.close()
+    store = RocksStore(tmp_path / "v1")
+    try:
+        assert list(store.load()) == [doc]
+    finally:
+        store.close()
+    db = Rdict(str(tmp_path / "v1"), options=RocksDBOptions().to_options())
+    assert db.get(FORMAT_KEY) == FORMAT
+    db.close()
+
+
 def test_unknown_record_versions_are_refused() -> None:
     doc = _stored("a", 0, 1)
     with pytest.raises(CorruptRecord):
@@ -151,9 +196,18 @@ def _stream(n: int, seed: int) -> list[Document]:
     return docs
 
 
-def test_restored_detector_continues_with_identical_decisions(make_store: Factory) -> None:
+@pytest.mark.parametrize("figures", [False, True])
+def test_restored_detector_continues_with_identical_decisions(
+    make_store: Factory, figures: bool
+) -> None:
+    """With figure-rich texts the novelty rule fires, and needs the restored figures."""
     docs = _stream(400, seed=11)
-    config = DetectorConfig(threshold=0.7, window_hours=6)
+    if figures:
+        rnd = random.Random(5)
+        docs = [Document(d.identity, d.scope, d.channel, d.timestamp,
+                         " ".join(w if rnd.random() < 0.8 else str(rnd.randrange(40))
+                                  for w in d.text.split())) for d in docs]
+    config = DetectorConfig(threshold=0.7 if not figures else 0.3, window_hours=6)
     reference = Detector(config)
     uninterrupted = [reference.decide(d) for d in docs]
 
@@ -165,5 +219,6 @@ def test_restored_detector_continues_with_identical_decisions(make_store: Factor
             detector = Detector(config, store=make_store())
             assert detector.restore() > 0
         decided.append(detector.decide(doc))
-    assert [(d.status, d.duplicate_of, d.similarity) for d in decided] == [
-        (d.status, d.duplicate_of, d.similarity) for d in uninterrupted]
+    assert [(d.status, d.duplicate_of, d.similarity, d.novel) for d in decided] == [
+        (d.status, d.duplicate_of, d.similarity, d.novel) for d in uninterrupted]
+    assert not figures or any(d.novel and d.novel.reason == "figures" for d in decided)

@@ -1,40 +1,235 @@
-"""The decider pool's partition lifecycle against a real broker (changelog reads)."""
+"""The decider pool's logic on an in-memory log (no broker): decisions in offset order,
+skipped records read back, the catch-up at assignment, restart and takeover from the
+changelog, revoked partitions, a broker that lost data, a cancelled open. Under a second
+each; the broker tests (test_worker_recovery, test_reliability_crash) run the same code
+against Kafka."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
+from pathlib import Path
 
 import pytest
-from kafka_helpers import SettingsFactory
-from test_worker_routing import _create_topics
+from harness.fakes import MemoryLog
+from harness.kafka import make_settings
+from harness.worker import expected_decisions
+from newsgen import items
 
-from ndd_stream.kafka.config import librdkafka_config
-from ndd_stream.settings import Settings
-from ndd_stream.worker.app import output_topics, topic_name
-from ndd_stream.worker.deciding import PartitionDecider
+from ndd_stream import jsonio
+from ndd_stream.kafka.reads import Fetched
+from ndd_stream.worker.changelog import POSITION_KEY
+from ndd_stream.worker.deciding import OutputTopics, PartitionDecider
 from ndd_stream.worker.metrics import WorkerMetrics
-from ndd_stream.worker.pool import DeciderPool
+from ndd_stream.worker.pool import BrokerLostData, DeciderPool
+from ndd_stream.worker.records import Source
+from ndd_stream.worker.routing import route_raw
 
-pytestmark = [pytest.mark.broker, pytest.mark.timeout(120)]
-
-
-def _pool(settings: Settings) -> DeciderPool:
-    return DeciderPool(settings.data_dir / settings.app_id, settings.detector_config(),
-                       settings.item_format(), output_topics(settings),
-                       librdkafka_config(settings), WorkerMetrics(),
-                       restore_timeout_s=30.0, scoped_topic=topic_name(settings, "scoped"))
+SCOPED, RAW = "scoped", "raw"
+TOPICS = OutputTopics("unique", "duplicate", "dlq", None, "changelog")
+SETTINGS = make_settings()
 
 
-def test_a_partition_open_cancelled_midway_is_not_opened_twice(
-    make_settings: SettingsFactory,
+def _lines(n: int, seed: int = 1) -> list[bytes]:
+    """Items of one channel (one scope, so one scoped partition), a third re-sends.
+
+    Seed 1: five of the first 12 are duplicates under the novelty rule (the generator's
+    titles number each story, so a re-edited copy with another number is a new report).
+    """
+    return [jsonio.dumps(item) for item in items(n, seed=seed, channels=1)]
+
+
+def _scoped(log: MemoryLog, lines: list[bytes], partition: int = 0) -> list[Fetched]:
+    """What the router would forward: the lines as scoped records, raw offset = index."""
+    out = []
+    for offset, line in enumerate(lines):
+        record, invalid = route_raw(line, None, Source(RAW, 0, offset), SETTINGS.item_format(),
+                                    SCOPED, "dlq")
+        assert invalid is None
+        at = log.append(SCOPED, partition, record.key, record.value, list(record.headers))
+        out.append(log.logs[(SCOPED, partition)][at])
+    return out
+
+
+def _pool(log: MemoryLog, state: Path) -> DeciderPool:
+    return DeciderPool(state, SETTINGS.detector_config(), SETTINGS.item_format(), TOPICS, log,
+                       WorkerMetrics(), scoped_topic=SCOPED)
+
+
+def _decisions(log: MemoryLog) -> dict[str, list[tuple[str, str | None]]]:
+    """Every decision produced, by identity (several for an item decided twice)."""
+    out: dict[str, list[tuple[str, str | None]]] = {}
+    for record in log.topic("unique") + log.topic("duplicate"):
+        h = dict(record.headers)
+        dup = h.get("ndd-duplicate-of")
+        out.setdefault(h["ndd-identity"].decode(), []).append(
+            (h["ndd-status"].decode(), dup.decode() if dup else None))
+    return out
+
+
+def _want(lines: list[bytes]) -> dict[str, list[tuple[str, str | None]]]:
+    want, _ = expected_decisions(SETTINGS, lines)
+    return {identity: [decision] for identity, decision in want.items()}
+
+
+def test_a_batch_is_decided_in_order_then_changelog_then_state(tmp_path: Path) -> None:
+    log, lines = MemoryLog(), _lines(12)
+    scoped = _scoped(log, lines)
+    pool = _pool(log, tmp_path)
+
+    async def run() -> None:
+        assert await pool.process(scoped, log.send) == 12
+        assert await pool.process(scoped[5:], log.send) == 0  # redelivered: skipped
+
+    asyncio.run(run())
+    assert _decisions(log) == _want(lines)
+    assert sum(1 for [(status, _)] in _want(lines).values() if status != "unique") > 2
+    changelog = log.topic("changelog")
+    assert [r.key for r in changelog[-1:]] == [POSITION_KEY] and changelog[-1].value == b"12"
+    assert len(changelog) == 12 + 1 + 1  # the opening sentinel, 12 documents, the position
+    decider = pool.deciders[0]
+    assert (decider.next_offset, decider.changelog_next) == (12, len(changelog))
+    assert [r for r in log.reads if r[0] == SCOPED] == []
+    pool.close()
+
+
+def test_records_the_consumer_skipped_are_read_back_and_decided_first(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
 ) -> None:
+    log, lines = MemoryLog(), _lines(10)
+    scoped = _scoped(log, lines)
+    pool = _pool(log, tmp_path)
+
+    async def run() -> None:
+        await pool.process(scoped[:2], log.send)
+        await pool.process([scoped[6], scoped[7]], log.send)  # 2-5 never delivered
+        await pool.process(scoped[8:], log.send)
+
+    with caplog.at_level(logging.WARNING, logger="ndd_stream.worker"):
+        asyncio.run(run())
+    assert [r for r in log.reads if r[0] == SCOPED] == [(SCOPED, 0, 2)]
+    assert _decisions(log) == _want(lines)
+    order = [int(dict(r.headers)["ndd-source-offset"]) for r in
+             sorted(log.topic("unique") + log.topic("duplicate"), key=_produced)]
+    assert order == list(range(10))
+    assert [r.event for r in caplog.records] == ["offset_gap"]  # type: ignore[attr-defined]
+    assert pool.metrics.gaps._value.get() == 1
+    pool.close()
+
+
+def _produced(record: Fetched) -> tuple[int, str]:
+    return (int(dict(record.headers)["ndd-source-offset"]), record.topic)
+
+
+def test_records_retention_removed_before_they_were_decided_are_reported_lost(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    log, lines = MemoryLog(), _lines(8)
+    scoped = _scoped(log, lines)
+    log.delete_before(SCOPED, 0, 3)
+    pool = _pool(log, tmp_path)
+
+    async def run() -> None:
+        await pool.process(scoped[:1], log.send)
+        await pool.process(scoped[5:], log.send)
+
+    with caplog.at_level(logging.WARNING, logger="ndd_stream.worker"):
+        asyncio.run(run())
+    lost = [r for r in caplog.records if getattr(r, "event", "") == "records_lost"]
+    assert [r.getMessage() for r in lost] == [
+        f"{SCOPED}[0]: offsets 1-2 are no longer in the topic and were never decided"]
+    assert set(_decisions(log)) == {f"n{i}" for i in (0, 3, 4, 5, 6, 7)}
+    assert pool.deciders[0].next_offset == 8
+    pool.close()
+
+
+def test_catch_up_decides_what_a_committed_offset_already_passed(tmp_path: Path) -> None:
+    log, lines = MemoryLog(), _lines(9)
+    _scoped(log, lines)
+    pool = _pool(log, tmp_path)
+
+    async def run() -> list[int]:
+        await pool.assign([0])
+        return [await pool.catch_up(0, 9, log.send), await pool.catch_up(0, 9, log.send),
+                await pool.catch_up(0, 4, log.send), await pool.catch_up(1, 9, log.send)]
+
+    assert asyncio.run(run()) == [9, 0, 0, 0]  # once; never backwards; not owned: nothing
+    assert _decisions(log) == _want(lines)
+    assert pool.deciders[0].next_offset == 9
+    pool.close()
+
+
+def test_catch_up_over_records_retention_removed_moves_on(tmp_path: Path) -> None:
+    log, lines = MemoryLog(), _lines(6)
+    _scoped(log, lines)
+    log.delete_before(SCOPED, 0, 2)
+    pool = _pool(log, tmp_path)
+
+    async def run() -> int:
+        await pool.assign([0])
+        return await pool.catch_up(0, 4, log.send)
+
+    assert asyncio.run(run()) == 2  # 0-1 are logged as lost, not waited for
+    assert set(_decisions(log)) == {"n2", "n3"} and pool.deciders[0].next_offset == 4
+    pool.close()
+
+
+def test_a_restart_resumes_at_the_state_and_a_takeover_at_the_changelog(
+    tmp_path: Path,
+) -> None:
+    log, lines = MemoryLog(), _lines(12)
+    scoped = _scoped(log, lines)
+    first = _pool(log, tmp_path / "first")
+
+    async def run(pool: DeciderPool, batch: list[Fetched]) -> int:
+        await pool.assign([0])
+        return await pool.process(batch, log.send)
+
+    assert asyncio.run(run(first, scoped[:6])) == 6
+    first.close()
+    again = _pool(log, tmp_path / "first")  # same state directory: nothing read back
+    assert asyncio.run(run(again, scoped[:8])) == 2
+    again.close()
+    other = _pool(log, tmp_path / "other")  # no state: rebuilt from the changelog
+    assert asyncio.run(run(other, scoped)) == 4
+    assert other.deciders[0].detector.window_documents() == 12
+    other.close()
+    assert _decisions(log) == _want(lines)  # every item once, as dedup decides
+
+
+def test_records_of_a_revoked_partition_are_left_to_its_new_owner(tmp_path: Path) -> None:
+    log, lines = MemoryLog(), _lines(4)
+    scoped = _scoped(log, lines, partition=1)
+    pool = _pool(log, tmp_path)
+
+    async def run() -> int:
+        await pool.assign([0, 1])
+        await pool.revoke([1])
+        return await pool.process(scoped, log.send)
+
+    assert asyncio.run(run()) == 0
+    assert sorted(pool.deciders) == [0] and log.topic("unique") == []
+    pool.close()
+
+
+def test_a_changelog_behind_the_local_state_is_refused(tmp_path: Path) -> None:
+    log, lines = MemoryLog(), _lines(5)
+    scoped = _scoped(log, lines)
+    pool = _pool(log, tmp_path)
+    asyncio.run(pool.process(scoped, log.send))
+    pool.close()
+    emptied = MemoryLog()  # the broker restarted empty
+
+    with pytest.raises(BrokerLostData, match="the broker lost data"):
+        asyncio.run(_pool(emptied, tmp_path).assign([0]))
+
+
+def test_a_partition_open_cancelled_midway_is_not_opened_twice(tmp_path: Path) -> None:
     """A rebalance callback or a stop can cancel the coroutine waiting for a partition's
     store to open while the executor thread goes on opening it. The next waiter must get
     that store, not open the RocksDB directory a second time (its lock is held)."""
-    settings = make_settings(partitions=1)
-    _create_topics(settings)
-    pool = _pool(settings)
+    pool = _pool(MemoryLog(), tmp_path)
     started, proceed, opened = threading.Event(), threading.Event(), threading.Event()
     open_sync = pool._open_sync
 

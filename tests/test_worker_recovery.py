@@ -7,10 +7,17 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from kafka_helpers import Outgoing, SettingsFactory, committed_offsets, consume, produce, wait_until
+from harness.kafka import (
+    Outgoing,
+    Reader,
+    SettingsFactory,
+    committed_offsets,
+    create_topics,
+    produce,
+)
+from harness.worker import Routed, WorkerProcess, collect, expected_decisions
 from newsgen import items
-from test_worker_routing import _create_topics, _lines, _send
-from worker_harness import Routed, WorkerProcess, collect, expected_decisions
+from test_worker_routing import _lines, _send
 
 from ndd_stream.worker.app import topic_name
 from ndd_stream.worker.records import Source
@@ -32,30 +39,25 @@ def _assert_consistent(routed: Routed, want: dict[str, tuple[str, str | None]]) 
     return copies
 
 
-def _outputs(settings: object) -> int:
-    s = settings
-    return len(consume(s.brokers, [s.unique_topic, s.duplicate_topic],  # type: ignore[attr-defined]
-                       timeout=5, idle=1.0))
-
-
 def test_kill_9_mid_stream_then_restart_gives_the_same_decisions(
     make_settings: SettingsFactory, tmp_path: Path
 ) -> None:
     settings = make_settings(partitions=2)
-    _create_topics(settings)
+    create_topics(settings)
     lines = _lines(items(1500, seed=9))
     _send(settings, lines)
     want, _ = expected_decisions(settings, lines)
     crashes = 0
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:
-        for target in (150, 600, 1100):
-            assert wait_until(lambda t=target: _outputs(settings) >= t, timeout=90), \
-                worker.log_tail()
-            worker.kill9()
-            crashes += 1
-            worker = WorkerProcess(settings, tmp_path / "worker.log").start()
-        routed = collect(settings, expected=len(lines), timeout=150, worker=worker)
+        with Reader.outputs(settings) as reader:
+            for target in (150, 600, 1100):
+                assert reader.wait_count(target, timeout=90), worker.log_tail()
+                worker.kill9()
+                crashes += 1
+                worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+            reader.wait_count(len(lines), timeout=150, alive=worker.alive)
+            routed = Routed(reader.records)
     finally:
         worker.stop()
     copies = _assert_consistent(routed, want)
@@ -67,28 +69,29 @@ def test_second_worker_joins_then_leaves_without_loss_or_change(
 ) -> None:
     first_settings = make_settings(partitions=4)
     second_settings = make_settings(partitions=4, data_dir=tmp_path / "second-data")
-    _create_topics(first_settings)
+    create_topics(first_settings)
     lines = _lines(items(1600, seed=13))
     want, _ = expected_decisions(first_settings, lines)
     first = WorkerProcess(first_settings, tmp_path / "first.log").start()
     second = WorkerProcess(second_settings, tmp_path / "second.log")
     try:
-        _send(first_settings, lines[:600])
-        assert wait_until(lambda: _outputs(first_settings) >= 500, timeout=90), first.log_tail()
-        second.start()
-        assert wait_until(lambda: "partition_ready" in second.log_tail(400), timeout=90), (
-            second.log_tail())
-        _send(first_settings, lines[600:1100])
-        assert wait_until(lambda: _outputs(first_settings) >= 1000, timeout=90)
-        second.stop()  # clean leave: its partitions move back to the first worker
-        _send(first_settings, lines[1100:])
-        routed = collect(first_settings, expected=len(lines), timeout=150, worker=first)
+        with Reader.outputs(first_settings) as reader:
+            _send(first_settings, lines[:600])
+            assert reader.wait_count(500, timeout=90), first.log_tail()
+            second.start()
+            assert second.wait_event("partition_ready", 90), second.log_tail()
+            _send(first_settings, lines[600:1100])
+            assert reader.wait_count(1000, timeout=90), first.log_tail()
+            second.stop()  # clean leave: its partitions move back to the first worker
+            _send(first_settings, lines[1100:])
+            reader.wait_count(len(lines), timeout=150, alive=first.alive)
+            routed = Routed(reader.records)
     finally:
         first.stop()
         second.stop()
     _assert_consistent(routed, want)
     # The second worker really decided items: the first rebuilt them from the changelog.
-    restored = [int(n) for n in re.findall(r"\((\d+) changelog records\)", first.log_tail(5000))]
+    restored = [int(n) for n in re.findall(r"\((\d+) changelog records\)", first.log_text())]
     assert max(restored, default=0) > 0, first.log_tail()
 
 
@@ -100,7 +103,7 @@ def test_records_a_committed_offset_already_passed_are_decided_at_assignment(
     with no later record to reveal the gap, the records at the end of the partition were
     never decided. Here the group's offset is set past all of them before any worker ran."""
     settings = make_settings(partitions=1)
-    _create_topics(settings)
+    create_topics(settings)
     lines = _lines(items(120, seed=21))
     want, _ = expected_decisions(settings, lines)
     scoped = topic_name(settings, "scoped")
@@ -112,13 +115,14 @@ def test_records_a_committed_offset_already_passed_are_decided_at_assignment(
         assert invalid is None
         routed_in.append(Outgoing(value=record.value, key=record.key,
                                   headers=list(record.headers), partition=0))
-    produce(settings.brokers, scoped, routed_in)
-    group = Consumer({"bootstrap.servers": settings.brokers, "group.id": settings.app_id})
+    bootstrap = settings.bootstrap_servers()
+    produce(bootstrap, scoped, routed_in)
+    group = Consumer({"bootstrap.servers": bootstrap, "group.id": settings.app_id})
     try:
         group.commit(offsets=[TopicPartition(scoped, 0, len(lines))], asynchronous=False)
     finally:
         group.close()
-    assert committed_offsets(settings.brokers, settings.app_id, scoped) == {0: len(lines)}
+    assert committed_offsets(bootstrap, settings.app_id, scoped) == {0: len(lines)}
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:
         routed = collect(settings, expected=len(lines), timeout=120, worker=worker)

@@ -6,20 +6,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from kafka_helpers import Outgoing, SettingsFactory, produce
+from harness.kafka import Outgoing, SettingsFactory, create_topics, produce
+from harness.worker import WorkerProcess, collect, expected_decisions
 from newsgen import items
-from worker_harness import WorkerProcess, collect, expected_decisions
 
 from ndd_stream import jsonio
-from ndd_stream.kafka.topics import apply, load_for
 from ndd_stream.settings import Settings
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(240)]
-
-
-def _create_topics(settings: Settings) -> None:
-    report = apply(settings, load_for(settings), timeout=20)
-    assert not report.errors, report
 
 
 def _lines(records: list[dict[str, object]]) -> list[bytes]:
@@ -34,7 +28,7 @@ def _send(settings: Settings, lines: list[bytes]) -> None:
         except Exception:
             key = None
         out.append(Outgoing(value=line, key=key))
-    produce(settings.brokers, settings.raw_topic_list()[0], out)
+    produce(settings.bootstrap_servers(), settings.raw_topic_list()[0], out)
 
 
 BAD_LINES = [
@@ -56,7 +50,7 @@ def test_worker_routes_like_dedup_and_dead_letters_bad_items(
     make_settings: SettingsFactory, tmp_path: Path
 ) -> None:
     settings = make_settings(partitions=3, max_item_bytes=4096)
-    _create_topics(settings)
+    create_topics(settings)
     good = _lines(items(300, seed=5))
     lines = good[:150] + BAD_LINES + good[150:]
     _send(settings, lines)
@@ -83,8 +77,10 @@ def test_outputs_keep_the_payload_and_explain_the_decision_in_headers(
     make_settings: SettingsFactory, tmp_path: Path
 ) -> None:
     settings = make_settings(partitions=1)
-    _create_topics(settings)
+    create_topics(settings)
     text = "The harbour fire in Oslo was put out after six hours, police said on Tuesday."
+    report = ("Oslo port traffic report: {0} ships arrived and {1} left the harbour today, "
+              "handling {2} mln tonnes of cargo, with {3} vessels waiting at anchor.")
     lines = [
         b'{"id": "a", "channel": "oslo", "text": "' + text.encode() + b'", '
         b'"timestamp": "2026-03-01T10:00:00Z"}',
@@ -92,15 +88,26 @@ def test_outputs_keep_the_payload_and_explain_the_decision_in_headers(
         b'"timestamp": "2026-03-01T10:30:00Z"}',
         b'{"id": "c", "channel": "oslo", "text": "' + text.replace("six", "seven").encode() +
         b'", "timestamp": "2026-03-01T11:00:00Z"}',
+        # a templated report: the same words, other figures -> unique, explained (novelty)
+        b'{"id": "d", "channel": "oslo", "text": "' + report.format(12, 3, "6.5", 40).encode() +
+        b'", "timestamp": "2026-03-01T11:10:00Z"}',
+        b'{"id": "e", "channel": "oslo", "text": "' + report.format(4, 9, "2.5", 15).encode() +
+        b'", "timestamp": "2026-03-01T11:20:00Z"}',
     ]
     _send(settings, lines)
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:
-        routed = collect(settings, expected=3, timeout=90, worker=worker)
+        routed = collect(settings, expected=5, timeout=90, worker=worker)
     finally:
         worker.stop()
     by_id = {(r.header("ndd-identity") or b"").decode(): r for r in routed.records}
-    assert set(by_id) == {"a", "b", "c"}, worker.log_tail()
+    assert set(by_id) == {"a", "b", "c", "d", "e"}, worker.log_tail()
+    e = by_id["e"]
+    assert e.topic == settings.unique_topic and e.header("ndd-status") == b"unique"
+    assert (e.header("ndd-resembles"), e.header("ndd-novel")) == (b"d", b"figures")
+    assert (e.header("ndd-novel-detail") or b"").startswith(b"figures differ: 12 -> 4")
+    assert 0.3 <= float(e.header("ndd-similarity") or b"0") < 1.0
+    assert e.header("ndd-duplicate-of") is None
     a, b, c = by_id["a"], by_id["b"], by_id["c"]
     assert a.topic == settings.unique_topic and a.value == lines[0]
     assert a.header("ndd-status") == b"unique" and a.header("ndd-duplicate-of") is None
@@ -111,7 +118,7 @@ def test_outputs_keep_the_payload_and_explain_the_decision_in_headers(
     assert b.header("ndd-matched-time") == b"2026-03-01T10:00:00Z"
     assert c.header("ndd-status") == b"near_duplicate" and c.header("ndd-duplicate-of") == b"a"
     assert 0.8 <= float(c.header("ndd-similarity") or b"0") < 1.0
-    for record in (a, b, c):
+    for record in (a, b, c, e):
         assert record.header("ndd-scope") == b"oslo"
         assert (record.header("ndd-engine") or b"").startswith(b"ddd-")
         assert record.header("ndd-source-topic") == settings.raw_topic_list()[0].encode()

@@ -1,4 +1,4 @@
-"""Subcommands beyond ``dedup``: worker, topics, produce, tail, demo, eval.
+"""Subcommands beyond ``dedup``: worker, topics, produce, tail, demo, view, eval.
 
 Each maps argparse onto a function that takes the one Settings object; imports are
 deferred so ``ndd-stream dedup`` never pays for Faust or Kafka clients.
@@ -86,6 +86,9 @@ def register_all(sub: Any, handlers: dict[str, Any]) -> None:
         pass
     else:
         register_demo(sub, handlers)
+    from ndd_stream.cli.web_view import register as register_view
+
+    register_view(sub, handlers)
     try:
         from ndd_stream.cli.eval import add_eval_parser
     except ImportError:

@@ -1,4 +1,6 @@
-"""``ndd-stream eval CORPUS [--methods ...] [--thresholds ...] [--extract MODE] [-o DIR]``.
+"""``ndd-stream eval CORPUS [--methods ...] [--thresholds ...] [--extract MODE] [-o DIR]``,
+or ``ndd-stream eval STREAM --pairs PAIRS.jsonl``: routing precision and recall on labelled
+pairs of a timed stream (docs/EVALUATION.md).
 
 Wired into the main CLI by :func:`add_eval_parser`; :func:`eval_main` runs it alone.
 """
@@ -9,8 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ndd_stream.core.detector import DEFAULT_THRESHOLD
-from ndd_stream.core.extract import DEFAULT_EXTRACT
+from ndd_stream.core.detector import DEFAULT_THRESHOLD, NOVELTY_MODES
+from ndd_stream.core.extract import DEFAULT_EXTRACT, EXTRACT_MODES
 from ndd_stream.eval.corpus import JsonlFields
 from ndd_stream.eval.extraction import extraction_modes
 from ndd_stream.eval.methods.registry import DEFAULT_METHODS, FACTORIES, missing_package
@@ -49,7 +51,9 @@ def parse_thresholds(values: list[str]) -> tuple[float, ...]:
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("corpus", type=Path, help="folder of cluster folders, or a .jsonl file")
+    parser.add_argument("corpus", type=Path, help="folder of cluster folders, or a .jsonl file; "
+                        "with --pairs: the stream (a folder of Reuters-21578 .sgm files, or "
+                        "a .jsonl file of items with id, title, text, timestamp)")
     parser.add_argument(
         "--methods",
         nargs="+",
@@ -93,6 +97,14 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_DDD_THRESHOLD,
         help="DDD operating threshold also run through the core Detector",
     )
+    labelled = parser.add_argument_group("labelled pairs of a stream")
+    labelled.add_argument("--pairs", type=Path, default=None, help="JSONL of pairs "
+                          '{"a": id, "b": id, "label": "dup"|"not"|"unsure"}: measure the '
+                          "routing of CORPUS as a stream on them (band-weighted P/R)")
+    labelled.add_argument("--min-body", type=int, default=200,
+                          help="leave out stream items with a shorter body (default 200)")
+    labelled.add_argument("--novelty", choices=list(NOVELTY_MODES), default="auto",
+                          help="the detector's novelty mode (default auto)")
     jsonl = parser.add_argument_group("JSONL corpora")
     jsonl.add_argument("--text-field", default="text")
     jsonl.add_argument("--cluster-field", default="cluster")
@@ -125,6 +137,8 @@ def _run(args: argparse.Namespace) -> int:
     except (argparse.ArgumentTypeError, ValueError) as exc:
         print(f"ndd-stream eval: error: {exc}", file=sys.stderr)
         return 2
+    if args.pairs is not None:
+        return _run_pairs(args, thresholds if args.thresholds else None)
     for name in args.methods:
         package = missing_package(name)
         if package is not None:
@@ -166,6 +180,39 @@ def _run(args: argparse.Namespace) -> int:
         print(f"skipped {s.source}: {s.reason}", file=sys.stderr)
     print(paths["markdown"].read_text(encoding="utf-8"))
     print(f"reports: {', '.join(str(p) for p in paths.values())}", file=sys.stderr)
+    return 0
+
+
+def _run_pairs(args: argparse.Namespace, thresholds: tuple[float, ...] | None) -> int:
+    from ndd_stream.eval.pairs_run import (
+        DEFAULT_SWEEP,
+        PairsConfig,
+        as_json,
+        markdown,
+        run_pairs,
+    )
+    from ndd_stream.jsonio import dumps
+
+    if args.extract not in EXTRACT_MODES:
+        print(f"ndd-stream eval: --pairs needs one of the stream's extraction modes "
+              f"{', '.join(EXTRACT_MODES)}", file=sys.stderr)
+        return 2
+    config = PairsConfig(stream=args.corpus, pairs=args.pairs, threshold=args.ddd_threshold,
+                         thresholds=thresholds or DEFAULT_SWEEP, novelty=args.novelty,
+                         window_hours=args.window_hours, extract=args.extract,
+                         min_body=args.min_body)
+    try:
+        result = run_pairs(config)
+    except (FileNotFoundError, ValueError, OSError) as exc:
+        print(f"ndd-stream eval: {exc}", file=sys.stderr)
+        return 2
+    args.output.mkdir(parents=True, exist_ok=True)
+    text = markdown(result)
+    (args.output / "pairs-report.md").write_text(text, encoding="utf-8")
+    (args.output / "pairs-report.json").write_bytes(dumps(as_json(result)))
+    print(text)
+    print(f"reports: {args.output / 'pairs-report.md'}, {args.output / 'pairs-report.json'}",
+          file=sys.stderr)
     return 0
 
 

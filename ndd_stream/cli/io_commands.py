@@ -79,7 +79,7 @@ def topics_apply(
         console.print(f"[bold red]error:[/] {exc}")
         return EXIT_USAGE
     except KafkaException as exc:
-        console.print(f"[bold red]cluster {settings.brokers} did not answer:[/] {exc}")
+        console.print(f"[bold red]cluster {settings.bootstrap_servers()} did not answer:[/] {exc}")
         return EXIT_UNREACHABLE
     console.print(render_report(report, title=f"topics from {path}"))
     console.print(_summary(report))

@@ -14,6 +14,7 @@ from pydantic_settings import SettingsError
 
 from ndd_stream import __version__
 from ndd_stream.cli.errors import UsageError, settings_error, settings_source_error
+from ndd_stream.core.detector import NOVELTY_MODES
 from ndd_stream.core.extract import EXTRACT_MODES
 from ndd_stream.settings import Settings
 
@@ -26,6 +27,8 @@ _DETECTION_OPTIONS: dict[str, dict[str, Any]] = {
     "window_hours": {"type": int, "help": "hours before the item's hour in its window (24)"},
     "scope": {"help": "comparison scope: channel (default), global, or a field name"},
     "extract": {"choices": EXTRACT_MODES, "help": "text extraction mode (default main)"},
+    "novelty": {"choices": NOVELTY_MODES, "help": "judge the best match: a templated report "
+                "with other figures is routed unique (default auto: plain text yes, HTML no)"},
     "id_field": {"help": "identity field (default id)"},
     "channel_field": {"help": "channel field (default channel)"},
     "title_field": {"help": "title field (default title; empty for none)"},

@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
+from ndd_stream.core.novelty import Novelty
+
 
 class Status(StrEnum):
     UNIQUE = "unique"
@@ -31,6 +33,7 @@ class Document:
     channel: str
     timestamp: float  # event time, epoch seconds
     text: str
+    markup: bool = False  # the item came as HTML (see core.extract.looks_like_markup)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +50,9 @@ class Decision:
     hour: int = 0
     policy: Policy = Policy.NONE
     replayed: bool = False  # True: identity seen before, original decision returned
+    # Set when the best q-gram match was judged another report (status unique, similarity
+    # = its doc_q): ndd_stream.core.novelty.
+    novel: Novelty | None = None
 
     @property
     def is_duplicate(self) -> bool:
@@ -56,6 +62,10 @@ class Decision:
         out = asdict(self)
         out["status"] = self.status.value
         out["policy"] = self.policy.value
+        if self.novel is None:
+            del out["novel"]
+        else:
+            out["novel"] = self.novel.as_dict()
         return out
 
     @classmethod
@@ -71,4 +81,5 @@ class Decision:
             hour=int(data.get("hour", 0)),
             policy=Policy(data.get("policy", "")),
             replayed=bool(data.get("replayed", False)),
+            novel=Novelty.from_dict(data["novel"]) if data.get("novel") else None,
         )

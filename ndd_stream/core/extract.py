@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import html
+import re
 from typing import Literal
 
 from selectolax.lexbor import LexborHTMLParser
@@ -29,6 +30,19 @@ _DROP = "script, style, noscript, template, svg, iframe, object"
 
 def looks_like_html(text: str) -> bool:
     return "<" in text and ">" in text
+
+
+_MARKUP = re.compile(
+    r"<!doctype\s+html|<html[\s>]|<br\s*/?>|</(?:p|div|a|span|td|tr|li|body|html|title|h[1-6])\s*>",
+    re.IGNORECASE,
+)
+
+
+def looks_like_markup(text: str) -> bool:
+    """True for an HTML page or fragment: a doctype, an html tag, a line break or a closing
+    tag of a common element. Stricter than :func:`looks_like_html`, because agency text
+    writes company names in angle brackets (``<AMERICAN EXPRESS CO>``)."""
+    return _MARKUP.search(text, 0, 200_000) is not None
 
 
 def strip_tags(markup: str) -> str:

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ndd_stream.core.document import Document
-from ndd_stream.core.extract import DEFAULT_EXTRACT, ExtractMode, extract_text
+from ndd_stream.core.extract import DEFAULT_EXTRACT, ExtractMode, extract_text, looks_like_markup
 from ndd_stream.jsonio import JSONDecodeError, loads
 
 REASONS = (
@@ -132,6 +132,7 @@ def parse_object(
         channel=str(channel),
         timestamp=ts,
         text=text,
+        markup=any(looks_like_markup(part) for part in parts),
     )
 
 

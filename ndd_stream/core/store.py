@@ -19,7 +19,8 @@ from ndd_stream.core.document import Decision
 
 @dataclass(frozen=True, slots=True)
 class StoredDocument:
-    """One decided item as persisted. ``nf`` is empty when the item was not indexed."""
+    """One decided item as persisted. ``nf`` (and ``figures``) are empty when the item was
+    not indexed."""
 
     scope: str
     number: int  # arrival number within the scope
@@ -29,6 +30,8 @@ class StoredDocument:
     nf: str
     indexed: bool
     decision: Decision
+    # the figures of an indexed item (core.novelty.figures); None: not known (layout v1)
+    figures: str | None = None
 
 
 class StateStore(Protocol):

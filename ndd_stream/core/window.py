@@ -33,6 +33,8 @@ class WindowDoc:
     size: int  # |signature|
     version: int  # order version of its indexed prefix
     nf: str  # normal form, to recompute the signature on verification
+    # its figures (core.novelty.figures), None when unknown (a state record of layout v1)
+    figures: str | None = None
 
 
 @dataclass(slots=True)

@@ -18,3 +18,4 @@ class EvalDoc:
     text: str
     title: str
     timestamp: float
+    markup: bool = False  # the item was HTML (the detector's novelty rule depends on it)

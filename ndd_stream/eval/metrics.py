@@ -19,21 +19,35 @@ import numpy.typing as npt
 SCORE_EPSILON = 1e-6
 
 
+def share(part: float, other: float) -> float:
+    """``part / (part + other)``; 1.0 when both are 0 (nothing claimed, nothing missed).
+    Precision is share(tp, fp), recall share(tp, fn), for counts and weights alike."""
+    return part / (part + other) if part + other else 1.0
+
+
+class Rates:
+    """Precision and recall of anything with ``tp``, ``fp`` and ``fn`` (counts or weights)."""
+
+    tp: float
+    fp: float
+    fn: float
+
+    @property
+    def precision(self) -> float:
+        return share(self.tp, self.fp)
+
+    @property
+    def recall(self) -> float:
+        return share(self.tp, self.fn)
+
+
 @dataclass(frozen=True)
-class Confusion:
+class Confusion(Rates):
     """Counts of a binary decision: true positives, false positives, false negatives."""
 
     tp: int
     fp: int
     fn: int
-
-    @property
-    def precision(self) -> float:
-        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 1.0
-
-    @property
-    def recall(self) -> float:
-        return self.tp / (self.tp + self.fn) if self.tp + self.fn else 1.0
 
     @property
     def f1(self) -> float:

@@ -107,7 +107,8 @@ def run(config: EvalConfig) -> EvalResult:
         raise ValueError(f"corpus {config.corpus} has {len(corpus.items)} usable items; need 2+")
     extracted = extract_items(corpus.items, config.extract)
     docs = [
-        EvalDoc(item.identity, item.cluster, text, item.title, item.timestamp or 0.0)
+        EvalDoc(item.identity, item.cluster, text, item.title, item.timestamp or 0.0,
+                markup=item.is_html)
         for item, text in zip(corpus.items, extracted.texts, strict=True)
     ]
     order = stream_order(docs, config.order, config.seed)

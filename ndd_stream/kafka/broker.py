@@ -18,7 +18,6 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Self
 
 from confluent_kafka import KafkaException
@@ -264,13 +263,8 @@ class EmbeddedBroker:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()  # on success and on error alike
 
     def __repr__(self) -> str:
         where = f"{self._host}:{self._port}" if self._port else "not started"

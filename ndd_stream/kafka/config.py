@@ -26,8 +26,8 @@ class KafkaConfigError(ValueError):
 
 
 def bootstrap_list(settings: Settings) -> list[str]:
-    """``host:port`` entries of ``settings.brokers``, blanks dropped (Settings ensures one)."""
-    return [h.strip() for h in settings.brokers.split(",") if h.strip()]
+    """``host:port`` entries of ``settings.brokers`` (Settings drops blanks, ensures one)."""
+    return list(settings.brokers)
 
 
 def _uses_ssl(settings: Settings) -> bool:
@@ -54,7 +54,7 @@ def librdkafka_config(settings: Settings, extra: Mapping[str, Any] | None = None
     """
     _check(settings)
     conf: dict[str, Any] = {
-        "bootstrap.servers": ",".join(bootstrap_list(settings)),
+        "bootstrap.servers": settings.bootstrap_servers(),
         "security.protocol": settings.security_protocol,
         "client.id": settings.app_id,
     }

@@ -31,7 +31,8 @@ def broker_error(settings: Settings, timeout: float) -> str | None:
 
 def unreachable_message(settings: Settings, seconds: float, reason: str | None) -> str:
     why = f": {reason}" if reason else ""
-    return f"no Kafka broker answers at {settings.brokers} (NDD_BROKERS) after {seconds:.0f} s{why}"
+    return (f"no Kafka broker answers at {settings.bootstrap_servers()} (NDD_BROKERS) "
+            f"after {seconds:.0f} s{why}")
 
 
 def wait_for_broker(settings: Settings, timeout: float, first_try: float = 3.0,

@@ -28,6 +28,8 @@ from ndd_stream.settings import Settings
 DECISION_FIELDS: tuple[str, ...] = (
     "status",
     "duplicate_of",
+    "resembles",  # routed unique although doc_q >= threshold: judged a new report
+    "novel",
     "similarity",
     "matched_channel",
     "matched_time",
@@ -94,9 +96,12 @@ def render_record(settings: Settings, record: TailRecord, *, text_chars: int = 1
     """Two or three lines: position and decision, title, start of the text."""
     decision: dict[str, str] = {}
     others: list[tuple[str, str]] = []
+    novel_detail: str | None = None
     for name, raw in record.headers:
         norm = normalize_header(name)
-        if norm in DECISION_FIELDS and norm not in decision:
+        if norm == "novel_detail":
+            novel_detail = _decode(raw, 200)
+        elif norm in DECISION_FIELDS and norm not in decision:
             decision[norm] = _decode(raw, 80)
         else:
             others.append((name, _decode(raw, 60)))
@@ -106,6 +111,11 @@ def render_record(settings: Settings, record: TailRecord, *, text_chars: int = 1
             item = orjson.loads(record.value)
         except orjson.JSONDecodeError:
             item = None
+    if isinstance(item, dict) and isinstance(item.get("novel"), dict):
+        novel = item["novel"]  # the audit record's explanation (see core.novelty)
+        decision.setdefault("resembles", _preview(str(novel.get("resembles", "")), 80))
+        decision.setdefault("novel", _preview(str(novel.get("reason", "")), 80))
+        novel_detail = novel_detail or _preview(str(novel.get("detail", "")), 160)
     if isinstance(item, dict):  # a decisions-topic record carries its fields in the body
         for name in DECISION_FIELDS:
             if name not in decision and item.get(name) is not None:
@@ -126,6 +136,11 @@ def render_record(settings: Settings, record: TailRecord, *, text_chars: int = 1
     for name, value in others:
         out.append(f"  {escape(name)}=", style="dim")
         out.append(value)
+    if "novel" in decision:
+        out.append("\n  new report", style="bold green")
+        out.append(f" ({decision['novel']}), resembles {decision.get('resembles', '?')}")
+        if novel_detail:
+            out.append(": " + novel_detail)
 
     if isinstance(item, dict):
         title = item.get(settings.title_field) if settings.title_field else None

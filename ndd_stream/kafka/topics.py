@@ -36,8 +36,8 @@ class TopicDefinitionError(ValueError):
 
 
 @dataclass(frozen=True)
-class TopicSpec:
-    """One entry of a definitions file, before Settings are applied."""
+class _Topic:
+    """What a topic entry and the concrete topic made of it both have."""
 
     key: str
     name: str
@@ -45,6 +45,12 @@ class TopicSpec:
     partitions: int
     replication_factor: int
     config: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class TopicSpec(_Topic):
+    """One entry of a definitions file, before Settings are applied."""
+
     description: str = ""
     setting: str | None = None
     unmanaged_if: str | None = None
@@ -66,15 +72,8 @@ class TopicDefinitions:
 
 
 @dataclass(frozen=True)
-class ResolvedTopic:
+class ResolvedTopic(_Topic):
     """A concrete topic to create or check: Settings overrides already applied."""
-
-    key: str
-    name: str
-    role: Role
-    partitions: int
-    replication_factor: int
-    config: Mapping[str, str]
 
 
 @dataclass

@@ -1,9 +1,15 @@
 """Byte layouts of persisted state, versioned. Documented in docs/STATE.md.
 
-Document key (v1):   b"d" | u16 BE len(scope) | scope UTF-8 | i64 BE hour+2**63 | u64 BE number
+Document key:        b"d" | u16 BE len(scope) | scope UTF-8 | i64 BE hour+2**63 | u64 BE number
+Document value (v2): b"\\x02" | JSON {"n", "h", "c", "t", "nf", "i", "d": decision, "f": figures}
 Document value (v1): b"\\x01" | JSON {"n", "h", "c", "t", "nf", "i", "d": decision}
 Marker key:          b"m:marker"   value: b"\\x01" | JSON {name: int}
-Format key:          b"m:format"   value: b"ndd-state-1"
+Format key:          b"m:format"   value: b"ndd-state-2" (b"ndd-state-1" is upgraded on open)
+
+v2 adds the item's figures (``core.novelty.figures``: a string, null when not indexed), which
+the novelty rule compares with later items. v1 records stay readable: their figures are
+unknown (None), so a later item is judged against them by q-gram overlap only, until they
+leave the window (at most ``window_hours`` + 1 hours after the upgrade).
 
 Big-endian fixed-width integers make RocksDB's byte order equal (scope, hour, number)
 order, so one hour of one scope is a contiguous key range: dropped with a single
@@ -18,12 +24,14 @@ from ndd_stream.core.document import Decision
 from ndd_stream.core.store import StoredDocument
 from ndd_stream.jsonio import dumps, loads
 
-FORMAT = b"ndd-state-1"
+FORMAT = b"ndd-state-2"
+READABLE_FORMATS = (b"ndd-state-1", FORMAT)  # a v1 store is upgraded in place on open
 FORMAT_KEY = b"m:format"
 MARKER_KEY = b"m:marker"
 DOC_PREFIX = b"d"
 DOC_END = b"e"  # first byte after every document key
 _V1 = b"\x01"
+_V2 = b"\x02"
 _HOUR_BIAS = 1 << 63
 
 
@@ -45,15 +53,16 @@ def document_key(doc: StoredDocument) -> bytes:
 
 
 def encode_document(doc: StoredDocument) -> bytes:
-    return _V1 + dumps({
+    return _V2 + dumps({
         "n": doc.number, "h": doc.hour, "c": doc.channel, "t": doc.timestamp,
-        "nf": doc.nf, "i": doc.indexed, "d": doc.decision.as_dict(),
+        "nf": doc.nf, "i": doc.indexed, "d": doc.decision.as_dict(), "f": doc.figures,
     })
 
 
 def decode_document(key: bytes, value: bytes) -> StoredDocument:
-    if not value.startswith(_V1):
-        raise CorruptRecord(f"unknown document record version {value[:1]!r}")
+    version = value[:1]
+    if version not in (_V1, _V2):
+        raise CorruptRecord(f"unknown document record version {version!r}")
     try:
         (length,) = struct.unpack(">H", key[1:3])
         scope = key[3 : 3 + length].decode("utf-8")
@@ -62,6 +71,7 @@ def decode_document(key: bytes, value: bytes) -> StoredDocument:
             scope=scope, number=int(data["n"]), hour=int(data["h"]), channel=str(data["c"]),
             timestamp=float(data["t"]), nf=str(data["nf"]), indexed=bool(data["i"]),
             decision=Decision.from_dict(data["d"]),
+            figures=None if version == _V1 or data.get("f") is None else str(data["f"]),
         )
     except (KeyError, ValueError, TypeError, struct.error) as exc:
         raise CorruptRecord(f"undecodable document record: {exc}") from exc

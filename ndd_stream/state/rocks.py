@@ -21,6 +21,7 @@ from ndd_stream.state.codec import (
     FORMAT,
     FORMAT_KEY,
     MARKER_KEY,
+    READABLE_FORMATS,
     CorruptRecord,
     decode_document,
     decode_marker,
@@ -70,8 +71,8 @@ class RocksStore:
         self._write_options = WriteOptions()
         self._write_options.sync = self._options.sync_writes
         stored = self._db.get(FORMAT_KEY)
-        if stored is None:
-            self._db.put(FORMAT_KEY, FORMAT)
+        if stored is None or (stored != FORMAT and stored in READABLE_FORMATS):
+            self._db.put(FORMAT_KEY, FORMAT)  # new, or v1 upgraded: its records stay readable
         elif stored != FORMAT:
             self._db.close()
             raise CorruptRecord(f"{self.path}: state format {stored!r}, expected {FORMAT!r}")

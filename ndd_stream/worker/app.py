@@ -2,6 +2,12 @@
 
 router  (raw topics)    -> scoped topic keyed by scope, or the DLQ     (routing.py)
 decider (scoped topic)  -> unique / duplicate / decisions, DLQ, changelog (pool.py)
+
+Faust delivers records, produces, and runs the consumer group; it is not trusted with
+what it acknowledges or skips. Both agents take their batches from ``held_batches``
+(nothing is acknowledged before it is done) and hand them to one ``InOrder`` each
+(nothing skipped is left out); at assignment both look up the group's committed offsets
+once (``Service.assigned``). Everything else is plain code in the other modules.
 """
 
 from __future__ import annotations
@@ -12,7 +18,8 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
+from functools import partial
 from typing import Any
 
 import faust
@@ -23,14 +30,15 @@ from ndd_stream.core import kernels
 from ndd_stream.kafka import topics as topic_defs
 from ndd_stream.kafka.config import describe, faust_broker_kwargs, librdkafka_config
 from ndd_stream.kafka.probe import unreachable_message, wait_for_broker
+from ndd_stream.kafka.reads import BrokerReads, read_range
 from ndd_stream.settings import Settings
 from ndd_stream.worker.changelog import ChangelogError
 from ndd_stream.worker.deciding import OutputTopics
+from ndd_stream.worker.inorder import InOrder, Message
 from ndd_stream.worker.logs import json_handler
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import BrokerLostData, DeciderPool
 from ndd_stream.worker.records import OutRecord, Source
-from ndd_stream.worker.refetch import Fetched, log_gap, log_lost, read_range
 from ndd_stream.worker.routing import producer_request_limit, route_raw
 
 log = logging.getLogger("ndd_stream.worker")
@@ -68,14 +76,13 @@ class Service:
         self.app = self._make_app()
         self._admin = AdminClient(librdkafka_config(settings))
         self._unreachable_since: float | None = None  # start of the first failed check
+        self.reads = BrokerReads(librdkafka_config(settings), settings.app_id)
         self.pool = DeciderPool(
             settings.data_dir / settings.app_id, settings.detector_config(),
-            settings.item_format(), self.topics, librdkafka_config(settings), self.metrics,
+            settings.item_format(), self.topics, self.reads, self.metrics,
             scoped_topic=self.scoped_name,
         )
-        # Router: raw partitions owned, and the next offset to forward of each (see route).
-        self._raw_owned: set[tuple[str, int]] = set()
-        self._route_next: dict[tuple[str, int], int] = {}
+        self.router_order = InOrder(partial(read_range, self.reads), self.metrics, "processed")
         self._wire()
 
     def _make_app(self) -> faust.App:
@@ -137,26 +144,14 @@ class Service:
     async def route(self, messages: list[Any]) -> None:
         """Forward raw records to the scoped topic (or the DLQ); wait for every delivery.
 
-        Each raw partition is forwarded in offset order from the group's committed offset;
-        records the consumer skipped are read from the broker first (see
-        DeciderPool.process and refetch.py).
+        Each raw partition is forwarded in offset order from the group's committed offset
+        (InOrder). A record of a partition revoked while this batch was in flight is
+        forwarded all the same: skipping it lost records when the partition came back to
+        this worker with its offset committed past them (long join/leave runs, 111 of
+        40k). A copy forwarded twice is decided once and replayed (same decision).
         """
-        pending = []
-        for m in messages:
-            tp = (m.topic, m.partition)
-            # A record of a partition revoked while this batch was in flight is forwarded
-            # all the same: skipping it lost records when the partition came back to this
-            # worker with its offset committed past them (long join/leave runs, 111 of
-            # 40k). A copy forwarded twice is decided once and replayed (same decision).
-            expected = self._route_next.get(tp)
-            if expected is not None and m.offset < expected:
-                continue  # forwarded already
-            run = [m]
-            if expected is not None and m.offset > expected:
-                run = [*await self.fill(m.topic, m.partition, expected, m.offset), m]
-            for item in run:
-                self._route_next[tp] = item.offset + 1
-                pending.append(await self.send(self._routed(item)))
+        pending = [await self.send(self._routed(m))
+                   for m in await self.router_order.arrange(messages)]
         for fut in pending:
             await fut
 
@@ -172,37 +167,39 @@ class Service:
                                "offset": m.offset, "event": "dlq"})
         return record
 
-    async def fill(self, topic: str, partition: int, start: int, end: int) -> list[Fetched]:
-        """Records start <= offset < end that the consumer skipped, read from the broker."""
-        self.metrics.gaps.inc()
-        log_gap(log, topic, partition, start, end)
-        found = await asyncio.get_running_loop().run_in_executor(
-            None, read_range, librdkafka_config(self.settings), topic, partition, start, end)
-        log_lost(log, topic, partition, start, found, end, "processed")
-        return found
+    async def assigned(self, raw: list[tuple[str, int]], scoped: list[int]) -> None:
+        """A rebalance gave this worker these partitions: open the scoped ones, and start
+        both agents where the group's committed offsets say (one OffsetFetch for both).
 
-    async def fill_scoped(self, partition: int, start: int, end: int) -> list[Fetched]:
-        return await asyncio.get_running_loop().run_in_executor(
-            None, read_range, librdkafka_config(self.settings), self.scoped_name, partition,
-            start, end)
-
-    async def catch_up(self, partitions: list[int]) -> None:
-        """Decide what lies between each assigned partition's state and the offset Faust
-        resumes it at (DeciderPool.catch_up), before Faust delivers anything."""
-        if not partitions:
-            return
+        The router forwards each raw partition from its committed offset (or from the
+        earliest record it already took, if lower): Faust may deliver a prefetched later
+        record first. The decider starts at its state's position, and decides at once the
+        records between it and a committed offset that is ahead (``DeciderPool.catch_up``:
+        with no later record, nothing else would reveal that gap).
+        """
+        self.router_order.keep(raw)
+        tps = raw + [(self.scoped_name, p) for p in scoped]
         try:
             committed = await asyncio.get_running_loop().run_in_executor(
-                None, self._committed, [(self.scoped_name, p) for p in partitions])
+                None, self.reads.committed, tps)
         except KafkaException as exc:
             log.warning("committed offsets unknown (%s): gaps are closed when records "
                         "arrive", exc, extra={"event": "committed_unknown"})
-            return
-        for (_, partition), offset in sorted(committed.items()):
+            committed = {}
+        for tp in raw:
+            offset = committed.get(tp, -1)
+            if offset >= 0:
+                self.router_order.resume(tp, min(offset, self.router_order.next.get(tp, offset)))
+        try:
+            await self.pool.assign(scoped)
+        except (BrokerLostData, ChangelogError) as exc:
+            fatal(str(exc))
+        for partition in scoped:
+            offset = committed.get((self.scoped_name, partition), -1)
             if offset < 0:
                 continue
             try:
-                await self.pool.catch_up(partition, offset, self.send, self.fill_scoped)
+                await self.pool.catch_up(partition, offset, self.send)
             except Exception as exc:  # as in the decider: state is safe, exit loudly
                 log.exception("%s[%d]: catching up to offset %d failed", self.scoped_name,
                               partition, offset, extra={"topic": self.scoped_name,
@@ -210,34 +207,6 @@ class Service:
                                                         "offset": offset,
                                                         "event": "decider_error"})
                 fatal(f"catch-up of {self.scoped_name}[{partition}] failed: {exc!r}")
-
-    def _committed(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """The group's committed offsets (OffsetFetch; joins nothing); -1 when none."""
-        from confluent_kafka import Consumer, TopicPartition
-
-        consumer = Consumer({**librdkafka_config(self.settings), "group.id": self.settings.app_id,
-                             "enable.auto.commit": False})
-        try:
-            found = consumer.committed([TopicPartition(t, p) for t, p in tps], timeout=10)
-            return {(tp.topic, tp.partition): tp.offset for tp in found}
-        finally:
-            consumer.close()
-
-    async def assign_raw(self, tps: list[tuple[str, int]]) -> None:
-        """Where forwarding of newly assigned raw partitions starts: the committed offset
-        (what Faust seeks to), or the earliest record the router already took if lower."""
-        self._raw_owned = set(tps)
-        self._route_next = {tp: n for tp, n in self._route_next.items() if tp in self._raw_owned}
-        try:
-            committed = await asyncio.get_running_loop().run_in_executor(
-                None, self._committed, tps)
-        except KafkaException as exc:
-            log.warning("committed offsets unknown (%s): forwarding from the first record "
-                        "delivered", exc, extra={"event": "committed_unknown"})
-            return
-        for tp, offset in committed.items():
-            if offset >= 0 and tp in self._raw_owned:
-                self._route_next[tp] = min(offset, self._route_next.get(tp, offset))
 
     def _wire(self) -> None:
         s = self.settings
@@ -248,39 +217,29 @@ class Service:
 
         @self.app.agent(raw, name="ndd-router")
         async def router(stream: faust.StreamT) -> None:
-            batches = stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
-            async for events in batches:
-                hold(events)
+            async for messages in held_batches(stream):
                 try:
-                    await service.route([e.message for e in events])
+                    await service.route(messages)
                 except Exception as exc:  # see the decider
                     log.exception("router failed", extra={"event": "router_error"})
                     fatal(f"router crashed: {exc!r}")
-                release(events)
 
         @self.app.agent(scoped, name="ndd-decider")
         async def decider(stream: faust.StreamT) -> None:
-            batches = stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
-            async for events in batches:
-                hold(events)
-                messages = [e.message for e in events]
+            async for messages in held_batches(stream):
                 try:
-                    await service.pool.process(messages, service.send, service.fill_scoped)
+                    await service.pool.process(messages, service.send)
                 except Exception as exc:
                     # Faust would restart the agent and leave the taken events unacked, so
                     # the worker would stall silently. State is committed per batch: exit.
                     log.exception("decider failed", extra={"event": "decider_error"})
                     fatal(f"decider crashed: {exc!r}")
-                release(events)
                 service.record_lag(messages)
 
         @self.app.on_partitions_revoked.connect  # type: ignore[arg-type]
         async def on_revoked(app: Any, revoked: Any, **kwargs: Any) -> None:
-            raw_revoked = {(tp.topic, tp.partition) for tp in revoked
-                           if tp.topic != service.scoped_name}
-            service._raw_owned -= raw_revoked
-            for tp in raw_revoked:
-                service._route_next.pop(tp, None)
+            raw = {(tp.topic, tp.partition) for tp in revoked if tp.topic != service.scoped_name}
+            service.router_order.keep(set(service.router_order.next) - raw)
             mine = [tp.partition for tp in revoked if tp.topic == service.scoped_name]
             if mine:
                 log.info("partitions revoked: %s", mine, extra={"event": "revoked"})
@@ -288,14 +247,10 @@ class Service:
 
         @self.app.on_partitions_assigned.connect  # type: ignore[arg-type]
         async def on_assigned(app: Any, assigned: Any, **kwargs: Any) -> None:
-            mine = sorted(tp.partition for tp in assigned if tp.topic == service.scoped_name)
-            await service.assign_raw(sorted((tp.topic, tp.partition) for tp in assigned
-                                            if tp.topic != service.scoped_name))
-            try:
-                await service.pool.assign(mine)
-            except (BrokerLostData, ChangelogError) as exc:
-                fatal(str(exc))
-            await service.catch_up(mine)
+            await service.assigned(
+                sorted((tp.topic, tp.partition) for tp in assigned
+                       if tp.topic != service.scoped_name),
+                sorted(tp.partition for tp in assigned if tp.topic == service.scoped_name))
 
         @self.app.page("/metrics")
         async def metrics_page(web: Any, request: Any) -> Any:
@@ -322,7 +277,7 @@ class Service:
             ok = await asyncio.get_running_loop().run_in_executor(None, self._broker_answers)
             if ok:
                 if self._unreachable_since is not None:
-                    log.warning("broker %s answers again after %.0fs", s.brokers,
+                    log.warning("broker %s answers again after %.0fs", s.bootstrap_servers(),
                                 started - self._unreachable_since,
                                 extra={"event": "broker_reachable"})
                 self._unreachable_since = None
@@ -331,10 +286,10 @@ class Service:
                 self._unreachable_since = started
             down = time.monotonic() - self._unreachable_since
             if down >= s.broker_timeout_s:
-                fatal(f"no broker at {s.brokers} answered for {down:.0f}s "
+                fatal(f"no broker at {s.bootstrap_servers()} answered for {down:.0f}s "
                       f"(NDD_BROKER_TIMEOUT_S={s.broker_timeout_s:g})")
             log.error("broker %s does not answer (for %.0fs; exiting after %.0fs)",
-                      s.brokers, down, s.broker_timeout_s,
+                      s.bootstrap_servers(), down, s.broker_timeout_s,
                       extra={"event": "broker_unreachable"})
 
         @self.app.task
@@ -346,22 +301,23 @@ class Service:
                      extra={"event": "start"})
 
 
-def hold(events: Any) -> None:
-    """Keep the events' offsets from being committed until ``release``.
+async def held_batches(stream: faust.StreamT) -> AsyncIterator[list[Message]]:
+    """Batches of the stream's messages, acknowledged only once the agent is done with them.
 
-    take_events acks a batch in a ``finally``, so a worker stopped (cancelled) in the middle
-    of a batch would let Faust commit records it never forwarded or decided; the next owner
-    would start past them. The extra reference keeps them uncommitted instead: they are
-    delivered again (at-least-once) and answered with the same decision.
+    The one place that works around Faust's acknowledgement: ``take_events`` acks a batch
+    in a ``finally``, so a worker stopped (cancelled) in the middle of a batch would let
+    Faust commit records it never forwarded or decided, and the next owner would start
+    past them. An extra reference on each message keeps them uncommitted until the loop
+    asks for the next batch (the body finished); a stopped worker's batch is delivered
+    again (at-least-once) and answered with the same decision (idempotent).
     """
-    for event in events:
-        event.message.incref()
-
-
-def release(events: Any) -> None:
-    """The batch is done (delivered, state committed): drop the reference of ``hold``."""
-    for event in events:
-        event.ack()
+    batches = stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
+    async for events in batches:
+        for event in events:
+            event.message.incref()
+        yield [event.message for event in events]
+        for event in events:
+            event.ack()
 
 
 def fatal(message: str, code: int = 3) -> None:
@@ -402,6 +358,7 @@ def run_worker(settings: Settings) -> int:
         code = int(exc.code or 0)
     finally:
         service.pool.close()
+        service.reads.close()
     crash = service.app.crash_reason
     if code != 0 or crash is not None:
         # Faust ends a crashed app itself (code 1), often before watch_crash sees it: give
@@ -426,7 +383,7 @@ def _broker_up(settings: Settings) -> bool:
         timeout = settings.broker_timeout_s
         reason = wait_for_broker(settings, timeout, on_wait=lambda: log.warning(
             "no Kafka broker answers at %s (NDD_BROKERS) yet; waiting up to %.0f s "
-            "(NDD_BROKER_TIMEOUT_S)", settings.brokers, timeout,
+            "(NDD_BROKER_TIMEOUT_S)", settings.bootstrap_servers(), timeout,
             extra={"event": "broker_unreachable"}))
         if reason is None:
             return True

@@ -10,12 +10,10 @@ that is returned at once instead of waiting for records that will never come.
 
 from __future__ import annotations
 
-import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from ndd_stream.kafka.reads import Log
 
 SENTINEL_KEY = b"ndd-sentinel"
 POSITION_KEY = b"ndd-position"
@@ -35,54 +33,29 @@ class ChangelogRead:
     position: int | None = None  # the last position record read (scoped offset), if any
 
 
-def read_partition(conf: dict[str, object], topic: str, partition: int, start: int,
-                   timeout_s: float = 120.0) -> ChangelogRead:
+def read_partition(log: Log, topic: str, partition: int, start: int,
+                   timeout_s: float = 300.0) -> ChangelogRead:
     """All document records of ``topic[partition]`` from ``start`` up to a fresh sentinel."""
     token = uuid.uuid4().hex.encode()
-    producer = Producer({**conf, "linger.ms": 0})
-    delivered: list[int] = []
-
-    def on_delivery(err: object, msg: Any) -> None:
-        if err is None and msg.offset() is not None:
-            delivered.append(int(msg.offset()))
-
-    producer.produce(topic, key=SENTINEL_KEY, value=token, partition=partition,
-                     on_delivery=on_delivery)
-    if producer.flush(min(30.0, timeout_s)) != 0:
+    sentinel = log.append(topic, partition, SENTINEL_KEY, token)
+    if sentinel is None:
         raise ChangelogError(f"{topic}[{partition}]: could not write the sentinel")
-    if delivered and delivered[0] < start:
+    if sentinel < start:
         # The partition ends before what the caller already has: the broker lost data
         # (e.g. restarted empty). Fetching from ``start`` would wait for records that
         # will never come, so say so now; the caller compares next_offset with start.
-        return ChangelogRead([], delivered[0] + 1)
-    consumer = Consumer({**conf, "group.id": f"ndd-restore-{token.decode()}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "enable.partition.eof": False})
+        return ChangelogRead([], sentinel + 1)
     records: list[tuple[bytes, bytes]] = []
     position: int | None = None
-    deadline = time.monotonic() + timeout_s
-    try:
-        consumer.assign([TopicPartition(topic, partition, max(start, 0))])
-        while True:
-            if time.monotonic() > deadline:
-                raise ChangelogError(
-                    f"{topic}[{partition}]: sentinel not seen within {timeout_s:.0f}s "
-                    f"after {len(records)} records from offset {start}")
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                raise ChangelogError(f"{topic}[{partition}]: {msg.error()}")
-            key, value = msg.key() or b"", msg.value() or b""
+    with log.records(topic, partition, start, timeout_s, ChangelogError) as found:
+        for msg in found:
+            key, value = msg.key or b"", msg.value or b""
             if key == SENTINEL_KEY:
                 if value == token:
-                    return ChangelogRead(records, int(msg.offset() or 0) + 1, position)
+                    return ChangelogRead(records, msg.offset + 1, position)
                 continue
             if key == POSITION_KEY:
                 position = int(value)
                 continue
             records.append((key, value))
-    except KafkaException as exc:
-        raise ChangelogError(f"{topic}[{partition}]: {exc}") from exc
-    finally:
-        consumer.close()
+    raise ChangelogError(f"{topic}[{partition}]: ended before the sentinel")

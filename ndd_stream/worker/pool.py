@@ -13,6 +13,9 @@ A batch runs under the pool's lock, and a rebalance takes that lock before it cl
 revoked partition: the batch in flight finishes with the state it started with, and
 records of a partition this worker no longer owns (fetched before the rebalance and
 still in the agent's hands) are not decided; their new owner decides them.
+
+The pool touches the broker only through ``send`` and a ``kafka.reads.Log`` (ranges of
+the scoped topic, the changelog), so its logic runs on an in-memory log in unit tests.
 """
 
 from __future__ import annotations
@@ -20,24 +23,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.items import ItemFormat
+from ndd_stream.kafka.reads import Log, read_range
 from ndd_stream.worker.changelog import read_partition
 from ndd_stream.worker.deciding import UNKNOWN_OFFSET, OutputTopics, PartitionDecider
+from ndd_stream.worker.inorder import TP, InOrder, Message
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.records import OutRecord, Source
-from ndd_stream.worker.refetch import log_gap, log_lost
 
 log = logging.getLogger("ndd_stream.worker")
 
 Send = Callable[[OutRecord], Awaitable[Awaitable[Any]]]
-Fill = Callable[[int, int, int], Awaitable[Sequence["Message"]]]
-"""``fill(partition, start, end)``: records start <= offset < end of the scoped partition,
-read from the broker (fewer at the front if retention removed them)."""
+"""Hand a record to the producer; the returned awaitable resolves on delivery (to the
+record's metadata: its ``offset``)."""
 
 
 class BrokerLostData(RuntimeError):
@@ -45,46 +49,28 @@ class BrokerLostData(RuntimeError):
     restarted empty). Continuing would skip or re-decide records inconsistently."""
 
 
-class Message(Protocol):
-    """What the pool reads of a record (Faust's messages and refetch.Fetched have it)."""
-
-    @property
-    def topic(self) -> str: ...
-    @property
-    def partition(self) -> int: ...
-    @property
-    def offset(self) -> int: ...
-    @property
-    def key(self) -> bytes | None: ...
-    @property
-    def value(self) -> bytes | None: ...
-    @property
-    def headers(self) -> Any: ...
-    @property
-    def timestamp(self) -> float | None: ...
-
-
 class DeciderPool:
     """Opens, restores, runs and closes one PartitionDecider per owned scoped partition."""
 
     def __init__(
         self, state_dir: Path, config: DetectorConfig, fmt: ItemFormat, topics: OutputTopics,
-        kafka_conf: dict[str, object], metrics: WorkerMetrics, restore_timeout_s: float = 300.0,
-        scoped_topic: str = "scoped",
+        log: Log, metrics: WorkerMetrics, scoped_topic: str = "scoped",
+        restore_timeout_s: float = 300.0,
     ) -> None:
         self.scoped_topic = scoped_topic
         self.state_dir = state_dir
         self.config = config
         self.fmt = fmt
         self.topics = topics
-        self.kafka_conf = kafka_conf
-        self.metrics = metrics
+        self.log = log
         self.restore_timeout_s = restore_timeout_s
+        self.metrics = metrics
         self.deciders: dict[int, PartitionDecider] = {}
         self._opening: dict[int, asyncio.Task[PartitionDecider]] = {}
         # Scoped partitions assigned to this worker (None: not told yet, so all of them).
         self.owned: set[int] | None = None
         self.lock = asyncio.Lock()
+        self.order = InOrder(partial(read_range, log), metrics, "decided")
 
     async def assign(self, partitions: Sequence[int]) -> None:
         """A rebalance gave this worker ``partitions``: close the others, open these."""
@@ -122,16 +108,22 @@ class DeciderPool:
         finally:
             self._opening.pop(partition, None)
         self.deciders[partition] = decider
+        # Decided strictly in order from the state's own position (not Faust's).
+        known = decider.next_offset != UNKNOWN_OFFSET
+        self.order.resume(self._tp(partition), decider.next_offset if known else None)
         self.metrics.assigned.set(len(self.deciders))
         return decider
+
+    def _tp(self, partition: int) -> TP:
+        return (self.scoped_topic, partition)
 
     def _open_sync(self, partition: int) -> PartitionDecider:
         started = time.monotonic()
         decider = PartitionDecider(partition, self.state_dir / f"partition-{partition}",
                                    self.config, self.fmt, self.topics)
         self.metrics.restored.labels("local").inc(decider.restored)
-        read = read_partition(self.kafka_conf, self.topics.changelog, partition,
-                              decider.changelog_next, timeout_s=self.restore_timeout_s)
+        read = read_partition(self.log, self.topics.changelog, partition,
+                              decider.changelog_next, self.restore_timeout_s)
         if read.next_offset <= decider.changelog_next:
             decider.close()
             raise BrokerLostData(
@@ -161,51 +153,60 @@ class DeciderPool:
             decider = self.deciders.pop(partition, None)
             if decider is not None:
                 decider.close()
+                self.order.resume(self._tp(partition), None)
         self.metrics.assigned.set(len(self.deciders))
 
-    async def process(self, messages: Sequence[Message], send: Send,
-                      fill: Fill | None = None) -> int:
+    async def process(self, messages: Sequence[Message], send: Send) -> int:
         """Run steps 1-4 of the module docstring for one batch; returns records decided.
 
-        Records are decided strictly in offset order from each partition's ``next_offset``
-        (the state's own position). One already reflected is skipped. One *beyond* it
-        means the consumer skipped records (Faust can, around a rebalance, and its
-        committed offset can then pass them): ``fill(partition, start, end)`` reads the
-        missing ones from the broker and they are decided first, so nothing is lost.
+        Records are decided strictly in offset order from each partition's state position
+        (``InOrder``): one already reflected is skipped, and records the consumer skipped
+        are read from the broker and decided first, so nothing is lost.
         """
         async with self.lock:
-            return await self._process(messages, send, fill)
+            return await self._process(messages, send)
+
+    async def catch_up(self, partition: int, resume: int, send: Send) -> int:
+        """Decide the records between the state's position and ``resume`` now.
+
+        After an assignment Faust resumes a partition at the group's committed offset,
+        which can be past what the state reflects (Faust counts offsets it never delivered
+        as done, and a worker stopped mid-batch can commit its batch). A gap in the middle
+        is noticed when the next record arrives; one at the end of a partition that gets no
+        more records would wait forever, so it is closed here. Returns records decided.
+        """
+        async with self.lock:
+            if partition not in self.deciders or (
+                    self.owned is not None and partition not in self.owned):
+                return 0
+            return await self._process([], send, {self._tp(partition): resume})
 
     async def _process(self, messages: Sequence[Message], send: Send,
-                       fill: Fill | None) -> int:
+                       until: Mapping[TP, int] | None = None) -> int:
+        mine = [m for m in messages if self.owned is None or m.partition in self.owned]
+        for partition in sorted({m.partition for m in mine}):
+            await self.ensure(partition)  # revoked ones are left to their new owner
+        run = await self.order.arrange(mine, until)
         pending: list[Awaitable[Any]] = []
-        cursor: dict[int, int] = {}  # next offset to decide, per partition of this batch
-        decided = 0
-        for msg in messages:
-            if self.owned is not None and msg.partition not in self.owned:
-                continue  # revoked: its new owner decides it
-            decider = await self.ensure(msg.partition)
-            expected = cursor.get(msg.partition, decider.next_offset)
-            if expected == UNKNOWN_OFFSET:
-                expected = msg.offset
-            if msg.offset < expected:
-                continue  # applied and produced before a restart
-            run: Sequence[Message] = [msg]
-            if msg.offset > expected:
-                run = [*await self._fill(msg.partition, expected, msg.offset, fill), msg]
-            for item in run:
-                cursor[msg.partition] = item.offset + 1
-                ts = item.timestamp
-                source = Source(item.topic, item.partition, item.offset,
-                                int(ts * 1000) if ts is not None else None)
-                started = time.perf_counter()
-                outcome = decider.process(item.value, item.key, item.headers, source)
-                self.metrics.latency.observe(time.perf_counter() - started)
-                decided += 1
-                self._count(decider, outcome, source)
-                for record in outcome.records:
-                    pending.append(await send(record))
+        for item in run:
+            decider = self.deciders[item.partition]
+            ts = item.timestamp
+            source = Source(item.topic, item.partition, item.offset,
+                            int(ts * 1000) if ts is not None else None)
+            started = time.perf_counter()
+            outcome = decider.process(item.value, item.key, item.headers, source)
+            self.metrics.latency.observe(time.perf_counter() - started)
+            self._count(decider, outcome, source)
+            for record in outcome.records:
+                pending.append(await send(record))
         await _all(pending)
+        # Where each partition now stands, if it moved (a catch-up whose records retention
+        # removed moves too: they are logged as lost, and never come back).
+        cursor: dict[int, int] = {}
+        for partition, decider in self.deciders.items():
+            position = self.order.next.get(self._tp(partition))
+            if position is not None and position > decider.next_offset:
+                cursor[partition] = position
         changelog_futures: dict[int, list[Awaitable[Any]]] = {}
         for partition, position in cursor.items():
             records = self.deciders[partition].drain_changelog(position)
@@ -220,38 +221,7 @@ class DeciderPool:
             decider = self.deciders[partition]
             decider.commit(position, changelog_next.get(partition))
             self._gauges(decider)
-        return decided
-
-    async def catch_up(self, partition: int, resume: int, send: Send, fill: Fill) -> int:
-        """Decide the records between the state's position and ``resume`` now.
-
-        After an assignment Faust resumes a partition at the group's committed offset,
-        which can be past what the state reflects (Faust counts offsets it never delivered
-        as done, and a worker stopped mid-batch can commit its batch). A gap in the middle
-        is noticed when the next record arrives; one at the end of a partition that gets no
-        more records would wait forever, so it is closed here. Returns records decided.
-        """
-        async with self.lock:
-            decider = self.deciders.get(partition)
-            if decider is None or (self.owned is not None and partition not in self.owned):
-                return 0
-            start = decider.next_offset
-            if start == UNKNOWN_OFFSET or resume <= start:
-                return 0
-            found = await self._fill(partition, start, resume, fill)
-            return await self._process(found, send, fill) if found else 0
-
-    async def _fill(self, partition: int, expected: int, delivered: int,
-                    fill: Fill | None) -> Sequence[Message]:
-        """The records the consumer skipped, read from the broker (see process)."""
-        self.metrics.gaps.inc()
-        log_gap(log, self.scoped_topic, partition, expected, delivered)
-        if fill is None:
-            raise RuntimeError(f"{self.scoped_topic}[{partition}]: offsets {expected}-"
-                               f"{delivered - 1} were skipped and cannot be read")
-        found = list(await fill(partition, expected, delivered))
-        log_lost(log, self.scoped_topic, partition, expected, found, delivered, "decided")
-        return found
+        return len(run)
 
     def _count(self, decider: PartitionDecider, outcome: Any, source: Source) -> None:
         part = str(decider.partition)

@@ -9,6 +9,11 @@ Headers (all values UTF-8):
   ndd-matched-time    event time of the best match, ISO-8601 UTC
   ndd-scope           comparison scope (channel or group)
   ndd-policy          short | empty | late (absent for a plain comparison)
+  ndd-resembles       routed unique although doc_q >= threshold: the item it resembled
+                      (ndd-similarity is then that doc_q); absent otherwise
+  ndd-novel           why it was judged a new report: figures | new_content
+                      (ndd_stream.core.novelty)
+  ndd-novel-detail    one human line, e.g. "figures differ: 12.5 -> 13.1, 3.2 -> 4.0"
   ndd-replayed        "1" when the item was seen before and got its original decision
   ndd-engine          engine version (ndd_stream.ENGINE_VERSION)
   ndd-source-topic / ndd-source-partition / ndd-source-offset   where the raw item was read
@@ -37,6 +42,9 @@ H_MATCHED_CHANNEL = "ndd-matched-channel"
 H_MATCHED_TIME = "ndd-matched-time"
 H_SCOPE = "ndd-scope"
 H_POLICY = "ndd-policy"
+H_RESEMBLES = "ndd-resembles"
+H_NOVEL = "ndd-novel"
+H_NOVEL_DETAIL = "ndd-novel-detail"
 H_REPLAYED = "ndd-replayed"
 H_ENGINE = "ndd-engine"
 H_SRC_TOPIC = "ndd-source-topic"
@@ -118,6 +126,10 @@ def decision_headers(decision: Decision, source: Source | None) -> Headers:
         out.append((H_MATCHED_TIME, iso_utc(decision.matched_timestamp).encode()))
     if decision.policy.value:
         out.append((H_POLICY, decision.policy.value.encode()))
+    if decision.novel is not None:
+        out.append((H_RESEMBLES, decision.novel.resembles.encode()))
+        out.append((H_NOVEL, decision.novel.reason.encode()))
+        out.append((H_NOVEL_DETAIL, decision.novel.detail.encode()))
     if decision.replayed:
         out.append((H_REPLAYED, b"1"))
     if source is not None:

@@ -56,8 +56,10 @@ def register(sub: Any, handlers: dict[str, Callable[[argparse.Namespace, Setting
     p.add_argument("--threshold", type=float, default=None,
                    help=f"doc_q threshold of a near duplicate (default {DEFAULT_THRESHOLD:g})")
     p.add_argument("--keep-running", action="store_true",
-                   help="after the feed, keep broker and worker up until Ctrl-C (to try "
-                   "`ndd-stream tail` or `produce` against them)")
+                   help="after the feed, keep broker, worker and the web view up until Ctrl-C "
+                   "(to use the page, or try `ndd-stream tail` or `produce` against them)")
+    p.add_argument("--view-port", type=int, default=0, metavar="PORT",
+                   help="port of the web view on 127.0.0.1 (default: any free port)")
     p.add_argument("--plain", action="store_true",
                    help="plain lines instead of a live view (automatic when stdout is not a "
                    "terminal)")
@@ -74,7 +76,7 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     """argparse -> :func:`run_demo`."""
     options = DemoOptions(feed=args.feed, rate=args.rate, timeout=args.timeout,
                           keep_running=args.keep_running, plain=args.plain,
-                          demo_dir=args.demo_dir, report=args.report)
+                          demo_dir=args.demo_dir, report=args.report, view_port=args.view_port)
     from ndd_stream.cli.demo.run import run_demo
 
     return run_demo(settings, options)

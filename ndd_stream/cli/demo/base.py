@@ -42,3 +42,4 @@ class DemoOptions:
     plain: bool = False
     demo_dir: Path | None = None
     report: Path | None = None
+    view_port: int = 0  # the web view's port; 0 = any free port

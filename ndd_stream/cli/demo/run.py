@@ -48,10 +48,13 @@ class Run:
     temporary: bool
     broker: Any = None  # EmbeddedBroker
     worker: WorkerProcess | None = None
+    web: Any = None  # ndd_stream.view.server.ViewServer
     keep_directory: bool = False
 
     def cleanup(self, console: Console) -> None:
         with signals_ignored():
+            if self.web is not None:
+                self.web.stop()
             if self.worker is not None:
                 code = self.worker.stop()
                 if code not in (0, None, -signal.SIGTERM):
@@ -108,6 +111,9 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console | None =
         return EXIT_USAGE
     if options.timeout <= 0:
         console.print("[bold red]error:[/] --timeout must be positive")
+        return EXIT_USAGE
+    if not 0 <= options.view_port <= 65535:
+        console.print("[bold red]error:[/] --view-port must be 0 (any free port) to 65535")
         return EXIT_USAGE
     if options.feed is not None and not options.feed.is_file():
         console.print(f"[bold red]error:[/] --feed {options.feed}: no such file")
@@ -189,6 +195,7 @@ def _pipeline(run: Run, settings: Settings, options: DemoOptions, reporter: Repo
 
     reporter.phase("creating topics")
     _apply_topics(s, deadline)
+    view_url = _start_view(run, s, options, reporter)
 
     reporter.phase("starting the worker (its consumer group join takes ~3 s)")
     worker = run.worker = WorkerProcess(s, run.directory / "worker.log", run.directory)
@@ -223,8 +230,24 @@ def _pipeline(run: Run, settings: Settings, options: DemoOptions, reporter: Repo
         if options.report is not None:
             write_report(options.report, s, tally)
         if options.keep_running:
-            keep_running(clients, s, tally, reporter, worker)
+            keep_running(clients, s, tally, reporter, worker, view_url)
     return EXIT_OK
+
+
+def _start_view(run: Run, s: Settings, options: DemoOptions, reporter: Reporter) -> str:
+    """The web view of this run's topics (docs/VIEW.md), read from their beginning."""
+    from ndd_stream.view.server import ViewServer
+
+    run.web = ViewServer(s, host="127.0.0.1", port=options.view_port, from_beginning=True)
+    try:
+        url = run.web.start()
+    except OSError as exc:
+        run.web = None
+        raise DemoError(f"the web view could not start: {exc}") from exc
+    until = "until Ctrl-C" if options.keep_running else "while the demo runs; --keep-running"
+    reporter.info(f"view     [bold]{url}[/] (live decisions in a browser; {until})",
+                  header=True)
+    return url
 
 
 def _apply_topics(s: Settings, deadline: float) -> None:

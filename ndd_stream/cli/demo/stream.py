@@ -140,12 +140,13 @@ def _produce(clients: Clients, topic: str, line: FeedLine,
 
 
 def keep_running(clients: Clients, s: Settings, tally: Tally, reporter: Reporter,
-                  worker: WorkerProcess) -> None:
+                  worker: WorkerProcess, view_url: str | None = None) -> None:
     """Stay up for the user's own experiments until Ctrl-C; keep showing new decisions."""
     console = reporter.console
+    page = f" The web view: [bold]{view_url}[/]" if view_url else ""
     console.print(
-        f"\n[bold]still running[/] (Ctrl-C to stop). In another shell:\n"
-        f"  export NDD_BROKERS={s.brokers}\n"
+        f"\n[bold]still running[/] (Ctrl-C to stop).{page} In another shell:\n"
+        f"  export NDD_BROKERS={s.bootstrap_servers()}\n"
         f"  ndd-stream tail {s.duplicate_topic}        # or {s.unique_topic}, {s.dlq_topic}, "
         f"{s.decisions_topic}\n"
         f"  ndd-stream produce my-items.jsonl\n"

@@ -39,6 +39,14 @@ def summary(console: Console, s: Settings, tally: Tally, feed_path: Path,
     if reasons:
         console.print("dlq reasons: " + ", ".join(f"{r} {n}" for r, n in sorted(reasons.items())),
                       highlight=False, soft_wrap=True)
+    novel = tally.novel()
+    if novel:
+        console.print(
+            f"new reports: {sum(novel.values())} item(s) resembled an earlier one (doc_q >= "
+            f"threshold) but were judged new and routed unique ("
+            + ", ".join(f"{reason} {n}" for reason, n in novel.items())
+            + "; see the ndd-resembles / ndd-novel headers, README)", highlight=False,
+            soft_wrap=True)
     duplicates = totals["near_duplicate"] + totals["exact_duplicate"]
     if s.scope == "channel":
         offline = _offline_counts(feed_path, s, "global")
@@ -68,6 +76,8 @@ def write_report(path: Path, s: Settings, tally: Tally) -> None:
             "duplicate_of": outcome.duplicate_of if outcome else None,
             "matched_channel": outcome.matched_channel if outcome else None,
             "reason": outcome.reason if outcome else None,
+            "novel": outcome.novel if outcome else None,
+            "resembles": outcome.resembles if outcome else None,
         })
     report = {"scope": s.scope, "threshold": s.threshold, "totals": tally.totals(),
               "by_channel": tally.counts(), "lines": items}

@@ -26,11 +26,16 @@ class Outcome:
     duplicate_of: str | None = None
     matched_channel: str | None = None
     reason: str | None = None
+    # routed unique although doc_q >= threshold: judged a new report (core.novelty)
+    novel: str | None = None  # its reason
+    resembles: str | None = None
+    novel_detail: str | None = None
 
 
 @dataclass(frozen=True)
 class Pair:
-    """A duplicate and what it duplicates, for the 'latest duplicates' table."""
+    """A duplicate and what it duplicates, or a new report and what it resembles, for the
+    'latest matches' table (status ``new`` for the latter)."""
 
     status: str
     similarity: float
@@ -100,6 +105,11 @@ class Tally:
         self.events.append((index, outcome))
 
     def _pair(self, outcome: Outcome) -> None:
+        if outcome.novel is not None:
+            self.pairs.append(Pair("new", outcome.similarity, outcome.channel,
+                                   self.title(outcome.identity), outcome.novel,
+                                   self.title(outcome.resembles)))
+            return
         if outcome.status not in ("near_duplicate", "exact_duplicate"):
             return
         self.pairs.append(Pair(
@@ -142,6 +152,11 @@ class Tally:
             total[outcome.status] += 1
         return {status: total.get(status, 0) for status in STATUSES}
 
+    def novel(self) -> dict[str, int]:
+        """Reason -> items judged new reports although they resembled an earlier one."""
+        found = Counter(o.novel for o in [*self.outcomes.values(), *self.extra] if o.novel)
+        return dict(sorted(found.items()))
+
     def cross_channel(self) -> int:
         return sum(1 for o in [*self.outcomes.values(), *self.extra]
                    if o.matched_channel is not None and o.matched_channel != o.channel)
@@ -162,6 +177,8 @@ def outcome_of_decision(value: bytes | None) -> tuple[str | None, Outcome] | Non
     if not isinstance(record, dict) or "status" not in record:
         return None
     similarity = record.get("similarity")
+    found = record.get("novel")
+    novel: dict[str, Any] = found if isinstance(found, dict) else {}
     return record.get("source"), Outcome(
         status=str(record["status"]),
         channel=str(record.get("channel") or NO_CHANNEL),
@@ -169,6 +186,9 @@ def outcome_of_decision(value: bytes | None) -> tuple[str | None, Outcome] | Non
         similarity=float(similarity) if isinstance(similarity, int | float) else 0.0,
         duplicate_of=record.get("duplicate_of"),
         matched_channel=record.get("matched_channel"),
+        novel=str(novel["reason"]) if novel.get("reason") else None,
+        resembles=str(novel["resembles"]) if novel.get("resembles") else None,
+        novel_detail=str(novel["detail"]) if novel.get("detail") else None,
     )
 
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # every ``ndd-stream`` start imports this module to register 
     from rich.table import Table
 
 STATUS_STYLE = {"unique": "green", "near_duplicate": "yellow", "exact_duplicate": "magenta",
-                 "dlq": "red"}
+                 "dlq": "red", "new": "bold green"}
 
 
 def escape(text: str) -> str:
@@ -52,13 +52,19 @@ def counts_table(tally: Tally, title: str | None = None) -> Table:
 def pairs_table(tally: Tally) -> Table:
     from rich.table import Table
 
-    table = Table(title="latest duplicates", title_justify="left", expand=True)
+    table = Table(title="latest duplicates (and new reports that resembled an earlier item)",
+                  title_justify="left", expand=True)
     table.add_column("status", no_wrap=True)
     table.add_column("doc_q", justify="right", no_wrap=True)
     table.add_column("channel", no_wrap=True)
     table.add_column("item", ratio=1, overflow="ellipsis", no_wrap=True)
-    table.add_column("duplicate of", ratio=1, overflow="ellipsis", no_wrap=True)
+    table.add_column("duplicate of / resembles", ratio=1, overflow="ellipsis", no_wrap=True)
     for pair in reversed(tally.pairs):
+        if pair.status == "new":  # matched_channel holds the novelty reason
+            table.add_row(f"[{STATUS_STYLE['new']}]new: {pair.matched_channel}[/]",
+                          f"{pair.similarity:.3f}", escape(pair.channel), escape(pair.title),
+                          escape(pair.matched_title))
+            continue
         other = "" if pair.matched_channel == pair.channel else f" [dim]({pair.matched_channel})[/]"
         table.add_row(
             f"[{STATUS_STYLE[pair.status]}]{pair.status.replace('_duplicate', '')}[/]",
@@ -164,6 +170,13 @@ class Reporter:
             self.console.print(f"  [red]dlq[/]  {escape(outcome.reason or '?')}  "
                                f"{escape(outcome.channel)}  {where}", highlight=False,
                                soft_wrap=True)
+        elif outcome.novel is not None:
+            self.console.print(
+                f"  [{STATUS_STYLE['new']}]new report ({escape(outcome.novel)})[/] "
+                f"{outcome.similarity:.3f}  {escape(outcome.channel)}  {where}: "
+                f"{escape(shorten(tally.title(outcome.identity)))!r} resembles "
+                f"{escape(shorten(tally.title(outcome.resembles)))!r}: "
+                f"{escape(outcome.novel_detail or '')}", highlight=False, soft_wrap=True)
         elif outcome.status != "unique":
             other = ("" if outcome.matched_channel == outcome.channel
                      else f" (on {escape(outcome.matched_channel or '?')})")

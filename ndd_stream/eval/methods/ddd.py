@@ -75,6 +75,7 @@ class DDD(Method):
                     channel="eval",
                     timestamp=d.timestamp,
                     text=d.text,
+                    markup=d.markup,
                 )
             )
             routes.append(Route(d.identity, decision.duplicate_of, decision.similarity))

@@ -1,0 +1,171 @@
+"""Reading straight from the broker, past Faust's consumer: one reader per worker.
+
+Faust's consumer is only trusted to deliver records, not to deliver all of them: around a
+rebalance it can deliver records fetched before it (prefetched, newer than the committed
+offset) after it has rewound to the committed offset, then drop the re-fetched older ones
+as already read, and its next commit can pass them. A rewind through Faust does not help:
+its read offset is raised again by the next prefetched record. So the worker reads skipped
+ranges itself (``worker/inorder.py``), reads its changelog (``worker/changelog.py``) and
+looks up the group's committed offsets at assignment, all through :class:`BrokerReads`:
+one librdkafka consumer that joins no group and commits nothing.
+
+The worker's code needs only the two primitives of :class:`Log` (``append``, ``records``);
+the unit tests give it an in-memory log instead.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import Any, cast
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+
+class RefetchError(RuntimeError):
+    """A range could not be read within the time limit."""
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A record read directly, shaped like the Faust message the agents handle."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes]]
+    timestamp: float | None  # seconds, like faust's Message.timestamp
+
+
+class Log(ABC):
+    """The two things the worker does to a partition past Faust: append one record, and
+    read from an offset on. Kafka here (:class:`BrokerReads`), lists in the unit tests."""
+
+    @abstractmethod
+    def append(self, topic: str, partition: int, key: bytes, value: bytes) -> int | None:
+        """Write one record; its offset (None if it was not delivered in time)."""
+
+    @abstractmethod
+    def records(self, topic: str, partition: int, start: int, timeout_s: float,
+                error: type[Exception]) -> AbstractContextManager[Iterator[Fetched]]:
+        """``topic[partition]`` from ``start`` on (later if retention removed the first
+        ones), for as long as the caller iterates, at most ``timeout_s`` seconds; a read
+        that fails or times out raises ``error``."""
+
+
+def read_range(log: Log, topic: str, partition: int, start: int, end: int,
+               timeout_s: float = 60.0) -> list[Fetched]:
+    """Records ``start <= offset < end`` of ``topic[partition]``, in order. Starts later
+    than ``start`` when retention removed the first ones (the caller sees the jump)."""
+    out: list[Fetched] = []
+    if end <= start:
+        return out
+    with log.records(topic, partition, start, timeout_s, RefetchError) as records:
+        for record in records:
+            if record.offset >= end:
+                break
+            out.append(record)
+            if record.offset == end - 1:
+                break
+    return out
+
+
+class BrokerReads(Log):
+    """The worker's direct reads and sentinel writes, and the group's committed offsets.
+
+    One consumer for the worker's life, in the app's group (for OffsetFetch) but never
+    joining it (``assign``) and never committing; one producer for changelog sentinels.
+    Calls come from executor threads of both agents, so they take turns on a lock.
+    """
+
+    def __init__(self, conf: dict[str, object], group: str) -> None:
+        self.conf = conf
+        self.group = group
+        self._lock = threading.Lock()
+        self._consumer: Consumer | None = None
+        self._producer: Producer | None = None
+
+    def _get(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer({
+                **self.conf, "group.id": self.group, "enable.auto.commit": False,
+                "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
+                "enable.partition.eof": False})
+        return self._consumer
+
+    def close(self) -> None:
+        with self._lock:
+            if self._consumer is not None:
+                self._consumer.close()
+                self._consumer = None
+            if self._producer is not None:
+                self._producer.flush(5.0)
+                self._producer = None
+
+    def committed(self, tps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """The group's committed offsets (OffsetFetch); -1 where there is none."""
+        if not tps:
+            return {}
+        with self._lock:
+            found = self._get().committed([TopicPartition(t, p) for t, p in tps], timeout=10)
+        return {(tp.topic, tp.partition): tp.offset for tp in found}
+
+    def append(self, topic: str, partition: int, key: bytes, value: bytes) -> int | None:
+        delivered: list[int] = []
+
+        def on_delivery(err: object, msg: Any) -> None:
+            if err is None and msg.offset() is not None:
+                delivered.append(int(msg.offset()))
+
+        with self._lock:
+            if self._producer is None:
+                self._producer = Producer({**self.conf, "linger.ms": 0})
+            self._producer.produce(topic, key=key, value=value, partition=partition,
+                                   on_delivery=on_delivery)
+            self._producer.flush(30.0)
+        return delivered[0] if delivered else None
+
+    @contextmanager
+    def records(self, topic: str, partition: int, start: int, timeout_s: float,
+                error: type[Exception]) -> Iterator[Iterator[Fetched]]:
+        with self._lock:
+            consumer = self._get()
+            consumer.assign([TopicPartition(topic, partition, max(start, 0))])
+            try:
+                yield _poll(consumer, topic, partition, start, timeout_s, error)
+            except KafkaException as exc:
+                raise error(f"{topic}[{partition}]: {exc}") from exc
+            finally:
+                consumer.unassign()
+
+
+def _poll(consumer: Consumer, topic: str, partition: int, start: int, timeout_s: float,
+          error: type[Exception]) -> Iterator[Fetched]:
+    """The one read loop of the worker's direct reads."""
+    deadline = time.monotonic() + timeout_s
+    read = 0
+    while True:
+        if time.monotonic() > deadline:
+            raise error(f"{topic}[{partition}]: not read to the end within "
+                        f"{timeout_s:.0f}s from offset {start} ({read} records read)")
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error():
+            raise error(f"{topic}[{partition}]: {msg.error()}")
+        offset = int(msg.offset() or 0)
+        if msg.topic() != topic or msg.partition() != partition or offset < start:
+            continue  # left over from an earlier read
+        ts_type, ts = msg.timestamp()
+        raw_headers = cast(list[tuple[str, Any]], msg.headers() or [])
+        headers = [(str(k), v if isinstance(v, bytes) else (v or "").encode())
+                   for k, v in raw_headers]
+        read += 1
+        yield Fetched(topic, partition, offset, msg.key(), msg.value(), headers,
+                      ts / 1000 if ts_type and ts >= 0 else None)
