@@ -17,6 +17,7 @@ back to synthetic sentences; both say so (:func:`source_note`).
 
 from __future__ import annotations
 
+import html
 import os
 import random
 import re
@@ -25,7 +26,6 @@ from pathlib import Path
 
 from bench.workload import NewsStream, WorkloadConfig
 from ndd_stream.core.document import Document
-from ndd_stream.eval.stream_items import load_stream
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,6 +46,13 @@ REUTERS = _shared_data() / "reuters21578"
 DAY = 86_400.0
 START = 1_330_560_000.0  # as the synthetic workload: 2012-03-01 00:00 UTC
 
+_ITEM = re.compile(r"<REUTERS\b([^>]*)>(.*?)</REUTERS>", re.S)
+_NEWID = re.compile(r'NEWID="(\d+)"')
+_DATE = re.compile(r"<DATE>\s*(\d{1,2})-([A-Za-z]{3})-(\d{4}) (\d{1,2}):(\d{2}):(\d{2})")
+_TITLE = re.compile(r"<TITLE>(.*?)</TITLE>", re.S)
+_BODY = re.compile(r"<BODY>(.*?)</BODY>", re.S)
+_MONTH = {m: i for i, m in enumerate(
+    ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"))}
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"])")
 
 
@@ -66,10 +73,28 @@ def source_note(workload: str, path: Path = REUTERS) -> str:
 
 def reuters_texts(path: Path = REUTERS, min_body: int = 200) -> list[tuple[str, str]]:
     """(identity, title + body) of every item with a body of ``min_body``+ characters,
-    sorted by date: the items ``ndd-stream eval`` reads (one Reuters reader,
-    :func:`ndd_stream.eval.stream_items.load_stream`)."""
-    return [(i.identity, f"{i.title}\n{i.body}" if i.title else i.body)
-            for i in load_stream(path, min_body)]
+    sorted by date (stable: file order breaks ties)."""
+    dated: list[tuple[tuple[int, ...], str, str]] = []
+    number = 0
+    for sgm in sorted(path.glob("*.sgm")):
+        for match in _ITEM.finditer(sgm.read_text(encoding="latin-1")):
+            number += 1
+            newid = _NEWID.search(match.group(1))
+            raw = match.group(2)
+            body, date = _BODY.search(raw), _DATE.search(raw)
+            if body is None or date is None:
+                continue
+            text = html.unescape(body.group(1))
+            if len(text.strip()) < min_body:
+                continue
+            d, mon, y, hh, mm, ss = date.groups()
+            key = (int(y), _MONTH.get(mon.upper(), 0), int(d), int(hh), int(mm), int(ss), number)
+            title = _TITLE.search(raw)
+            head = html.unescape(title.group(1)).strip() if title else ""
+            identity = f"reuters-{newid.group(1) if newid else number}"
+            dated.append((key, identity, f"{head}\n{text}" if head else text))
+    dated.sort(key=lambda t: t[0])
+    return [(identity, text) for _, identity, text in dated]
 
 
 def reuters_stream(path: Path = REUTERS) -> list[Document]:
