@@ -73,7 +73,10 @@ def source_note(workload: str, path: Path = REUTERS) -> str:
 
 def reuters_texts(path: Path = REUTERS, min_body: int = 200) -> list[tuple[str, str]]:
     """(identity, title + body) of every item with a body of ``min_body``+ characters,
-    sorted by date (stable: file order breaks ties)."""
+    sorted by date (stable: file order breaks ties).
+
+    A second reader beside ``ndd_stream.eval.stream_items`` on purpose: ``bench.compare``
+    runs this harness over older revisions' ``ndd_stream``, which lack that module."""
     dated: list[tuple[tuple[int, ...], str, str]] = []
     number = 0
     for sgm in sorted(path.glob("*.sgm")):
