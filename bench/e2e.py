@@ -83,7 +83,7 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
             key = jsonio.loads(raw)["channel"].encode()
             while True:
                 try:
-                    producer.produce(settings.raw_topic_list()[0], raw, key)
+                    producer.produce(settings.raw_topics[0], raw, key)
                     break
                 except BufferError:
                     producer.poll(0.1)

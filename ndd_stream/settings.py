@@ -230,15 +230,6 @@ class Settings(BaseSettings):
         """The brokers as one ``a,b`` string: client configs and messages."""
         return ",".join(self.brokers)
 
-    def raw_topic_list(self) -> list[str]:
-        return list(self.raw_topics)
-
-    def text_field_list(self) -> list[str]:
-        return list(self.text_fields)
-
-    def timestamp_field_list(self) -> list[str]:
-        return list(self.timestamp_fields)
-
     def detector_config(self) -> DetectorConfig:
         return DetectorConfig(
             q=self.q,
@@ -255,8 +246,8 @@ class Settings(BaseSettings):
             id_field=self.id_field,
             channel_field=self.channel_field,
             title_field=self.title_field or None,
-            text_fields=tuple(self.text_field_list()),
-            timestamp_fields=tuple(self.timestamp_field_list()),
+            text_fields=tuple(self.text_fields),
+            timestamp_fields=tuple(self.timestamp_fields),
             extract=self.extract,
             scope=self.scope,
             scope_map=dict(self.scope_map),

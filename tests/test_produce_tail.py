@@ -102,7 +102,7 @@ def test_produce_sends_original_bytes_keyed_and_timed(
     broker: EmbeddedBroker, settings: Settings, make_topics: TopicFactory,
     tmp_path: Path,
 ) -> None:  # fmt: skip
-    raw = settings.raw_topic_list()[0]
+    raw = settings.raw_topics[0]
     make_topics(raw, partitions=3)
     path = tmp_path / "items.jsonl"
     # CRLF on one line, a blank line, and no newline at the very end.

@@ -110,7 +110,7 @@ def pipeline(make_settings: SettingsFactory, tmp_path: Path) -> Iterator[tuple[S
 def test_decisions_appear_pairs_highlight_and_the_page_keeps_up(pipeline: tuple[
         Settings, ViewServer], driver: Any) -> None:
     settings, view = pipeline
-    raw = settings.raw_topic_list()[0]
+    raw = settings.raw_topics[0]
     first = [_item("quake-1", "Magnitude 5.1 quake shakes Lake Orvine", BASE,
                    "2026-03-12T04:48:00Z"),
              _item("quake-2", "Lake Orvine quake revised to magnitude 4.9", REVISED,

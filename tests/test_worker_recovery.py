@@ -107,7 +107,7 @@ def test_records_a_committed_offset_already_passed_are_decided_at_assignment(
     lines = _lines(items(120, seed=21))
     want, _ = expected_decisions(settings, lines)
     scoped = topic_name(settings, "scoped")
-    raw = settings.raw_topic_list()[0]
+    raw = settings.raw_topics[0]
     routed_in = []
     for offset, line in enumerate(lines):  # what the router would have forwarded
         record, invalid = route_raw(line, None, Source(raw, 0, offset), settings.item_format(),

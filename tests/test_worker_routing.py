@@ -28,7 +28,7 @@ def _send(settings: Settings, lines: list[bytes]) -> None:
         except Exception:
             key = None
         out.append(Outgoing(value=line, key=key))
-    produce(settings.bootstrap_servers(), settings.raw_topic_list()[0], out)
+    produce(settings.bootstrap_servers(), settings.raw_topics[0], out)
 
 
 BAD_LINES = [
@@ -69,7 +69,7 @@ def test_worker_routes_like_dedup_and_dead_letters_bad_items(
     assert reasons == sorted(REASONS) and Counter(reasons) == Counter(want_invalid)
     for record in dlq:
         assert record.value in BAD_LINES  # original bytes, unchanged
-        assert record.header("ndd-source-topic") == settings.raw_topic_list()[0].encode()
+        assert record.header("ndd-source-topic") == settings.raw_topics[0].encode()
         assert record.header("ndd-source-offset") is not None
 
 
@@ -121,4 +121,4 @@ def test_outputs_keep_the_payload_and_explain_the_decision_in_headers(
     for record in (a, b, c, e):
         assert record.header("ndd-scope") == b"oslo"
         assert (record.header("ndd-engine") or b"").startswith(b"ddd-")
-        assert record.header("ndd-source-topic") == settings.raw_topic_list()[0].encode()
+        assert record.header("ndd-source-topic") == settings.raw_topics[0].encode()

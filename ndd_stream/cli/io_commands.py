@@ -135,7 +135,7 @@ def produce(
     ``--topic NAME``, ``--rate LINES_PER_SECOND``. Exit 0 when every line was delivered.
     """
     console = console or Console(stderr=True)
-    target = topic or next(iter(settings.raw_topic_list()), None)
+    target = topic or next(iter(settings.raw_topics), None)
     if not target:
         console.print("[bold red]error:[/] no topic: give --topic or set NDD_RAW_TOPICS")
         return EXIT_USAGE

@@ -75,7 +75,7 @@ def prepare_line(settings: Settings, line: bytes) -> PreparedLine:
     elif isinstance(channel, int | float) and not isinstance(channel, bool):
         key = str(channel).encode("ascii")
     timestamp_ms = None
-    for name in settings.timestamp_field_list():
+    for name in settings.timestamp_fields:
         timestamp_ms = parse_timestamp_ms(item.get(name))
         if timestamp_ms is not None:
             break

@@ -147,7 +147,7 @@ def render_record(settings: Settings, record: TailRecord, *, text_chars: int = 1
         if isinstance(title, str) and title.strip():
             out.append("\n  ")
             out.append(_preview(title, 120), style="bold")
-        for field_name in settings.text_field_list():
+        for field_name in settings.text_fields:
             text = item.get(field_name)
             if isinstance(text, str) and text.strip():
                 out.append("\n  " + _preview(text, text_chars))

@@ -220,7 +220,7 @@ class LagProbe(_Thread):
         s = self.settings
         metadata = consumer.list_topics(timeout=10)
         pattern = re.compile(s.raw_topic_pattern) if s.raw_topic_pattern else None
-        raw = set(s.raw_topic_list()) if pattern is None else set()
+        raw = set(s.raw_topics) if pattern is None else set()
         scoped = scoped_topic(s)
         out = []
         for name, meta in sorted(metadata.topics.items()):

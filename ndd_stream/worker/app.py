@@ -211,7 +211,7 @@ class Service:
     def _wire(self) -> None:
         s = self.settings
         raw = (self._topic(pattern=s.raw_topic_pattern) if s.raw_topic_pattern
-               else self._topic(*s.raw_topic_list()))
+               else self._topic(*s.raw_topics))
         scoped = self._topic(self.scoped_name)
         service = self
 

@@ -69,7 +69,7 @@ class Feeder:
                  partition: int | None = None, keys: Sequence[bytes | None] | None = None,
                  timestamps_ms: Sequence[int] | None = None, chunk: int = 200) -> None:
         self.settings = settings
-        self.topic = settings.raw_topic_list()[0]
+        self.topic = settings.raw_topics[0]
         self.lines = lines
         self.rate = rate
         self.partition = partition

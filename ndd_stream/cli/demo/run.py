@@ -201,7 +201,7 @@ def _pipeline(run: Run, settings: Settings, options: DemoOptions, reporter: Repo
     worker = run.worker = WorkerProcess(s, run.directory / "worker.log", run.directory)
     reporter.info(f"worker   pid {worker.pid}, metrics [bold]http://127.0.0.1:{s.web_port}"
                   f"/metrics[/], log {worker.log_path}", header=True)
-    reporter.info(f"feed     {feed_path} ({len(tally.lines)} lines) -> {s.raw_topic_list()[0]}"
+    reporter.info(f"feed     {feed_path} ({len(tally.lines)} lines) -> {s.raw_topics[0]}"
                   f" at {'max' if options.rate == 0 else f'{options.rate:g}'} lines/s",
                   header=True)
     _wait_ready(worker, s, deadline, options.timeout)

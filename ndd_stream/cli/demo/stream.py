@@ -79,7 +79,7 @@ class Clients:
 def stream(clients: Clients, s: Settings, rate: float, tally: Tally, reporter: Reporter,
             worker: WorkerProcess, deadline: float, timeout: float) -> None:
     """Send the lines at ``rate`` while folding in decisions, until all are accounted for."""
-    topic = s.raw_topic_list()[0]
+    topic = s.raw_topics[0]
     start = time.monotonic()
 
     def make_callback(index: int) -> Callable[[Any, Any], None]:
