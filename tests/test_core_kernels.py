@@ -360,3 +360,42 @@ def test_count_threads_follow_the_setting_and_a_cgroup_quota(
         kernels._threads()
     assert stop.value.code == 2
     assert "NDD_COUNT_THREADS must be a whole number" in capsys.readouterr().err
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 40), st.integers(0, 30),
+                          st.integers(0, 5), st.integers(0, 60)), max_size=80),
+       st.integers(0, 3), st.integers(0, 40), st.integers(0, 30), st.integers(0, 5),
+       st.integers(0, 60), st.integers(0, 8))
+def test_count_filter_in_c_equals_numpy_and_the_definition(
+    rows: list[tuple[int, int, int, int, int]], slack: int, needed: int, unindexed: int,
+    hour: int, size: int, spare: int,
+) -> None:
+    """(count, needed, unindexed, hour, size) per document: both implementations keep
+    exactly the documents the definition keeps, whatever spare capacity ``facts`` has."""
+    n = len(rows)
+    counts = np.array([r[0] for r in rows], dtype=np.int32)
+    facts = np.zeros((4, n + spare), dtype=np.int64)
+    for i, (_, need, unind, h, s) in enumerate(rows):
+        facts[:, i] = (need, unind, h, s)
+    hours, sizes = (hour, hour + 2), (size, size + 20)
+    want = [i for i, (c, need, unind, h, s) in enumerate(rows)
+            if c > 0 and c + slack >= max(needed, need) - max(unindexed, unind)
+            and hours[0] <= h <= hours[1] and sizes[0] <= s <= sizes[1]]
+    got = kernels.count_filter(counts, facts, slack, needed, unindexed, hours, sizes)
+    assert got.tolist() == want
+    saved = kernels._C
+    try:
+        kernels._C = None
+        assert kernels.count_filter(counts, facts, slack, needed, unindexed, hours,
+                                    sizes).tolist() == want
+    finally:
+        kernels._C = saved
+
+
+def test_count_filter_rejects_facts_shorter_than_the_counts() -> None:
+    if _kernels is None:
+        pytest.skip("C kernels not built")
+    with pytest.raises(ValueError, match="facts"):
+        _kernels.count_filter(np.ones(5, dtype=np.int32), np.zeros((4, 3), dtype=np.int64), 3,
+                              0, 1, 1, (0, 1), (0, 1), np.empty(5, dtype=np.int64))

@@ -985,7 +985,55 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(count_filter_doc,
+"count_filter(counts, facts, cap, slack, needed, unindexed, hours, sizes, out) -> k\n\n"
+"Writes to ``out`` (int64) the positions i (ascending) with counts[i] > 0 (int32) that\n"
+"pass the count filter, counts[i] + slack >= max(needed, N[i]) - max(unindexed, U[i]),\n"
+"and whose hour H[i] and size S[i] lie in the inclusive ranges ``hours`` and ``sizes``\n"
+"(pairs); N, U, H, S are rows 0-3 of ``facts`` (int64, 4 x cap). Returns how many.");
+
+/* One pass instead of numpy's dozen over the window's counters (ScopeWindow.candidates). */
+static PyObject *
+count_filter(PyObject *self, PyObject *args)
+{
+    Py_buffer counts, facts, out;
+    Py_ssize_t cap;
+    long long slack, needed, unindexed, h0, h1, s0, s1;
+    if (!PyArg_ParseTuple(args, "y*y*nLLL(LL)(LL)w*", &counts, &facts, &cap, &slack, &needed,
+                          &unindexed, &h0, &h1, &s0, &s1, &out))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = counts.len / 4;
+    if (check(&counts, 4, "counts") || check(&facts, 8, "facts") || check(&out, 8, "out"))
+        goto done;
+    if (cap < n || facts.len / 8 != 4 * cap || out.len / 8 < n) {
+        PyErr_SetString(PyExc_ValueError, "facts must be 4 x cap with cap >= len(counts), "
+                        "out at least len(counts)");
+        goto done;
+    }
+    {
+        const int32_t *cn = counts.buf;
+        const int64_t *N = facts.buf, *U = N + cap, *H = U + cap, *S = H + cap;
+        int64_t *o = out.buf;
+        Py_ssize_t k = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (cn[i] <= 0)
+                continue;
+            long long need = (N[i] > needed ? N[i] : needed) - (U[i] > unindexed ? U[i] : unindexed);
+            if (cn[i] + slack >= need && H[i] >= h0 && H[i] <= h1 && S[i] >= s0 && S[i] <= s1)
+                o[k++] = i;
+        }
+        result = PyLong_FromSsize_t(k);
+    }
+done:
+    PyBuffer_Release(&counts);
+    PyBuffer_Release(&facts);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"count_filter", count_filter, METH_VARARGS, count_filter_doc},
     {"order_prefix", order_prefix, METH_VARARGS, order_prefix_doc},
     {"ascii_signature", ascii_signature, METH_VARARGS, ascii_signature_doc},
     {"count_blocks", count_blocks, METH_VARARGS, count_blocks_doc},

@@ -29,7 +29,12 @@ from ndd_stream.core.novelty import MAX_LISTED, Novelty, declares_correction, de
 from ndd_stream.core.novelty import figures as figures_of
 from ndd_stream.core.order import FrequencyBook, OrderVersion
 from ndd_stream.core.qgrams import Codes, fmix64, signature, sorted_unique
-from ndd_stream.core.similarity import extended_prefix, intersection_size, size_bounds
+from ndd_stream.core.similarity import (
+    extended_prefix,
+    intersection_size,
+    min_overlap,
+    size_bounds,
+)
 from ndd_stream.core.store import NullStore, StateStore, StoredDocument
 from ndd_stream.core.window import ScopeWindow, ShortDoc, WindowDoc
 
@@ -274,7 +279,7 @@ class Detector:
         if not versions:
             return None
         mixed = fmix64(sig)
-        length, guaranteed = extended_prefix(sig.size, t)
+        length, _ = extended_prefix(sig.size, t)
         probes = [v.prefix(mixed, length) for v in versions]
         bitmap = window.bitmaps.bitmap(mixed) if window.bitmaps is not None else None
         self._probed = (
@@ -282,16 +287,6 @@ class Detector:
         )
         codes = sorted_unique(np.concatenate(probes)) if len(probes) > 1 else probes[0]
         keys = sorted_unique(codes >> np.uint64(32))
-        # Count filter: a match shares >= min(guaranteed, its own) prefix q-grams under its
-        # version, hence as many distinct keys but for codes folded onto one 32-bit key.
-        folded = int(codes.size - keys.size)
-        owners, shared_keys, theirs = window.shared_counts(keys.astype(np.uint32))
-        positions = owners[shared_keys + folded >= np.minimum(theirs, guaranteed)]
-        self.stats.candidates += int(positions.size)
-        if bitmap is not None and window.bitmaps is not None and positions.size:
-            keep = window.bitmaps.may_match(positions + window.doc_base, bitmap, sig.size, t)
-            self.stats.bitmap_pruned += int(positions.size - np.count_nonzero(keep))
-            positions = positions[keep]
         lo_size, hi_size = size_bounds(sig.size, t)
         # Hours below the watermark's window have expired even if, arriving out of order,
         # one of their documents still sits behind a newer one in the arrival order.
@@ -299,7 +294,15 @@ class Detector:
         oldest = window.oldest_live_hour()
         if oldest is not None and oldest > lo_hour:
             lo_hour = oldest
-        positions = window.plausible(positions, (lo_hour, hour), (lo_size, hi_size))
+        positions = window.candidates(
+            keys.astype(np.uint32), int(codes.size - keys.size), min_overlap(int(sig.size), t),
+            int(sig.size) - length, (lo_hour, hour), (lo_size, hi_size),
+        )
+        self.stats.candidates += int(positions.size)
+        if bitmap is not None and window.bitmaps is not None and positions.size:
+            keep = window.bitmaps.may_match(positions + window.doc_base, bitmap, sig.size, t)
+            self.stats.bitmap_pruned += int(positions.size - np.count_nonzero(keep))
+            positions = positions[keep]
         best: tuple[int, WindowDoc] | None = None
         best_sim = -1.0
         for pos in positions.tolist():  # ascending = arrival order: ties keep the earliest
@@ -362,7 +365,7 @@ class Detector:
             )
             return
         version: OrderVersion = self._book.current
-        length, guaranteed = extended_prefix(sig.size, self.config.threshold)
+        length, _ = extended_prefix(sig.size, self.config.threshold)
         probed = self._probed
         bitmap: Bitmap | None = None
         if probed is not None and probed[0] is sig:
@@ -381,7 +384,8 @@ class Detector:
             WindowDoc(identity, channel, timestamp, hour, int(sig.size), version.number, nf, figs),
             keys,
             version,
-            guaranteed,
+            min_overlap(int(sig.size), self.config.threshold),
+            int(sig.size) - length,
             bitmap,
         )
         self._book.count(mixed)

@@ -275,6 +275,27 @@ def order_prefix(mixed: U64, classes: npt.NDArray[np.uint8], shift: int,
     return out
 
 
+def count_filter(counts: I32, facts: I64, slack: int, needed: int, unindexed: int,
+                 hours: tuple[int, int], sizes: tuple[int, int]) -> I64:
+    """Positions i (ascending) with counts[i] > 0 that pass the count filter
+    ``counts[i] + slack >= max(needed, N[i]) - max(unindexed, U[i])`` and whose hour H[i]
+    and size S[i] lie in the inclusive ranges; N, U, H, S are rows 0-3 of ``facts``
+    (4 x cap, cap >= len(counts)). See ScopeWindow.candidates. One pass in C."""
+    n = counts.size
+    if _C is not None:
+        out = np.empty(n, dtype=np.int64)
+        k = int(_C.count_filter(counts, facts, facts.shape[1], slack, needed, unindexed,  # type: ignore[attr-defined]
+                                hours, sizes, out))
+        return out[:k]
+    owners = np.flatnonzero(counts)
+    need = np.maximum(facts[0, owners], needed) - np.maximum(facts[1, owners], unindexed)
+    hour = facts[2, owners]
+    size = facts[3, owners]
+    keep = ((counts[owners] + slack >= need) & (hour >= hours[0]) & (hour <= hours[1])
+            & (size >= sizes[0]) & (size <= sizes[1]))
+    return owners[keep]
+
+
 def intersection(a: U64, b: U64) -> int:
     if _C is None:
         return intersection_numpy(a, b)
