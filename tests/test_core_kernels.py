@@ -399,3 +399,43 @@ def test_count_filter_rejects_facts_shorter_than_the_counts() -> None:
     with pytest.raises(ValueError, match="facts"):
         _kernels.count_filter(np.ones(5, dtype=np.int32), np.zeros((4, 3), dtype=np.int64), 3,
                               0, 1, 1, (0, 1), (0, 1), np.empty(5, dtype=np.int64))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=300), st.integers(6, 14))
+def test_top_bits_in_c_equal_numpy(codes: list[int], bits: int) -> None:
+    """The bitmap-filter bitmap and the order sketch's count (each distinct slot once, as
+    numpy's fancy-index add counts it) are the same from C and numpy."""
+    mixed = np.array(codes, dtype=np.uint64)
+    shift = 64 - bits
+    results = []
+    saved = kernels._C
+    try:
+        for impl in (saved, None):
+            kernels._C = impl
+            counts = np.full(1 << bits, 5, dtype=np.uint32)
+            kernels.top_bits_count(counts, mixed, shift)
+            results.append((kernels.top_bits_bitmap(mixed, bits), counts))
+    finally:
+        kernels._C = saved
+    (c_map, c_counts), (np_map, np_counts) = results
+    assert np.array_equal(c_map, np_map)
+    assert np.array_equal(c_counts, np_counts)
+    slots = {c >> shift for c in codes}
+    assert int(np.bitwise_count(np_map).sum()) == len(slots)
+    assert int(np_counts.sum()) == 5 * (1 << bits) + len(slots)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sets(st.integers(0, 2**32 - 1), max_size=400))
+def test_directory_in_c_equals_numpy(keys: set[int]) -> None:
+    ukeys = np.array(sorted(keys), dtype=np.uint32)
+    saved = kernels._C
+    try:
+        kernels._C = None
+        want = kernels.directory(ukeys)
+    finally:
+        kernels._C = saved
+    got = kernels.directory(ukeys)
+    assert got[1] == want[1]
+    assert np.array_equal(got[0], want[0])

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from ndd_stream.core.kernels import xor_popcount
+from ndd_stream.core.kernels import top_bits_bitmap, xor_popcount
 from ndd_stream.core.qgrams import Codes
 from ndd_stream.core.similarity import FULL_PREFIX_BELOW
 
@@ -72,10 +72,7 @@ class BitmapFilter:
 
     def bitmap(self, mixed: Codes) -> Bitmap:
         """The bitmap of a document from its fmix64-mixed q-gram codes."""
-        flags = np.zeros(1 << self.bits, dtype=np.uint8)
-        flags[mixed >> np.uint64(64 - self.bits)] = 1
-        packed = np.packbits(flags, bitorder="little")
-        return packed.view("<u8").astype(np.uint64, copy=False)
+        return top_bits_bitmap(mixed, self.bits)
 
     def add(self, number: int, bitmap: Bitmap, size: int) -> None:
         chunk, row = divmod(number, CHUNK)
@@ -97,19 +94,23 @@ class BitmapFilter:
     ) -> Mask:
         """For each document number (ascending; all added): False when its bound proves
         doc_q < ``threshold`` against the query document (its ``bitmap`` and ``size``)."""
-        keep = np.ones(numbers.size, dtype=bool)
         if not numbers.size:
-            return keep
+            return np.ones(0, dtype=bool)
         chunks = numbers // CHUNK
-        edges = np.flatnonzero(chunks[1:] != chunks[:-1]) + 1
-        starts = np.concatenate(([0], edges))
-        ends = np.concatenate((edges, [numbers.size]))
-        for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+        rows = numbers - chunks * CHUNK
+        if chunks[0] == chunks[-1]:  # the common case: one chunk, no grouping
+            groups = [(0, numbers.size)]
+        else:
+            edges = np.flatnonzero(chunks[1:] != chunks[:-1]) + 1
+            groups = list(zip([0, *edges.tolist()], [*edges.tolist(), numbers.size],
+                              strict=True))
+        differing = np.empty(numbers.size, dtype=np.int64)
+        theirs = np.empty(numbers.size, dtype=np.int64)
+        for lo, hi in groups:
             chunk = int(chunks[lo])
-            rows = numbers[lo:hi] - chunk * CHUNK
-            differing = xor_popcount(self._chunks[chunk], rows, query)
-            theirs = self._sizes[chunk][rows]
-            bound = (size + theirs - differing) // 2
-            denom = np.maximum(theirs, size).astype(np.float64)
-            keep[lo:hi] = bound.astype(np.float64) / denom >= threshold
+            differing[lo:hi] = xor_popcount(self._chunks[chunk], rows[lo:hi], query)
+            theirs[lo:hi] = self._sizes[chunk][rows[lo:hi]]
+        bound = (size + theirs - differing) // 2
+        denom = np.maximum(theirs, size).astype(np.float64)
+        keep: Mask = bound.astype(np.float64) / denom >= threshold
         return keep

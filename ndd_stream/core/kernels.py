@@ -48,6 +48,10 @@ def directory(ukeys: U32) -> tuple[U32, int]:
     first position of a key whose top ``bits`` bits are >= v (about one key per value).
     Built by counting keys per top-bits value, O(n): it is rebuilt for every new block."""
     bits = min(31, max(1, int(ukeys.size).bit_length()))
+    if _C is not None:
+        table = np.empty((1 << bits) + 1, dtype=np.uint32)
+        _C.directory(ukeys, bits, table)  # type: ignore[attr-defined]
+        return table, bits
     table = np.zeros((1 << bits) + 1, dtype=np.uint32)
     if ukeys.size:
         per_value = np.bincount(ukeys >> np.uint32(32 - bits), minlength=1 << bits)
@@ -273,6 +277,26 @@ def order_prefix(mixed: U64, classes: npt.NDArray[np.uint8], shift: int,
     out = np.empty(length, dtype=np.uint64)
     _C.order_prefix(np.ascontiguousarray(mixed, dtype=np.uint64), classes, shift, length, out)  # type: ignore[attr-defined]
     return out
+
+
+def top_bits_bitmap(mixed: U64, bits: int) -> U64:
+    """A bitmap of ``2**bits`` bits (uint64 words, little-endian bit order) with bit
+    ``c >> (64 - bits)`` set for every code c of ``mixed`` (the bitmap filter's)."""
+    if _C is not None:
+        out = np.zeros((1 << bits) // 64 or 1, dtype=np.uint64)
+        _C.top_bits(np.ascontiguousarray(mixed, dtype=np.uint64), 64 - bits, out, 0)  # type: ignore[attr-defined]
+        return out
+    flags = np.zeros(1 << bits, dtype=np.uint8)
+    flags[mixed >> np.uint64(64 - bits)] = 1
+    return np.packbits(flags, bitorder="little").view("<u8").astype(np.uint64, copy=False)
+
+
+def top_bits_count(counts: U32, mixed: U64, shift: int) -> None:
+    """``counts[mixed >> shift] += 1``, once per distinct slot (numpy's fancy-index add)."""
+    if _C is not None:
+        _C.top_bits(np.ascontiguousarray(mixed, dtype=np.uint64), shift, counts, 1)  # type: ignore[attr-defined]
+        return
+    counts[mixed >> np.uint64(shift)] += np.uint32(1)
 
 
 def count_filter(counts: I32, facts: I64, slack: int, needed: int, unindexed: int,

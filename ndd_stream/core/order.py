@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ndd_stream.core.kernels import order_prefix
+from ndd_stream.core.kernels import order_prefix, top_bits_count
 from ndd_stream.core.qgrams import Codes
 
 _SNAPSHOTS_AT = (256, 1024, 4096, 16384, 65536)
@@ -87,8 +87,7 @@ class FrequencyBook:
 
     def count(self, mixed: Codes) -> None:
         """Record one document's distinct q-grams; may freeze a new current version."""
-        slots = mixed >> np.uint64(self._shift)
-        self._counts[slots] += np.uint32(1)
+        top_bits_count(self._counts, mixed, self._shift)
         self._documents += 1
         if self._documents >= self._next_snapshot:
             self.snapshot()
