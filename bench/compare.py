@@ -129,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peer", choices=["minhash"], action="append", default=[],
                     help="also run datasketch MinHashLSH on the same items")
     ap.add_argument("--measure", type=int, default=300, help="decisions timed per run")
+    ap.add_argument("--base-threads", type=int, default=None,
+                    help="NDD_COUNT_THREADS for the base (default: its own default, all "
+                         "cores); 1 for a one-core A/B")
     args = ap.parse_args(argv)
     rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.base],
                          check=True, capture_output=True, text=True).stdout.strip()
@@ -147,8 +150,10 @@ def main(argv: list[str] | None = None) -> int:
             windows = [0] if workload == "reuters" else args.windows
             for threshold in args.thresholds:
                 for window in windows:
-                    runs: list[tuple[str, str, Path, int | None]] = [("base", "detector", base,
-                                                                      None)]
+                    base_side = ("base" if args.base_threads is None else
+                                 f"base, {args.base_threads} thread{'s' * (args.base_threads > 1)}")
+                    runs: list[tuple[str, str, Path, int | None]] = [
+                        (base_side, "detector", base, args.base_threads)]
                     runs += [(f"new, {t} thread{'s' * (t > 1)}", "detector", ROOT, t)
                              for t in args.threads]
                     runs += [(peer, peer, ROOT, 1) for peer in args.peer]

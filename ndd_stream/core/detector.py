@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from ndd_stream.core.bitmaps import Bitmap, auto_bits
 from ndd_stream.core.document import Decision, Document, Policy, Status
@@ -131,9 +132,12 @@ class Detector:
         self._windows: dict[str, ScopeWindow] = {}
         self._book = FrequencyBook(bits=self.config.order_bits)
         self._cache: OrderedDict[tuple[str, int], Codes] = OrderedDict()
-        # The deciding document's mixed codes, its prefix per order version and its bitmap,
+        # The deciding document's mixed codes, its prefix per order version, its bitmap and
+        # (when version-independent) its prefix keys,
         # computed by the probe and reused when it is indexed (same signature).
-        self._probed: tuple[Codes, Codes, dict[int, Codes], Bitmap | None] | None = None
+        self._probed: tuple[
+            Codes, Codes, dict[int, Codes], Bitmap | None, npt.NDArray[np.uint32] | None
+        ] | None = None
         self.stats = DetectorStats()
 
     # -- public API ---------------------------------------------------------------------
@@ -280,13 +284,18 @@ class Detector:
             return None
         mixed = fmix64(sig)
         length, _ = extended_prefix(sig.size, t)
-        probes = [v.prefix(mixed, length) for v in versions]
+        full = length >= sig.size  # the whole signature under every order version
+        probes = [mixed] if full else [v.prefix(mixed, length) for v in versions]
         bitmap = window.bitmaps.bitmap(mixed) if window.bitmaps is not None else None
-        self._probed = (
-            sig, mixed, {v.number: p for v, p in zip(versions, probes, strict=True)}, bitmap
-        )
+        # distinct codes (mixed is a bijection of the distinct signature), in any order
         codes = sorted_unique(np.concatenate(probes)) if len(probes) > 1 else probes[0]
-        keys = sorted_unique(codes >> np.uint64(32))
+        keys = sorted_unique(codes >> np.uint64(32)).astype(np.uint32)
+        prefixes = ({v.number: mixed for v in versions} if full else
+                    {v.number: p for v, p in zip(versions, probes, strict=True)})
+        # The keys are the document's own prefix keys under any version when its prefix is
+        # whole or only one version is live: indexing it reuses them instead of sorting again.
+        self._probed = (sig, mixed, prefixes, bitmap,
+                        keys if full or len(versions) == 1 else None)
         lo_size, hi_size = size_bounds(sig.size, t)
         # Hours below the watermark's window have expired even if, arriving out of order,
         # one of their documents still sits behind a newer one in the arrival order.
@@ -295,7 +304,7 @@ class Detector:
         if oldest is not None and oldest > lo_hour:
             lo_hour = oldest
         positions = window.candidates(
-            keys.astype(np.uint32), int(codes.size - keys.size), min_overlap(int(sig.size), t),
+            keys, int(codes.size - keys.size), min_overlap(int(sig.size), t),
             int(sig.size) - length, (lo_hour, hour), (lo_size, hi_size),
         )
         self.stats.candidates += int(positions.size)
@@ -368,18 +377,22 @@ class Detector:
         length, _ = extended_prefix(sig.size, self.config.threshold)
         probed = self._probed
         bitmap: Bitmap | None = None
+        keys: npt.NDArray[np.uint32] | None = None
         if probed is not None and probed[0] is sig:
             mixed = probed[1]
             prefix = probed[2].get(version.number)
             if prefix is None:
                 prefix = version.prefix(mixed, length)
+            else:
+                keys = probed[4]
             bitmap = probed[3]
         else:
             mixed = fmix64(sig)
             prefix = version.prefix(mixed, length)
         if window.bitmaps is not None and bitmap is None:
             bitmap = window.bitmaps.bitmap(mixed)
-        keys = sorted_unique(prefix >> np.uint64(32)).astype(np.uint32)
+        if keys is None:
+            keys = sorted_unique(prefix >> np.uint64(32)).astype(np.uint32)
         window.add(
             WindowDoc(identity, channel, timestamp, hour, int(sig.size), version.number, nf, figs),
             keys,
