@@ -293,7 +293,7 @@ def test_the_index_counts_the_same_with_dense_rows_and_without(
     from ndd_stream.core import postings
     from ndd_stream.core.postings import PostingIndex
 
-    monkeypatch.setattr(postings, "_THREAD_MIN_POSTINGS", 0)
+    monkeypatch.setattr(postings, "_THREAD_MIN_SECONDS", 0.0)
     rng = np.random.default_rng(3)
     index = PostingIndex()
     for _ in range(3000):
