@@ -39,7 +39,7 @@ def shared_prefix_keys(docs: list[tuple[str, str]], threshold: float) -> dict[st
     order = book.snapshot()
     prefixes = []
     for label, codes in mixed:
-        length, _ = extended_prefix(codes.size, threshold)
+        length = extended_prefix(codes.size, threshold)
         prefixes.append((label, set(order.prefix(codes, length).tolist()), codes.size))
     shared, density = [], []
     for (la, pa, _), (lb, pb, _) in itertools.combinations(prefixes, 2):

@@ -196,7 +196,8 @@ def profile_shares(det: Detector, docs: list[Document]) -> dict[str, float]:
         "signature (q-gram codes, unique)": cum.get("qgrams.py:signature", 0.0),
         "prefix selection (order)": cum.get("order.py:prefix", 0.0),
         "candidate lookup (postings, counts)": cum.get("postings.py:lookup", 0.0)
-        + cum.get("window.py:shared_counts", 0.0),
+        + cum.get("window.py:shared_counts", 0.0)  # older revisions (bench.compare)
+        + cum.get("window.py:candidates", 0.0),
         "verification (exact |A∩B|)": cum.get("similarity.py:intersection_size", 0.0)
         + cum.get("detector.py:_signature_of", 0.0),
         "indexing (postings add, order book)": cum.get("window.py:add", 0.0)

@@ -283,7 +283,7 @@ class Detector:
         if not versions:
             return None
         mixed = fmix64(sig)
-        length, _ = extended_prefix(sig.size, t)
+        length = extended_prefix(sig.size, t)
         full = length >= sig.size  # the whole signature under every order version
         probes = [mixed] if full else [v.prefix(mixed, length) for v in versions]
         bitmap = window.bitmaps.bitmap(mixed) if window.bitmaps is not None else None
@@ -374,7 +374,7 @@ class Detector:
             )
             return
         version: OrderVersion = self._book.current
-        length, _ = extended_prefix(sig.size, self.config.threshold)
+        length = extended_prefix(sig.size, self.config.threshold)
         probed = self._probed
         bitmap: Bitmap | None = None
         keys: npt.NDArray[np.uint32] | None = None

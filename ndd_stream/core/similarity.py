@@ -64,19 +64,20 @@ PREFIX_EXTENSION_SHARE = 0.1  # of the minimal prefix
 # extension guarantees too few shared keys to rule them out: at t = 0.3 and a 10k window
 # ~8,000 candidates per decision had to be verified (0.8 docs/s). Indexing every q-gram
 # costs ~1.3x the postings but makes the count filter a near-exact overlap count
-# (guaranteed = the overlap a match needs): 0.2 candidates per decision, 78 docs/s.
+# (its bound is the overlap a match needs): 0.2 candidates per decision, 78 docs/s.
 FULL_PREFIX_BELOW = 0.5
 
 
-def extended_prefix(size: int, threshold: float) -> tuple[int, int]:
-    """(length, guaranteed): index or probe this many q-grams under the global order; a set
-    of ``size`` matching another set at ``threshold`` shares at least ``min(guaranteed,
-    other's guaranteed)`` of both prefixes (same order). Exact for any extension."""
+def extended_prefix(size: int, threshold: float) -> int:
+    """How many q-grams of a set of ``size`` to index or probe under the global order: its
+    minimal prefix extended by max(16, 10%), or the whole set below FULL_PREFIX_BELOW. Exact
+    for any extension; what the extension buys is the count filter of
+    ScopeWindow.candidates (a match shares at least the pair's overlap minus the larger
+    unindexed tail in both prefixes)."""
     if size == 0:
-        return 0, 0
+        return 0
     if threshold < FULL_PREFIX_BELOW:
-        return size, min_overlap(size, threshold)
+        return size
     base = prefix_length(size, threshold)
     extra = max(PREFIX_EXTENSION_MIN, math.ceil(PREFIX_EXTENSION_SHARE * base))
-    length = min(size, base + extra - 1)
-    return length, length - size + min_overlap(size, threshold)
+    return min(size, base + extra - 1)
