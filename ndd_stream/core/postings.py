@@ -54,9 +54,12 @@ _MAX_POSTINGS = (1 << 32) - 1
 # Counts that take less than this on one thread are left on one: starting threads and
 # summing their private counters cost more than they save (Reuters squeezed into one day:
 # ~0.1 ms counts at t = 0.8 and ~0.5 ms at 0.3 were 0.8-0.95x on two threads; 50k news at
-# t = 0.8, ~1.3 ms counts, 1.3x). The previous count stands in for the next one: probes of
-# one stream are alike. This is a choice of speed only; counts are the same either way.
+# t = 0.8, ~1.3 ms counts, 1.3x). The last one-thread count stands in for the next one:
+# probes of one stream are alike. This is a choice of speed only; counts are the same either way.
 _THREAD_MIN_SECONDS = 0.0008
+# Only one-thread counts measure it (a threaded count's time says little of one thread's:
+# the threads may not scale), so every this many counts one runs on one thread.
+_RESAMPLE_EVERY = 32
 
 
 @dataclass(slots=True)
@@ -119,7 +122,8 @@ class PostingIndex:
         self.end = 0  # number the next added document gets
         self._size = 0  # postings held in blocks
         self._full_pass_cap = 0  # the merge cap of _merge_tail's last pass over every block
-        self._one_thread_seconds = 0.0  # the last count's time times its threads (see count)
+        self._one_thread_seconds = 0.0  # the last one-thread count's time (see count)
+        self._counted = 0  # counts made
 
     def __len__(self) -> int:
         """Postings held, including expired ones still sharing a block with live ones."""
@@ -161,10 +165,15 @@ class PostingIndex:
         probe = np.ascontiguousarray(keys, dtype=np.uint32)
         live = max(first, self.base)
         blocks = [b.prepare() for b in self._blocks if b.hi > live]
-        threads = kernels.COUNT_THREADS if self._one_thread_seconds >= _THREAD_MIN_SECONDS else 1
+        self._counted += 1
+        threads = 1
+        if (kernels.COUNT_THREADS > 1 and self._one_thread_seconds >= _THREAD_MIN_SECONDS
+                and self._counted % _RESAMPLE_EVERY):
+            threads = kernels.COUNT_THREADS
         started = time.perf_counter()
         kernels.count_blocks(blocks, probe, first, counts, threads)
-        self._one_thread_seconds = (time.perf_counter() - started) * threads
+        if threads == 1:
+            self._one_thread_seconds = time.perf_counter() - started
         if live > first:  # a block straddling the base still holds released documents
             counts[: live - first] = 0
         return counts
