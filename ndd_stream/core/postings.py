@@ -51,15 +51,40 @@ _CAP_FRACTION = 3
 # block span more documents than this; and offsets are 4 bytes, so never more postings.
 MAX_SPAN = 1 << 16
 _MAX_POSTINGS = (1 << 32) - 1
-# Counts that take less than this on one thread are left on one: starting threads and
-# summing their private counters cost more than they save (Reuters squeezed into one day:
-# ~0.1 ms counts at t = 0.8 and ~0.5 ms at 0.3 were 0.8-0.95x on two threads; 50k news at
-# t = 0.8, ~1.3 ms counts, 1.3x). The last one-thread count stands in for the next one:
-# probes of one stream are alike. This is a choice of speed only; counts are the same either way.
-_THREAD_MIN_SECONDS = 0.0008
-# Only one-thread counts measure it (a threaded count's time says little of one thread's:
-# the threads may not scale), so every this many counts one runs on one thread.
-_RESAMPLE_EVERY = 32
+
+
+
+class ThreadChoice:
+    """How many threads the next count gets: one or ``threads``, whichever has counted a
+    posting faster lately on this machine (a moving average of seconds per posting), the
+    other tried every ``explore``-th count. Why measured and not fixed: whether threads pay
+    depends on the count's size and make-up (each thread converts the bitmap rows' counters
+    of every document it touches) and on whether a core is free. Measured on Reuters in one
+    day, two threads were 0.8x one at t = 0.3 and 50k news at t = 0.8 1.2x. Speed only:
+    the counts are the same either way."""
+
+    def __init__(self, threads: int, explore: int = 16) -> None:
+        self.threads = threads
+        self._explore = explore
+        self._per_posting: dict[int, float] = {}
+        self._picks = 0
+
+    def pick(self) -> int:
+        if self.threads <= 1:
+            return 1
+        self._picks += 1
+        one, many = self._per_posting.get(1), self._per_posting.get(self.threads)
+        if one is None:
+            return 1
+        if many is None:
+            return self.threads
+        faster, slower = (1, self.threads) if one <= many else (self.threads, 1)
+        return slower if self._picks % self._explore == 0 else faster
+
+    def record(self, threads: int, seconds: float, postings: int) -> None:
+        rate = seconds / max(1, postings)
+        old = self._per_posting.get(threads)
+        self._per_posting[threads] = rate if old is None else old + (rate - old) / 4
 
 
 @dataclass(slots=True)
@@ -122,8 +147,7 @@ class PostingIndex:
         self.end = 0  # number the next added document gets
         self._size = 0  # postings held in blocks
         self._full_pass_cap = 0  # the merge cap of _merge_tail's last pass over every block
-        self._one_thread_seconds = 0.0  # the last one-thread count's time (see count)
-        self._counted = 0  # counts made
+        self._threads = ThreadChoice(kernels.COUNT_THREADS)
 
     def __len__(self) -> int:
         """Postings held, including expired ones still sharing a block with live ones."""
@@ -165,15 +189,12 @@ class PostingIndex:
         probe = np.ascontiguousarray(keys, dtype=np.uint32)
         live = max(first, self.base)
         blocks = [b.prepare() for b in self._blocks if b.hi > live]
-        self._counted += 1
-        threads = 1
-        if (kernels.COUNT_THREADS > 1 and self._one_thread_seconds >= _THREAD_MIN_SECONDS
-                and self._counted % _RESAMPLE_EVERY):
-            threads = kernels.COUNT_THREADS
+        if self._threads.threads != kernels.COUNT_THREADS:
+            self._threads = ThreadChoice(kernels.COUNT_THREADS)
+        threads = self._threads.pick()
         started = time.perf_counter()
-        kernels.count_blocks(blocks, probe, first, counts, threads)
-        if threads == 1:
-            self._one_thread_seconds = time.perf_counter() - started
+        postings = kernels.count_blocks(blocks, probe, first, counts, threads)
+        self._threads.record(threads, time.perf_counter() - started, postings)
         if live > first:  # a block straddling the base still holds released documents
             counts[: live - first] = 0
         return counts
