@@ -146,7 +146,6 @@ class PostingIndex:
         self.base = 0  # first retained document number
         self.end = 0  # number the next added document gets
         self._size = 0  # postings held in blocks
-        self._full_pass_cap = 0  # the merge cap of _merge_tail's last pass over every block
         self._threads = ThreadChoice(kernels.COUNT_THREADS)
 
     def __len__(self) -> int:
@@ -222,23 +221,15 @@ class PostingIndex:
         must still merge. All pairs, not only the newest: the cap grows with the index, so
         blocks frozen under an earlier, smaller cap (a window filling up) merge later."""
         cap = max(_MIN_CAP, self._size // _CAP_FRACTION)
-        # Pairs below the newest merge were checked under the cap of the last full pass and
-        # have not changed since: only a cap grown by an eighth can make them mergeable, so
-        # the other adds stop at the first pair that does not merge (a Python pass over
-        # every block cost ~25 us per decision).
-        full = cap > self._full_pass_cap + (self._full_pass_cap >> 3)
-        if full:
-            self._full_pass_cap = cap
         blocks = self._blocks
+        sizes = [b.size for b in blocks]  # read once: a property call per pair was most of the loop
         i = len(blocks) - 2
         while i >= 0:
-            old, new = blocks[i], blocks[i + 1]
-            if (old.size <= 2 * new.size and old.size + new.size <= cap
-                    and new.hi - old.lo <= MAX_SPAN
-                    and old.size + new.size <= _MAX_POSTINGS):
-                blocks[i : i + 2] = [self._merge(old, new)]
-            elif not full:
-                break
+            old, new = sizes[i], sizes[i + 1]
+            if (old <= 2 * new and old + new <= cap and old + new <= _MAX_POSTINGS
+                    and blocks[i + 1].hi - blocks[i].lo <= MAX_SPAN):
+                blocks[i : i + 2] = [self._merge(blocks[i], blocks[i + 1])]
+                sizes[i : i + 2] = [old + new]
             i -= 1
 
     @staticmethod
