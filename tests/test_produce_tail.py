@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import select
@@ -260,8 +261,9 @@ def test_tail_stops_cleanly_on_ctrl_c(
 ) -> None:  # fmt: skip
     make_topics(settings.unique_topic)
     produce(broker.bootstrap, settings.unique_topic, [b'{"title": "first"}'])
-    script = (
-        "import sys; from ndd_stream.cli.io_commands import tail; "
+    script = (  # SIGUSR1 dumps every thread's stack: the failure message says where it hung
+        "import faulthandler, signal, sys; faulthandler.register(signal.SIGUSR1, all_threads=True);"
+        "from ndd_stream.cli.io_commands import tail; "
         "from ndd_stream.settings import Settings;"
         "sys.exit(tail(Settings()))"
     )
@@ -282,7 +284,16 @@ def test_tail_stops_cleanly_on_ctrl_c(
         line = proc.stdout.readline()
         assert settings.unique_topic in line.decode(), line
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=15) == 0
+        try:
+            code = proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=2)  # time for the dump
+            proc.kill()
+            out, _ = proc.communicate(timeout=10)
+            pytest.fail("tail did not stop within 15 s of SIGINT:\n" + out.decode(errors="replace"))
+        assert code == 0
     finally:
         if proc.poll() is None:
             proc.kill()
