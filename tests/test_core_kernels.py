@@ -293,7 +293,7 @@ def test_the_index_counts_the_same_with_dense_rows_and_without(
     from ndd_stream.core import postings
     from ndd_stream.core.postings import PostingIndex
 
-    monkeypatch.setattr(postings.ThreadChoice, "pick", lambda self: self.threads)
+    monkeypatch.setattr(postings.ThreadChoice, "pick", lambda self, available: available)
     rng = np.random.default_rng(3)
     index = PostingIndex()
     for _ in range(3000):
@@ -446,19 +446,19 @@ def test_thread_choice_keeps_the_faster_and_tries_the_other() -> None:
     every explore-th count, so a change of speed (a core gets busy) is noticed."""
     from ndd_stream.core.postings import ThreadChoice
 
-    assert [ThreadChoice(1).pick() for _ in range(3)] == [1, 1, 1]
-    choice = ThreadChoice(2, explore=4)
+    assert [ThreadChoice().pick(1) for _ in range(3)] == [1, 1, 1]
+    choice = ThreadChoice(explore=4)
     seconds = {1: 1.0, 2: 0.6}  # per million postings: threads faster
     picks = []
     for _ in range(12):
-        threads = choice.pick()
+        threads = choice.pick(2)
         picks.append(threads)
         choice.record(threads, seconds[threads], 1_000_000)
     assert picks[:2] == [1, 2]
     assert picks[2:] == [2, 1, 2, 2, 2, 1, 2, 2, 2, 1]  # every 4th pick tries one thread
     seconds = {1: 1.0, 2: 3.0}  # a busy core: threads now slower
     for _ in range(12):
-        threads = choice.pick()
+        threads = choice.pick(2)
         picks.append(threads)
         choice.record(threads, seconds[threads], 1_000_000)
     # one more threaded count moves its average past one thread's; then one thread, and

@@ -18,7 +18,7 @@ import math
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -106,6 +106,16 @@ def hour_of(timestamp: float) -> int:
     return math.floor(timestamp / SECONDS_PER_HOUR)
 
 
+class _Probe(NamedTuple):
+    """What the probe computed of the deciding document, reused when it is indexed."""
+
+    sig: Codes
+    mixed: Codes  # fmix64 of sig
+    prefixes: dict[int, Codes]  # its prefix under each live order version
+    bitmap: Bitmap | None
+    keys: npt.NDArray[np.uint32] | None  # its prefix keys when the same under every version
+
+
 @dataclass
 class DetectorStats:
     decided: int = 0
@@ -132,12 +142,7 @@ class Detector:
         self._windows: dict[str, ScopeWindow] = {}
         self._book = FrequencyBook(bits=self.config.order_bits)
         self._cache: OrderedDict[tuple[str, int], Codes] = OrderedDict()
-        # The deciding document's mixed codes, its prefix per order version, its bitmap and
-        # (when version-independent) its prefix keys,
-        # computed by the probe and reused when it is indexed (same signature).
-        self._probed: tuple[
-            Codes, Codes, dict[int, Codes], Bitmap | None, npt.NDArray[np.uint32] | None
-        ] | None = None
+        self._probed: _Probe | None = None  # the deciding document's, reused to index it
         self.stats = DetectorStats()
 
     # -- public API ---------------------------------------------------------------------
@@ -294,8 +299,8 @@ class Detector:
                     {v.number: p for v, p in zip(versions, probes, strict=True)})
         # The keys are the document's own prefix keys under any version when its prefix is
         # whole or only one version is live: indexing it reuses them instead of sorting again.
-        self._probed = (sig, mixed, prefixes, bitmap,
-                        keys if full or len(versions) == 1 else None)
+        self._probed = _Probe(sig, mixed, prefixes, bitmap,
+                              keys if full or len(versions) == 1 else None)
         lo_size, hi_size = size_bounds(sig.size, t)
         # Hours below the watermark's window have expired even if, arriving out of order,
         # one of their documents still sits behind a newer one in the arrival order.
@@ -315,9 +320,7 @@ class Detector:
         best: tuple[int, WindowDoc] | None = None
         best_sim = -1.0
         for pos in positions.tolist():  # ascending = arrival order: ties keep the earliest
-            cand = window.docs[pos]
-            if not (lo_hour <= cand.hour <= hour and lo_size <= cand.size <= hi_size):
-                continue
+            cand = window.docs[pos]  # in the hour and size bounds: candidates applied them
             self.stats.verified += 1
             shared = intersection_size(sig, self._signature_of(window, pos))
             denom = max(sig.size, cand.size)
@@ -378,14 +381,14 @@ class Detector:
         probed = self._probed
         bitmap: Bitmap | None = None
         keys: npt.NDArray[np.uint32] | None = None
-        if probed is not None and probed[0] is sig:
-            mixed = probed[1]
-            prefix = probed[2].get(version.number)
+        if probed is not None and probed.sig is sig:
+            mixed = probed.mixed
+            prefix = probed.prefixes.get(version.number)
             if prefix is None:
                 prefix = version.prefix(mixed, length)
             else:
-                keys = probed[4]
-            bitmap = probed[3]
+                keys = probed.keys
+            bitmap = probed.bitmap
         else:
             mixed = fmix64(sig)
             prefix = version.prefix(mixed, length)

@@ -283,7 +283,7 @@ def top_bits_bitmap(mixed: U64, bits: int) -> U64:
     """A bitmap of ``2**bits`` bits (uint64 words, little-endian bit order) with bit
     ``c >> (64 - bits)`` set for every code c of ``mixed`` (the bitmap filter's)."""
     if _C is not None:
-        out = np.zeros((1 << bits) // 64 or 1, dtype=np.uint64)
+        out = np.zeros((1 << bits) // 64, dtype=np.uint64)  # bits >= 6
         _C.top_bits(np.ascontiguousarray(mixed, dtype=np.uint64), 64 - bits, out, 0)  # type: ignore[attr-defined]
         return out
     flags = np.zeros(1 << bits, dtype=np.uint8)

@@ -53,32 +53,30 @@ MAX_SPAN = 1 << 16
 _MAX_POSTINGS = (1 << 32) - 1
 
 
-
 class ThreadChoice:
-    """How many threads the next count gets: one or ``threads``, whichever has counted a
-    posting faster lately on this machine (a moving average of seconds per posting), the
+    """How many threads the next count gets: one or all ``available``, whichever has counted
+    a posting faster lately on this machine (a moving average of seconds per posting), the
     other tried every ``explore``-th count. Why measured and not fixed: whether threads pay
     depends on the count's size and make-up (each thread converts the bitmap rows' counters
     of every document it touches) and on whether a core is free. Measured on Reuters in one
     day, two threads were 0.8x one at t = 0.3 and 50k news at t = 0.8 1.2x. Speed only:
     the counts are the same either way."""
 
-    def __init__(self, threads: int, explore: int = 16) -> None:
-        self.threads = threads
+    def __init__(self, explore: int = 16) -> None:
         self._explore = explore
         self._per_posting: dict[int, float] = {}
         self._picks = 0
 
-    def pick(self) -> int:
-        if self.threads <= 1:
+    def pick(self, available: int) -> int:
+        if available <= 1:
             return 1
         self._picks += 1
-        one, many = self._per_posting.get(1), self._per_posting.get(self.threads)
+        one, many = self._per_posting.get(1), self._per_posting.get(available)
         if one is None:
             return 1
         if many is None:
-            return self.threads
-        faster, slower = (1, self.threads) if one <= many else (self.threads, 1)
+            return available
+        faster, slower = (1, available) if one <= many else (available, 1)
         return slower if self._picks % self._explore == 0 else faster
 
     def record(self, threads: int, seconds: float, postings: int) -> None:
@@ -146,7 +144,7 @@ class PostingIndex:
         self.base = 0  # first retained document number
         self.end = 0  # number the next added document gets
         self._size = 0  # postings held in blocks
-        self._threads = ThreadChoice(kernels.COUNT_THREADS)
+        self._threads = ThreadChoice()
 
     def __len__(self) -> int:
         """Postings held, including expired ones still sharing a block with live ones."""
@@ -188,9 +186,7 @@ class PostingIndex:
         probe = np.ascontiguousarray(keys, dtype=np.uint32)
         live = max(first, self.base)
         blocks = [b.prepare() for b in self._blocks if b.hi > live]
-        if self._threads.threads != kernels.COUNT_THREADS:
-            self._threads = ThreadChoice(kernels.COUNT_THREADS)
-        threads = self._threads.pick()
+        threads = self._threads.pick(kernels.COUNT_THREADS)
         started = time.perf_counter()
         postings = kernels.count_blocks(blocks, probe, first, counts, threads)
         self._threads.record(threads, time.perf_counter() - started, postings)
