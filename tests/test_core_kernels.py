@@ -393,6 +393,30 @@ def test_count_filter_in_c_equals_numpy_and_the_definition(
         kernels._C = saved
 
 
+@pytest.mark.parametrize("n", [1023, 1024, 1025, 3077])
+def test_count_filter_across_chunk_and_word_boundaries(n: int) -> None:
+    """The C filter works in chunks of 1,024 documents and collects 8 at a time: windows
+    around and past those sizes keep exactly what numpy keeps, in ascending order."""
+    rng = np.random.default_rng(n)
+    counts = rng.integers(0, 4, n).astype(np.int32)
+    facts = np.zeros((4, n + 5), dtype=np.int64)
+    facts[0, :n] = rng.integers(0, 6, n)
+    facts[1, :n] = rng.integers(0, 4, n)
+    facts[2, :n] = rng.integers(0, 4, n)
+    facts[3, :n] = rng.integers(0, 50, n)
+    args = (2, 3, 1, (1, 2), (10, 40))
+    got = kernels.count_filter(counts, facts, *args)
+    saved = kernels._C
+    try:
+        kernels._C = None
+        want = kernels.count_filter(counts, facts, *args)
+    finally:
+        kernels._C = saved
+    assert want.size > n // 20  # the case keeps some and drops some
+    assert want.size < n
+    assert got.tolist() == want.tolist()
+
+
 def test_count_filter_rejects_facts_shorter_than_the_counts() -> None:
     if _kernels is None:
         pytest.skip("C kernels not built")

@@ -992,7 +992,31 @@ PyDoc_STRVAR(count_filter_doc,
 "and whose hour H[i] and size S[i] lie in the inclusive ranges ``hours`` and ``sizes``\n"
 "(pairs); N, U, H, S are rows 0-3 of ``facts`` (int64, 4 x cap). Returns how many.");
 
-/* One pass instead of numpy's dozen over the window's counters (ScopeWindow.candidates). */
+/* One pass instead of numpy's dozen over the window's counters (ScopeWindow.candidates),
+ * in chunks of FILTER_CHUNK documents: a branch-free pass sets a byte per document that
+ * passes (the compiler vectorises it: AVX2 where the clone runs), then the passing
+ * positions are collected eight bytes at a time. Why: the scalar loop with a branch per
+ * document cost ~4 ns a document (at t = 0.8 on newswire most documents share a key or two
+ * with the probe, so skipping zero counts did not help): 9% of a decision. */
+#define FILTER_CHUNK 1024
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static void
+filter_mask(const int32_t *restrict cn, const int64_t *restrict N, const int64_t *restrict U,
+            const int64_t *restrict H, const int64_t *restrict S, Py_ssize_t n,
+            int64_t slack, int64_t needed, int64_t unindexed, int64_t h0, int64_t h1,
+            int64_t s0, int64_t s1, uint8_t *restrict mask)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t c = cn[i], a = N[i], u = U[i];
+        int64_t need = (a > needed ? a : needed) - (u > unindexed ? u : unindexed);
+        mask[i] = (uint8_t)((c > 0) & (c + slack >= need) & (H[i] >= h0) & (H[i] <= h1)
+                            & (S[i] >= s0) & (S[i] <= s1));
+    }
+}
+
 static PyObject *
 count_filter(PyObject *self, PyObject *args)
 {
@@ -1015,22 +1039,25 @@ count_filter(PyObject *self, PyObject *args)
         const int32_t *cn = counts.buf;
         const int64_t *N = facts.buf, *U = N + cap, *H = U + cap, *S = H + cap;
         int64_t *o = out.buf;
+        uint8_t mask[FILTER_CHUNK];
         Py_ssize_t k = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if ((i & 7) == 0 && i + 8 <= n) { /* most counters are 0 at high thresholds */
-                int32_t any = 0;
-                for (int j = 0; j < 8; j++)
-                    any |= cn[i + j];
-                if (any == 0) {
-                    i += 7;
-                    continue;
+        for (Py_ssize_t lo = 0; lo < n; lo += FILTER_CHUNK) {
+            Py_ssize_t m = n - lo < FILTER_CHUNK ? n - lo : FILTER_CHUNK;
+            filter_mask(cn + lo, N + lo, U + lo, H + lo, S + lo, m, slack, needed, unindexed,
+                        h0, h1, s0, s1, mask);
+            for (Py_ssize_t i = 0; i < m; i += 8) {
+                uint64_t word = 0;
+                if (i + 8 <= m)
+                    memcpy(&word, mask + i, 8);
+                else
+                    for (Py_ssize_t j = i; j < m; j++)
+                        word |= (uint64_t)mask[j] << (8 * (j - i));
+                while (word) { /* lowest set byte first: positions stay ascending */
+                    int bit = __builtin_ctzll(word);
+                    o[k++] = lo + i + bit / 8;
+                    word &= word - 1;
                 }
             }
-            if (cn[i] <= 0)
-                continue;
-            long long need = (N[i] > needed ? N[i] : needed) - (U[i] > unindexed ? U[i] : unindexed);
-            if (cn[i] + slack >= need && H[i] >= h0 && H[i] <= h1 && S[i] >= s0 && S[i] <= s1)
-                o[k++] = i;
         }
         result = PyLong_FromSsize_t(k);
     }
