@@ -9,6 +9,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from ndd_stream.cli.io_commands import produce as produce_cmd
 from ndd_stream.cli.io_commands import tail as tail_cmd
 from ndd_stream.kafka.broker import EmbeddedBroker, free_port
 from ndd_stream.kafka.produce import parse_timestamp_ms, prepare_line
-from ndd_stream.kafka.tail import TailRecord, normalize_header, render_record
+from ndd_stream.kafka.tail import TailRecord, _close_within, normalize_header, render_record
 from ndd_stream.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -298,3 +299,25 @@ def test_tail_stops_cleanly_on_ctrl_c(
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=5)
+
+
+def test_tail_close_gives_up_on_a_consumer_that_does_not_close() -> None:
+    """Ctrl-C must not hang on librdkafka's close (see tail._close_within); a close that
+    returns is still waited for."""
+    release = threading.Event()
+    closed: list[bool] = []
+
+    class Stuck:
+        def close(self) -> None:
+            release.wait(30)
+
+    class Prompt:
+        def close(self) -> None:
+            closed.append(True)
+
+    started = time.monotonic()
+    _close_within(Stuck(), 0.2)  # type: ignore[arg-type]
+    assert time.monotonic() - started < 10
+    release.set()
+    _close_within(Prompt(), 10)  # type: ignore[arg-type]
+    assert closed == [True]

@@ -7,6 +7,7 @@ group, commits nothing and cannot disturb the worker's offsets.
 from __future__ import annotations
 
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -221,8 +222,22 @@ def consume_records(
             )
             seen += 1
     finally:
-        consumer.close()
+        _close_within(consumer, CLOSE_SECONDS)
     return seen
+
+
+#: How long Ctrl-C waits for the consumer to close before the tail exits anyway.
+CLOSE_SECONDS = 5.0
+
+
+def _close_within(consumer: Consumer, seconds: float) -> None:
+    """Close ``consumer``, waiting at most ``seconds``. Why bounded: librdkafka's close of a
+    consumer that used assign() can block on the group coordinator (librdkafka#4883; seen
+    here as a tail that did not exit within 15 s of Ctrl-C under load). The tail commits
+    nothing and holds no group membership, so abandoning the close loses nothing."""
+    closer = threading.Thread(target=consumer.close, name="tail-close", daemon=True)
+    closer.start()
+    closer.join(seconds)
 
 
 def _headers(raw: Any) -> tuple[tuple[str, bytes | None], ...]:
