@@ -7,8 +7,12 @@ absence is a failure, otherwise the C-side tests skip and only numpy is checked.
 from __future__ import annotations
 
 import os
+import signal
+import threading
+import time
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -264,6 +268,71 @@ def test_count_blocks_with_dense_rows_and_threads_equals_the_reference(
     for b in args:
         kernels.count_block_numpy(b[0], b[1], b[2], b[5], keys, base, plain)
     assert plain.tolist() == expected
+
+
+def _threaded_case(seed: int) -> tuple[list[kernels.BlockArgs], npt.NDArray[np.uint32], list[int]]:
+    """Three blocks, 200 probe keys (enough for several count threads), some keys dense."""
+    rng = np.random.default_rng(seed)
+    args, expected, lo = [], [0] * 3303, 0
+    probe = set(rng.integers(0, 300, 200).tolist())
+    for _ in range(3):
+        pairs = {(int(k), int(i)) for k, i in zip(rng.integers(0, 300, 1500),
+                                                  rng.integers(0, 1101, 1500), strict=True)}
+        block, postings = _dense_block(pairs, 1101, lo, 3)
+        args.append(block)
+        for pos, c in enumerate(_reference(postings, lo, probe, 0, 3303)):
+            expected[pos] += c
+        lo += 1101
+    return args, np.array(sorted(probe), dtype=np.uint32), expected
+
+
+@pytest.mark.skipif(_kernels is None or not hasattr(os, "fork"), reason="C kernels and fork")
+def test_count_workers_are_started_anew_after_fork() -> None:
+    """The count's worker threads stay between counts; a forked child has none of them, so
+    its threaded counts must start new ones instead of waiting for the parent's."""
+    args, keys, expected = _threaded_case(5)
+    counts = np.zeros(3303, dtype=np.int32)
+    assert _kernels.count_blocks(args, keys, 0, counts, 3) == sum(expected)  # starts workers
+    assert counts.tolist() == expected
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 when its threaded count is right
+        again = np.zeros(3303, dtype=np.int32)
+        _kernels.count_blocks(args, keys, 0, again, 3)
+        os._exit(0 if again.tolist() == expected else 1)
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child's threaded count hung")
+        time.sleep(0.05)  # bounded by the deadline above
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+@pytest.mark.skipif(_kernels is None, reason="C kernels not built")
+def test_threaded_counts_from_concurrent_callers_are_right() -> None:
+    """One caller at a time owns the count workers; another caller meanwhile does every
+    share itself. Both get exact counts."""
+    args, keys, expected = _threaded_case(9)
+    errors: list[str] = []
+
+    def count_many() -> None:
+        for _ in range(40):
+            counts = np.zeros(3303, dtype=np.int32)
+            _kernels.count_blocks(args, keys, 0, counts, 3)
+            if counts.tolist() != expected:
+                errors.append("wrong counts")
+
+    callers = [threading.Thread(target=count_many) for _ in range(3)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join(60)
+    assert not any(caller.is_alive() for caller in callers), "a threaded count hung"
+    assert errors == []
 
 
 @settings(max_examples=100, deadline=None)

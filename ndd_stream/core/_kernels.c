@@ -283,7 +283,9 @@ done:
  * the positional popcount of Clausecker & Lemire, arXiv 2412.16370): ~6 word operations
  * per 64 documents and row instead of one counter increment per posting. Rare keys keep
  * their posting lists. count_blocks does every block of the index in one call, optionally
- * on several threads (blocks shared out, private counters summed at the end). */
+ * on several threads: probe keys shared out (sparse postings into private counters summed
+ * at the end), then, past a gate, each block's dense rows added by every thread over its
+ * share of the block's documents. */
 
 #define CHUNK 16 /* words (1024 documents) of bit-sliced counters kept in L1 at a time */
 #define MAX_SLICES 33
@@ -376,10 +378,11 @@ slice_add(uint64_t S[MAX_SLICES][CHUNK], int nslices, const uint64_t *bits, Py_s
     }
 }
 
-/* counts[shift + d] += how many of ``rows`` have bit d, for every in-range document d. */
+/* counts[shift + d] += how many of ``rows`` have bit d, for every in-range document d of
+ * words wbeg..wend-1 (multiples of four, or wend = words) of the rows. */
 static long long
 dense_add(const uint64_t *bits, Py_ssize_t words, const int32_t *rows, Py_ssize_t nr,
-          long long shift, int32_t *cn, Py_ssize_t nc)
+          long long shift, int32_t *cn, Py_ssize_t nc, Py_ssize_t wbeg, Py_ssize_t wend)
 {
     if (nr <= 0 || words <= 0)
         return 0;
@@ -402,6 +405,10 @@ dense_add(const uint64_t *bits, Py_ssize_t words, const int32_t *rows, Py_ssize_
     whi += (4 - whi % 4) % 4;
     if (whi > words)
         whi = words;
+    if (wlo < wbeg)
+        wlo = wbeg;
+    if (whi > wend)
+        whi = wend;
     for (Py_ssize_t w0 = wlo; w0 < whi; w0 += CHUNK) {
         int cw = (int)(whi - w0 < CHUNK ? whi - w0 : CHUNK);
         memset(S, 0, sizeof(S));
@@ -432,17 +439,28 @@ typedef struct {
     Py_ssize_t words;
 } block_t;
 
-typedef struct {
+typedef struct gate gate_t;
+
+typedef struct job {
     const block_t *blocks;
-    const int *mine; /* indexes of this thread's blocks */
-    int nmine;
-    const uint32_t *probe;
+    int nb;
+    const uint32_t *probe; /* this thread's share of the probe keys */
     Py_ssize_t np_;
     long long base;
-    int32_t *cn;
+    int32_t *cn; /* where this thread's sparse counts go (private but for thread 0) */
     Py_ssize_t nc;
     long long total;
     int failed;
+    /* Threaded counts only: dense rows are not counted per thread but gathered per block
+     * (rows[b * stride ..], nrows[b]) and, after the gate, every thread adds the rows of all
+     * threads over its own share of each block's documents into ``shared`` (the caller's
+     * counts). */
+    int t, nt;
+    struct job *all;
+    gate_t *gate;
+    int32_t *rows;
+    Py_ssize_t *nrows, stride;
+    int32_t *shared;
 } job_t;
 
 /* One block: sparse keys by posting scan, dense keys by dense_add. ``at``, ``end`` and
@@ -457,7 +475,8 @@ typedef struct {
  * dependent chain per key. */
 static long long
 count_one(const block_t *b, const uint32_t *pr, Py_ssize_t np_, long long base, int32_t *cn,
-          Py_ssize_t nc, Py_ssize_t *at, Py_ssize_t *end, int32_t *rows, int *failed)
+          Py_ssize_t nc, Py_ssize_t *at, Py_ssize_t *end, int32_t *rows, Py_ssize_t *nr_out,
+          int *failed)
 {
     const uint32_t *uk = b->ukeys.buf, *dr = b->dir.buf, *of = b->offs.buf;
     const uint16_t *id = b->ids.buf;
@@ -538,34 +557,242 @@ count_one(const block_t *b, const uint32_t *pr, Py_ssize_t np_, long long base, 
             }
         }
     }
-    if (nr)
-        total += dense_add(b->dense.buf, b->words, rows, nr, shift, cn, nc);
+    if (nr_out != NULL) /* the caller adds the rows (threaded: split by documents) */
+        *nr_out = nr;
+    else if (nr)
+        total += dense_add(b->dense.buf, b->words, rows, nr, shift, cn, nc, 0, b->words);
     return total;
 }
 
-static void *
-run_job(void *arg)
+/* Looks the job's keys up in every block: sparse keys counted into j->cn, dense rows
+ * added at once (one thread) or gathered for job_dense (threads). */
+static void
+job_lookup(job_t *j)
 {
-    job_t *j = arg;
     Py_ssize_t n = j->np_ ? j->np_ : 1;
     Py_ssize_t *at = malloc((size_t)n * 2 * sizeof(Py_ssize_t));
-    int32_t *rows = malloc((size_t)n * sizeof(int32_t));
-    if (at == NULL || rows == NULL) {
+    int32_t *rows = j->rows != NULL ? NULL : malloc((size_t)n * sizeof(int32_t));
+    if (at == NULL || (j->rows == NULL && rows == NULL)) {
         j->failed = 2;
     } else {
-        for (int i = 0; i < j->nmine && !j->failed; i++)
-            j->total += count_one(&j->blocks[j->mine[i]], j->probe, j->np_, j->base, j->cn,
-                                  j->nc, at, at + n, rows, &j->failed);
+        for (int i = 0; i < j->nb && !j->failed; i++) {
+            int gather = j->rows != NULL;
+            j->total += count_one(&j->blocks[i], j->probe, j->np_, j->base, j->cn, j->nc, at,
+                                  at + n, gather ? j->rows + (size_t)i * j->stride : rows,
+                                  gather ? &j->nrows[i] : NULL, &j->failed);
+        }
     }
     free(at);
     free(rows);
-    return NULL;
+}
+
+/* Threaded counts: the dense rows all threads found in each block, added over this
+ * thread's share of the block's words. Why split by documents and not by rows: adding rows
+ * ends with converting bit-sliced counters into counts for every document of the block,
+ * which split by rows every thread did in full (two threads were 0.8x one on Reuters). */
+static void
+job_dense(job_t *j, int32_t *scratch)
+{
+    for (int i = 0; i < j->nb; i++) {
+        const block_t *b = &j->blocks[i];
+        Py_ssize_t nr = 0;
+        for (int t = 0; t < j->nt; t++) {
+            const job_t *o = &j->all[t];
+            memcpy(scratch + nr, o->rows + (size_t)i * o->stride,
+                   (size_t)o->nrows[i] * sizeof(int32_t));
+            nr += o->nrows[i];
+        }
+        if (nr == 0 || !b->has_dense)
+            continue;
+        Py_ssize_t quads = b->words / 4; /* split on whole groups of four words */
+        Py_ssize_t w0 = 4 * (quads * j->t / j->nt);
+        Py_ssize_t w1 = j->t + 1 == j->nt ? b->words : 4 * (quads * (j->t + 1) / j->nt);
+        j->total += dense_add(b->dense.buf, b->words, scratch, nr, b->lo - j->base, j->shared,
+                              j->nc, w0, w1);
+    }
 }
 
 #ifndef _WIN32
 #include <pthread.h>
 #define HAVE_THREADS 1
 #endif
+
+/* A one-shot gate: every thread's lookups (and so every dense row) are done before any
+ * thread adds dense rows. */
+struct gate {
+#ifdef HAVE_THREADS
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+#endif
+    int parties, arrived;
+};
+
+static void
+gate_pass(gate_t *g, int arrivals)
+{
+#ifdef HAVE_THREADS
+    pthread_mutex_lock(&g->mutex);
+    g->arrived += arrivals;
+    if (g->arrived >= g->parties)
+        pthread_cond_broadcast(&g->cond);
+    while (g->arrived < g->parties)
+        pthread_cond_wait(&g->cond, &g->mutex);
+    pthread_mutex_unlock(&g->mutex);
+#else
+    g->arrived += arrivals;
+#endif
+}
+
+typedef struct {
+    job_t *job;
+    int32_t *scratch;
+} worker_t;
+
+static void *
+run_worker(void *arg)
+{
+    worker_t *w = arg;
+    job_lookup(w->job); /* a failed job still passes the gate: the others wait for it */
+    gate_pass(w->job->gate, 1);
+    job_dense(w->job, w->scratch);
+    return NULL;
+}
+
+#ifdef HAVE_THREADS
+/* Count workers that stay: creating and joining a thread per count cost ~60 us on the
+ * benchmark VM, more than a whole count on newswire at t = 0.8 (two threads measured
+ * 0.4x one there). Workers wait on a condition variable between counts. One caller at a
+ * time owns them (``owner``); a concurrent caller does every share itself. After fork()
+ * the child has none of the threads: the handler forgets them, and the next count starts
+ * new ones. */
+static struct {
+    pthread_mutex_t owner, mu;
+    pthread_cond_t work, done;
+    int nworkers, ntasks, finished;
+    unsigned long generation;
+    worker_t *tasks;
+    int atfork;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+          PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, NULL, 0};
+
+static unsigned long pool_born[64]; /* the generation each worker was started in */
+
+static void
+pool_after_fork_in_child(void)
+{
+    pthread_mutex_init(&pool.owner, NULL);
+    pthread_mutex_init(&pool.mu, NULL);
+    pthread_cond_init(&pool.work, NULL);
+    pthread_cond_init(&pool.done, NULL);
+    pool.nworkers = pool.ntasks = pool.finished = 0;
+    pool.tasks = NULL;
+}
+
+static void *
+pool_worker(void *arg)
+{
+    int k = (int)(intptr_t)arg; /* this worker runs tasks[k] of a generation */
+    pthread_mutex_lock(&pool.mu);
+    unsigned long seen = pool_born[k]; /* not pool.generation: a task may be posted already */
+    for (;;) {
+        while (pool.generation == seen)
+            pthread_cond_wait(&pool.work, &pool.mu);
+        seen = pool.generation;
+        if (k >= pool.ntasks)
+            continue;
+        worker_t *w = &pool.tasks[k];
+        pthread_mutex_unlock(&pool.mu);
+        run_worker(w);
+        pthread_mutex_lock(&pool.mu);
+        if (++pool.finished >= pool.ntasks)
+            pthread_cond_signal(&pool.done);
+    }
+    return NULL;
+}
+
+/* At least ``want`` workers if they can be started; how many there are (caller owns). */
+static int
+pool_grow(int want)
+{
+    if (!pool.atfork) {
+        pthread_atfork(NULL, NULL, pool_after_fork_in_child);
+        pool.atfork = 1;
+    }
+    while (pool.nworkers < want) {
+        pthread_t tid;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pool_born[pool.nworkers] = pool.generation; /* no task posted while we own it */
+        int ok = pthread_create(&tid, &attr, pool_worker, (void *)(intptr_t)pool.nworkers) == 0;
+        pthread_attr_destroy(&attr);
+        if (!ok)
+            break;
+        pthread_mutex_lock(&pool.mu);
+        pool.nworkers++;
+        pthread_mutex_unlock(&pool.mu);
+    }
+    return pool.nworkers;
+}
+#endif
+
+/* jobs[0] on the calling thread, the others on the pool's workers; a job no worker takes
+ * is done on the calling thread too, on both sides of the gate. */
+static void
+run_threads(job_t *jobs, int nt, int32_t *scratch, size_t per_scratch)
+{
+    gate_t gate;
+    gate.parties = nt;
+    gate.arrived = 0;
+    worker_t workers[64];
+    int handed = 0; /* jobs 1..handed go to workers */
+#ifdef HAVE_THREADS
+    pthread_mutex_init(&gate.mutex, NULL);
+    pthread_cond_init(&gate.cond, NULL);
+#endif
+    for (int t = 0; t < nt; t++) {
+        jobs[t].gate = &gate;
+        workers[t] = (worker_t){&jobs[t], scratch + (size_t)t * per_scratch};
+    }
+#ifdef HAVE_THREADS
+    int owned = pthread_mutex_trylock(&pool.owner) == 0;
+    if (owned) {
+        handed = pool_grow(nt - 1);
+        if (handed > nt - 1)
+            handed = nt - 1;
+        pthread_mutex_lock(&pool.mu);
+        pool.tasks = &workers[1];
+        pool.ntasks = handed;
+        pool.finished = 0;
+        pool.generation++;
+        pthread_cond_broadcast(&pool.work);
+        pthread_mutex_unlock(&pool.mu);
+    }
+#endif
+    int mine = 1;
+    job_lookup(&jobs[0]);
+    for (int t = handed + 1; t < nt; t++) {
+        job_lookup(&jobs[t]);
+        mine++;
+    }
+    gate_pass(&gate, mine);
+    job_dense(&jobs[0], workers[0].scratch);
+    for (int t = handed + 1; t < nt; t++)
+        job_dense(&jobs[t], workers[t].scratch);
+#ifdef HAVE_THREADS
+    if (owned) {
+        pthread_mutex_lock(&pool.mu);
+        while (pool.finished < handed)
+            pthread_cond_wait(&pool.done, &pool.mu);
+        pool.tasks = NULL;
+        pool.ntasks = 0;
+        pthread_mutex_unlock(&pool.mu);
+        pthread_mutex_unlock(&pool.owner);
+    }
+    pthread_cond_destroy(&gate.cond);
+    pthread_mutex_destroy(&gate.mutex);
+#endif
+}
 
 PyDoc_STRVAR(count_blocks_doc,
 "count_blocks(blocks, probe, base, counts, threads) -> postings\n\n"
@@ -579,7 +806,8 @@ PyDoc_STRVAR(count_blocks_doc,
 "gives a dense key's row in ``dense`` (uint64, rows x words: bit d of a row = document\n"
 "lo + d holds the key); rowmap and dense may be None. Dense keys are counted from their\n"
 "rows, the others from their postings. ``threads`` > 1 shares the probe keys out among\n"
-"that many threads (the GIL released). Returns the postings counted.");
+"that many threads (the GIL released; worker threads that stay between counts) and the\n"
+"dense rows' documents. Returns the postings counted.");
 
 static PyObject *
 count_blocks(PyObject *self, PyObject *args)
@@ -650,49 +878,43 @@ count_blocks(PyObject *self, PyObject *args)
         nt = 1;
 #endif
         job_t jobs[64];
-        int *mine = PyMem_Calloc((size_t)(nb ? nb : 1), sizeof(int));
-        int32_t *priv = NULL;
+        int32_t *priv = NULL, *gathered = NULL;
+        Py_ssize_t *nrows = NULL;
         if (nt > 64)
             nt = 64;
-        if (mine == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
+        Py_ssize_t share = (np_ + nt - 1) / nt + 1; /* rows per block and thread, at most */
         if (nt > 1) {
             priv = PyMem_RawCalloc((size_t)(nt - 1) * (size_t)(nc ? nc : 1), sizeof(int32_t));
-            if (priv == NULL)
+            gathered = PyMem_RawMalloc((size_t)nt * (size_t)(nb ? nb : 1) * (size_t)share
+                                       * sizeof(int32_t) + (size_t)nt * (size_t)(np_ + 1)
+                                       * sizeof(int32_t));
+            nrows = PyMem_RawCalloc((size_t)nt * (size_t)(nb ? nb : 1), sizeof(Py_ssize_t));
+            if (priv == NULL || gathered == NULL || nrows == NULL)
                 nt = 1;
         }
         /* Share the probe keys out: each thread looks its share up in every block (keys
          * are spread evenly over blocks and documents, so the shares weigh the same,
-         * which whole blocks of unequal size do not). */
-        for (Py_ssize_t i = 0; i < nb; i++)
-            mine[i] = (int)i;
+         * which whole blocks of unequal size do not); dense rows, see job_dense. */
+        int32_t *scratch = nt > 1 ? gathered + (size_t)nt * (size_t)(nb ? nb : 1) * (size_t)share
+                                  : NULL;
         for (int t = 0; t < nt; t++) {
             Py_ssize_t p0 = np_ * t / nt, p1 = np_ * (t + 1) / nt;
-            jobs[t] = (job_t){blocks, mine, (int)nb, (const uint32_t *)probe.buf + p0, p1 - p0,
-                              base, t == 0 ? (int32_t *)counts.buf : priv + (size_t)(t - 1) * nc,
-                              nc, 0, 0};
+            jobs[t] = (job_t){blocks, (int)nb, (const uint32_t *)probe.buf + p0, p1 - p0, base,
+                              t == 0 ? (int32_t *)counts.buf : priv + (size_t)(t - 1) * nc,
+                              nc, 0, 0, t, nt, jobs, NULL,
+                              nt > 1 ? gathered + (size_t)t * (size_t)(nb ? nb : 1) * (size_t)share
+                                     : NULL,
+                              nt > 1 ? nrows + (size_t)t * (size_t)(nb ? nb : 1) : NULL, share,
+                              (int32_t *)counts.buf};
         }
         int failed = 0;
         long long total = 0;
         Py_BEGIN_ALLOW_THREADS
-#ifdef HAVE_THREADS
-        pthread_t tid[64];
-        int started[64] = {0};
-        for (int t = 1; t < nt; t++)
-            started[t] = pthread_create(&tid[t], NULL, run_job, &jobs[t]) == 0;
-        run_job(&jobs[0]);
-        for (int t = 1; t < nt; t++) {
-            if (started[t])
-                pthread_join(tid[t], NULL);
-            else
-                run_job(&jobs[t]); /* could not start a thread: do its share here */
+        if (nt == 1) {
+            job_lookup(&jobs[0]);
+        } else {
+            run_threads(jobs, nt, scratch, (size_t)np_ + 1);
         }
-#else
-        for (int t = 0; t < nt; t++)
-            run_job(&jobs[t]);
-#endif
         for (int t = 0; t < nt; t++) {
             failed |= jobs[t].failed;
             total += jobs[t].total;
@@ -706,7 +928,8 @@ count_blocks(PyObject *self, PyObject *args)
             }
         }
         Py_END_ALLOW_THREADS
-        PyMem_Free(mine);
+        PyMem_RawFree(gathered);
+        PyMem_RawFree(nrows);
         PyMem_RawFree(priv);
         if (failed == 2)
             PyErr_NoMemory();

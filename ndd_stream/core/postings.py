@@ -57,10 +57,10 @@ class ThreadChoice:
     """How many threads the next count gets: one or all ``available``, whichever has counted
     a posting faster lately on this machine (a moving average of seconds per posting), the
     other tried every ``explore``-th count. Why measured and not fixed: whether threads pay
-    depends on the count's size and make-up (each thread converts the bitmap rows' counters
-    of every document it touches) and on whether a core is free. Measured on Reuters in one
-    day, two threads were 0.8x one at t = 0.3 and 50k news at t = 0.8 1.2x. Speed only:
-    the counts are the same either way."""
+    depends on the count's size, on whether a core is free and on how long the machine
+    takes to wake a sleeping thread (25-90 us on the benchmark VM, where two threads only
+    pay for counts of a millisecond or more: 50k news at t = 0.8, not Reuters in one day).
+    Speed only: the counts are the same either way."""
 
     def __init__(self, explore: int = 16) -> None:
         self._explore = explore
