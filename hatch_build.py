@@ -1,4 +1,4 @@
-"""Build hook: compile ndd_stream/core/_kernels.c next to its sources, when possible.
+"""Build hook: compile the C kernels (ndd_stream/core/_kernels.c, _count.c), when possible.
 
 The extension is optional (ndd_stream.core.kernels falls back to numpy), so a machine
 without a C compiler still installs ndd-stream; it says so on stderr. Set
@@ -14,7 +14,7 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SOURCE = "ndd_stream/core/_kernels.c"
+SOURCES = ["ndd_stream/core/_kernels.c", "ndd_stream/core/_count.c"]
 
 
 class KernelsBuildHook(BuildHookInterface):  # type: ignore[type-arg]
@@ -40,7 +40,8 @@ def _compile(root: Path) -> Path:
     from setuptools import Distribution, Extension
     from setuptools.command.build_ext import build_ext
 
-    ext = Extension("ndd_stream.core._kernels", [SOURCE], extra_compile_args=["-O3"])
+    ext = Extension("ndd_stream.core._kernels", SOURCES, depends=["ndd_stream/core/_kernels.h"],
+                    extra_compile_args=["-O3"])
     dist = Distribution({"name": "ndd-stream-kernels", "ext_modules": [ext]})
     cwd = os.getcwd()
     os.chdir(root)

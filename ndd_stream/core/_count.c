@@ -1,0 +1,743 @@
+/* The index count of ndd_stream.core.postings: count_blocks and the dense rows it adds
+ * (dense_rows builds them). Split from _kernels.c to keep each source readable. */
+#include "_kernels.h"
+
+#define check ndd_check
+
+/* ---- dense counting and the whole-index count ---------------------------------------
+ *
+ * Why: at t = 0.3 a decision at a 50k window counts ~33M postings, 95% of them under keys
+ * held by >= 1/16 of a block's documents (common q-grams). Such a key also has a bitmap
+ * over its block's documents (a "dense row", built with the block), and the rows a probe
+ * hits are summed per document by carry-save adders into bit-sliced counters (Harley-Seal;
+ * the positional popcount of Clausecker & Lemire, arXiv 2412.16370): ~6 word operations
+ * per 64 documents and row instead of one counter increment per posting. Rare keys keep
+ * their posting lists. count_blocks does every block of the index in one call, optionally
+ * on several threads: probe keys shared out (sparse postings into private counters summed
+ * at the end), then, past a gate, each block's dense rows added by every thread over its
+ * share of the block's documents. */
+
+#define CHUNK 16 /* words (1024 documents) of bit-sliced counters kept in L1 at a time */
+#define MAX_SLICES 33
+
+#define CSA(h, l, a, b, c)                                                                 \
+    do {                                                                                   \
+        __typeof__(a) u_ = (a) ^ (b);                                                      \
+        (h) = ((a) & (b)) | (u_ & (c));                                                    \
+        (l) = u_ ^ (c);                                                                    \
+    } while (0)
+
+/* Four words as one value (GCC/clang vector extension): 256-bit AVX2 operations where the
+ * clone for AVX2 runs, two 128-bit SSE2 operations elsewhere. */
+typedef uint64_t v4 __attribute__((vector_size(32)));
+
+#define load4(p)                                                                           \
+    __extension__({                                                                        \
+        v4 v_;                                                                             \
+        memcpy(&v_, (p), sizeof(v_));                                                      \
+        v_;                                                                                \
+    })
+
+/* S[0..nslices) += rows, per bit, over words w0..w0+cw of each row: carry-save adders
+ * over groups of 16 rows (Harley-Seal), the carry of each group rippled up, four words
+ * at a time (rows are padded to a multiple of four words); other widths word by word. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static void
+slice_add(uint64_t S[MAX_SLICES][CHUNK], int nslices, const uint64_t *bits, Py_ssize_t words,
+          const int32_t *rows, Py_ssize_t nr, Py_ssize_t w0, int cw)
+{
+    Py_ssize_t r = 0;
+    if (cw % 4 == 0) { /* rows are padded to whole groups of four words */
+        int nv = cw / 4;
+        v4 V[MAX_SLICES][CHUNK / 4];
+        memcpy(V, S, sizeof(v4) * (CHUNK / 4) * (size_t)nslices);
+        static const uint64_t zeros[CHUNK] = {0}; /* stands in for the rows past nr */
+        for (; r < nr; r += 16) {
+            const uint64_t *R[16];
+            for (int i = 0; i < 16; i++)
+                R[i] = r + i < nr ? bits + (Py_ssize_t)rows[r + i] * words + w0 : zeros;
+            for (Py_ssize_t i = r + 16; i < r + 32 && i < nr; i++) {
+                const uint64_t *q = bits + (Py_ssize_t)rows[i] * words + w0;
+                PREFETCH(q);
+                PREFETCH(q + 8);
+            }
+            for (int w = 0; w < nv; w++) {
+                v4 ones = V[0][w], twos = V[1][w], fours = V[2][w], eights = V[3][w];
+                v4 twosA, twosB, foursA, foursB, eightsA, eightsB, sixteens;
+                int o = 4 * w;
+                CSA(twosA, ones, ones, load4(R[0] + o), load4(R[1] + o));
+                CSA(twosB, ones, ones, load4(R[2] + o), load4(R[3] + o));
+                CSA(foursA, twos, twos, twosA, twosB);
+                CSA(twosA, ones, ones, load4(R[4] + o), load4(R[5] + o));
+                CSA(twosB, ones, ones, load4(R[6] + o), load4(R[7] + o));
+                CSA(foursB, twos, twos, twosA, twosB);
+                CSA(eightsA, fours, fours, foursA, foursB);
+                CSA(twosA, ones, ones, load4(R[8] + o), load4(R[9] + o));
+                CSA(twosB, ones, ones, load4(R[10] + o), load4(R[11] + o));
+                CSA(foursA, twos, twos, twosA, twosB);
+                CSA(twosA, ones, ones, load4(R[12] + o), load4(R[13] + o));
+                CSA(twosB, ones, ones, load4(R[14] + o), load4(R[15] + o));
+                CSA(foursB, twos, twos, twosA, twosB);
+                CSA(eightsB, fours, fours, foursA, foursB);
+                CSA(sixteens, eights, eights, eightsA, eightsB);
+                V[0][w] = ones;
+                V[1][w] = twos;
+                V[2][w] = fours;
+                V[3][w] = eights;
+                for (int k = 4; k < nslices; k++) { /* ripple the carry up */
+                    v4 t = V[k][w] & sixteens;
+                    V[k][w] ^= sixteens;
+                    sixteens = t;
+                }
+            }
+        }
+        memcpy(S, V, sizeof(v4) * (CHUNK / 4) * (size_t)nslices);
+    }
+    for (; r < nr; r++) {
+        const uint64_t *R = bits + (Py_ssize_t)rows[r] * words + w0;
+        for (int w = 0; w < cw; w++) {
+            uint64_t c = R[w];
+            for (int k = 0; k < nslices; k++) {
+                uint64_t t = S[k][w] & c;
+                S[k][w] ^= c;
+                c = t;
+            }
+        }
+    }
+}
+
+/* counts[shift + d] += how many of ``rows`` have bit d, for every in-range document d of
+ * words wbeg..wend-1 (multiples of four, or wend = words) of the rows. */
+static long long
+dense_add(const uint64_t *bits, Py_ssize_t words, const int32_t *rows, Py_ssize_t nr,
+          long long shift, int32_t *cn, Py_ssize_t nc, Py_ssize_t wbeg, Py_ssize_t wend)
+{
+    if (nr <= 0 || words <= 0)
+        return 0;
+    int nslices = 4;
+    while (nslices < MAX_SLICES && ((long long)1 << nslices) <= nr)
+        nslices++;
+    uint64_t S[MAX_SLICES][CHUNK];
+    long long total = 0;
+    Py_ssize_t wlo = 0, whi = words;
+    if (shift < 0)
+        wlo = (Py_ssize_t)((-shift) / 64);
+    long long last = (long long)nc - shift; /* first document past the counters */
+    if (last <= 0)
+        return 0;
+    if ((last + 63) / 64 < whi)
+        whi = (Py_ssize_t)((last + 63) / 64);
+    /* Whole groups of four words (rows are padded to them): out-of-range bits of the
+     * edge words are skipped below. */
+    wlo -= wlo % 4;
+    whi += (4 - whi % 4) % 4;
+    if (whi > words)
+        whi = words;
+    if (wlo < wbeg)
+        wlo = wbeg;
+    if (whi > wend)
+        whi = wend;
+    for (Py_ssize_t w0 = wlo; w0 < whi; w0 += CHUNK) {
+        int cw = (int)(whi - w0 < CHUNK ? whi - w0 : CHUNK);
+        memset(S, 0, sizeof(S));
+        slice_add(S, nslices, bits, words, rows, nr, w0, cw);
+        for (int k = 0; k < nslices; k++) {
+            int32_t add = (int32_t)1 << k;
+            for (int w = 0; w < cw; w++) {
+                uint64_t x = S[k][w];
+                long long at = shift + (long long)(w0 + w) * 64;
+                while (x) {
+                    long long pos = at + __builtin_ctzll(x);
+                    x &= x - 1;
+                    if (pos >= 0 && pos < nc) {
+                        cn[pos] += add;
+                        total += add;
+                    }
+                }
+            }
+        }
+    }
+    return total;
+}
+
+typedef struct {
+    Py_buffer ukeys, offs, ids, dir, rowmap, dense;
+    int bits, has_dense;
+    long long lo;
+    Py_ssize_t words;
+} block_t;
+
+typedef struct gate gate_t;
+
+typedef struct job {
+    const block_t *blocks;
+    int nb;
+    const uint32_t *probe; /* this thread's share of the probe keys */
+    Py_ssize_t np_;
+    long long base;
+    int32_t *cn; /* where this thread's sparse counts go (private but for thread 0) */
+    Py_ssize_t nc;
+    long long total;
+    int failed;
+    /* Threaded counts only: dense rows are not counted per thread but gathered per block
+     * (rows[b * stride ..], nrows[b]) and, after the gate, every thread adds the rows of all
+     * threads over its own share of each block's documents into ``shared`` (the caller's
+     * counts). */
+    int t, nt;
+    struct job *all;
+    gate_t *gate;
+    int32_t *rows;
+    Py_ssize_t *nrows, stride;
+    int32_t *shared;
+} job_t;
+
+/* One block: sparse keys by posting scan, dense keys by dense_add. ``at``, ``end`` and
+ * ``rows`` have np_ items each.
+ *
+ * Why a directory and not a binary search: the index is far larger than the caches, and
+ * a binary search is a chain of ~17 dependent cache misses per key and block; the keys are
+ * uniform hash values, so the directory (for every value of a key's top ``bits`` bits, the
+ * first position of a key with top bits >= it) finds a key's slot in ~2 independent loads.
+ * Group prefetching: each stage issues the loads of every probe key before the next stage
+ * uses them, so the ~4 cache misses per (key, block) overlap instead of forming one
+ * dependent chain per key. */
+static long long
+count_one(const block_t *b, const uint32_t *pr, Py_ssize_t np_, long long base, int32_t *cn,
+          Py_ssize_t nc, Py_ssize_t *at, Py_ssize_t *end, int32_t *rows, Py_ssize_t *nr_out,
+          int *failed)
+{
+    const uint32_t *uk = b->ukeys.buf, *dr = b->dir.buf, *of = b->offs.buf;
+    const uint16_t *id = b->ids.buf;
+    const int32_t *rm = b->has_dense ? b->rowmap.buf : NULL;
+    Py_ssize_t nk = b->ukeys.len / 4, nids = b->ids.len / 2, nr = 0;
+    Py_ssize_t nrows = b->has_dense && b->words ? b->dense.len / 8 / b->words : 0;
+    long long shift = b->lo - base, total = 0;
+    int down = 32 - b->bits;
+    for (Py_ssize_t p = 0; p < np_; p++) {
+        uint64_t v = down >= 32 ? 0 : (uint64_t)(pr[p] >> down);
+        at[p] = (Py_ssize_t)v;
+        PREFETCH(&dr[v]);
+    }
+    for (Py_ssize_t p = 0; p < np_; p++) {
+        uint64_t v = (uint64_t)at[p];
+        Py_ssize_t a = dr[v], e = dr[v + 1];
+        at[p] = a;
+        end[p] = e > nk ? nk : e;
+        if (a < nk)
+            PREFETCH(&uk[a]);
+    }
+    for (Py_ssize_t p = 0; p < np_; p++) {
+        uint32_t key = pr[p];
+        Py_ssize_t a = at[p], e = end[p];
+        while (a < e && uk[a] < key)
+            a++;
+        if (a >= e || uk[a] != key) {
+            at[p] = -1;
+            continue;
+        }
+        at[p] = a;
+        if (rm != NULL)
+            PREFETCH(&rm[a]);
+        else
+            PREFETCH(&of[a]);
+    }
+    if (rm != NULL) {
+        for (Py_ssize_t p = 0; p < np_; p++) {
+            Py_ssize_t a = at[p];
+            if (a < 0)
+                continue;
+            if (rm[a] >= 0) {
+                if (rm[a] >= nrows) {
+                    *failed = 1;
+                    return 0;
+                }
+                rows[nr++] = rm[a];
+                at[p] = -1;
+                continue;
+            }
+            PREFETCH(&of[a]);
+        }
+    }
+    for (Py_ssize_t p = 0; p < np_; p++) {
+        Py_ssize_t a = at[p];
+        if (a < 0)
+            continue;
+        Py_ssize_t s = of[a], e = of[a + 1];
+        if (e > nids || s > e) {
+            at[p] = -1;
+            continue;
+        }
+        at[p] = s;
+        end[p] = e;
+        PREFETCH(&id[s]);
+    }
+    for (Py_ssize_t p = 0; p < np_; p++) {
+        if (at[p] < 0)
+            continue;
+        Py_ssize_t q = p + 4;
+        if (q < np_ && at[q] >= 0 && end[q] - at[q] > 32)
+            PREFETCH(&id[at[q] + 32]);
+        for (Py_ssize_t j = at[p]; j < end[p]; j++) {
+            long long pos = shift + (long long)id[j];
+            if (pos >= 0 && pos < nc) {
+                cn[pos]++;
+                total++;
+            }
+        }
+    }
+    if (nr_out != NULL) /* the caller adds the rows (threaded: split by documents) */
+        *nr_out = nr;
+    else if (nr)
+        total += dense_add(b->dense.buf, b->words, rows, nr, shift, cn, nc, 0, b->words);
+    return total;
+}
+
+/* Looks the job's keys up in every block: sparse keys counted into j->cn, dense rows
+ * added at once (one thread) or gathered for job_dense (threads). */
+static void
+job_lookup(job_t *j)
+{
+    Py_ssize_t n = j->np_ ? j->np_ : 1;
+    Py_ssize_t *at = malloc((size_t)n * 2 * sizeof(Py_ssize_t));
+    int32_t *rows = j->rows != NULL ? NULL : malloc((size_t)n * sizeof(int32_t));
+    if (at == NULL || (j->rows == NULL && rows == NULL)) {
+        j->failed = 2;
+    } else {
+        for (int i = 0; i < j->nb && !j->failed; i++) {
+            int gather = j->rows != NULL;
+            j->total += count_one(&j->blocks[i], j->probe, j->np_, j->base, j->cn, j->nc, at,
+                                  at + n, gather ? j->rows + (size_t)i * j->stride : rows,
+                                  gather ? &j->nrows[i] : NULL, &j->failed);
+        }
+    }
+    free(at);
+    free(rows);
+}
+
+/* Threaded counts: the dense rows all threads found in each block, added over this
+ * thread's share of the block's words. Why split by documents and not by rows: adding rows
+ * ends with converting bit-sliced counters into counts for every document of the block,
+ * which split by rows every thread did in full (two threads were 0.8x one on Reuters). */
+static void
+job_dense(job_t *j, int32_t *scratch)
+{
+    for (int i = 0; i < j->nb; i++) {
+        const block_t *b = &j->blocks[i];
+        Py_ssize_t nr = 0;
+        for (int t = 0; t < j->nt; t++) {
+            const job_t *o = &j->all[t];
+            memcpy(scratch + nr, o->rows + (size_t)i * o->stride,
+                   (size_t)o->nrows[i] * sizeof(int32_t));
+            nr += o->nrows[i];
+        }
+        if (nr == 0 || !b->has_dense)
+            continue;
+        Py_ssize_t quads = b->words / 4; /* split on whole groups of four words */
+        Py_ssize_t w0 = 4 * (quads * j->t / j->nt);
+        Py_ssize_t w1 = j->t + 1 == j->nt ? b->words : 4 * (quads * (j->t + 1) / j->nt);
+        j->total += dense_add(b->dense.buf, b->words, scratch, nr, b->lo - j->base, j->shared,
+                              j->nc, w0, w1);
+    }
+}
+
+#ifndef _WIN32
+#include <pthread.h>
+#define HAVE_THREADS 1
+#endif
+
+/* A one-shot gate: every thread's lookups (and so every dense row) are done before any
+ * thread adds dense rows. */
+struct gate {
+#ifdef HAVE_THREADS
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+#endif
+    int parties, arrived;
+};
+
+static void
+gate_pass(gate_t *g, int arrivals)
+{
+#ifdef HAVE_THREADS
+    pthread_mutex_lock(&g->mutex);
+    g->arrived += arrivals;
+    if (g->arrived >= g->parties)
+        pthread_cond_broadcast(&g->cond);
+    while (g->arrived < g->parties)
+        pthread_cond_wait(&g->cond, &g->mutex);
+    pthread_mutex_unlock(&g->mutex);
+#else
+    g->arrived += arrivals;
+#endif
+}
+
+typedef struct {
+    job_t *job;
+    int32_t *scratch;
+} worker_t;
+
+static void *
+run_worker(void *arg)
+{
+    worker_t *w = arg;
+    job_lookup(w->job); /* a failed job still passes the gate: the others wait for it */
+    gate_pass(w->job->gate, 1);
+    job_dense(w->job, w->scratch);
+    return NULL;
+}
+
+#ifdef HAVE_THREADS
+/* Count workers that stay: creating and joining a thread per count cost ~60 us on the
+ * benchmark VM, more than a whole count on newswire at t = 0.8 (two threads measured
+ * 0.4x one there). Workers wait on a condition variable between counts. One caller at a
+ * time owns them (``owner``); a concurrent caller does every share itself. After fork()
+ * the child has none of the threads: the handler forgets them, and the next count starts
+ * new ones. */
+static struct {
+    pthread_mutex_t owner, mu;
+    pthread_cond_t work, done;
+    int nworkers, ntasks, finished;
+    unsigned long generation;
+    worker_t *tasks;
+    int atfork;
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+          PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, NULL, 0};
+
+static unsigned long pool_born[64]; /* the generation each worker was started in */
+
+static void
+pool_after_fork_in_child(void)
+{
+    pthread_mutex_init(&pool.owner, NULL);
+    pthread_mutex_init(&pool.mu, NULL);
+    pthread_cond_init(&pool.work, NULL);
+    pthread_cond_init(&pool.done, NULL);
+    pool.nworkers = pool.ntasks = pool.finished = 0;
+    pool.tasks = NULL;
+}
+
+static void *
+pool_worker(void *arg)
+{
+    int k = (int)(intptr_t)arg; /* this worker runs tasks[k] of a generation */
+    pthread_mutex_lock(&pool.mu);
+    unsigned long seen = pool_born[k]; /* not pool.generation: a task may be posted already */
+    for (;;) {
+        while (pool.generation == seen)
+            pthread_cond_wait(&pool.work, &pool.mu);
+        seen = pool.generation;
+        if (k >= pool.ntasks)
+            continue;
+        worker_t *w = &pool.tasks[k];
+        pthread_mutex_unlock(&pool.mu);
+        run_worker(w);
+        pthread_mutex_lock(&pool.mu);
+        if (++pool.finished >= pool.ntasks)
+            pthread_cond_signal(&pool.done);
+    }
+    return NULL;
+}
+
+/* At least ``want`` workers if they can be started; how many there are (caller owns). */
+static int
+pool_grow(int want)
+{
+    if (!pool.atfork) {
+        pthread_atfork(NULL, NULL, pool_after_fork_in_child);
+        pool.atfork = 1;
+    }
+    while (pool.nworkers < want) {
+        pthread_t tid;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pool_born[pool.nworkers] = pool.generation; /* no task posted while we own it */
+        int ok = pthread_create(&tid, &attr, pool_worker, (void *)(intptr_t)pool.nworkers) == 0;
+        pthread_attr_destroy(&attr);
+        if (!ok)
+            break;
+        pthread_mutex_lock(&pool.mu);
+        pool.nworkers++;
+        pthread_mutex_unlock(&pool.mu);
+    }
+    return pool.nworkers;
+}
+#endif
+
+/* jobs[0] on the calling thread, the others on the pool's workers; a job no worker takes
+ * is done on the calling thread too, on both sides of the gate. */
+static void
+run_threads(job_t *jobs, int nt, int32_t *scratch, size_t per_scratch)
+{
+    gate_t gate;
+    gate.parties = nt;
+    gate.arrived = 0;
+    worker_t workers[64];
+    int handed = 0; /* jobs 1..handed go to workers */
+#ifdef HAVE_THREADS
+    pthread_mutex_init(&gate.mutex, NULL);
+    pthread_cond_init(&gate.cond, NULL);
+#endif
+    for (int t = 0; t < nt; t++) {
+        jobs[t].gate = &gate;
+        workers[t] = (worker_t){&jobs[t], scratch + (size_t)t * per_scratch};
+    }
+#ifdef HAVE_THREADS
+    int owned = pthread_mutex_trylock(&pool.owner) == 0;
+    if (owned) {
+        handed = pool_grow(nt - 1);
+        if (handed > nt - 1)
+            handed = nt - 1;
+        pthread_mutex_lock(&pool.mu);
+        pool.tasks = &workers[1];
+        pool.ntasks = handed;
+        pool.finished = 0;
+        pool.generation++;
+        pthread_cond_broadcast(&pool.work);
+        pthread_mutex_unlock(&pool.mu);
+    }
+#endif
+    int mine = 1;
+    job_lookup(&jobs[0]);
+    for (int t = handed + 1; t < nt; t++) {
+        job_lookup(&jobs[t]);
+        mine++;
+    }
+    gate_pass(&gate, mine);
+    job_dense(&jobs[0], workers[0].scratch);
+    for (int t = handed + 1; t < nt; t++)
+        job_dense(&jobs[t], workers[t].scratch);
+#ifdef HAVE_THREADS
+    if (owned) {
+        pthread_mutex_lock(&pool.mu);
+        while (pool.finished < handed)
+            pthread_cond_wait(&pool.done, &pool.mu);
+        pool.tasks = NULL;
+        pool.ntasks = 0;
+        pthread_mutex_unlock(&pool.mu);
+        pthread_mutex_unlock(&pool.owner);
+    }
+    pthread_cond_destroy(&gate.cond);
+    pthread_mutex_destroy(&gate.mutex);
+#endif
+}
+
+const char ndd_count_blocks_doc[] =
+
+"count_blocks(blocks, probe, base, counts, threads) -> postings\n\n"
+"For every key of ``probe`` (uint32, ascending) found in a block's ``ukeys`` (uint32,\n"
+"ascending, distinct), add 1 to ``counts[lo + ids[j] - base]`` (int32; ids uint16) for\n"
+"each of its postings j in ``offs[i]:offs[i+1]`` (uint32), skipping postings outside\n"
+"``counts``; ``directory`` (uint32, 2**bits + 1 items) holds for every value v of a key's\n"
+"top ``bits`` bits the first position of a key with top bits >= v. ``blocks`` is a\n"
+"sequence of tuples (ukeys, offs, ids,\n"
+"directory, bits, lo, rowmap, dense, words): ``rowmap`` (int32, one per key; -1 = sparse)\n"
+"gives a dense key's row in ``dense`` (uint64, rows x words: bit d of a row = document\n"
+"lo + d holds the key); rowmap and dense may be None. Dense keys are counted from their\n"
+"rows, the others from their postings. ``threads`` > 1 shares the probe keys out among\n"
+"that many threads (the GIL released; worker threads that stay between counts) and the\n"
+"dense rows' documents. Returns the postings counted.";
+
+PyObject *
+ndd_count_blocks(PyObject *self, PyObject *args)
+{
+    PyObject *seq_in;
+    Py_buffer probe, counts;
+    long long base;
+    int threads;
+    PyObject *result = NULL, *seq = NULL;
+    block_t *blocks = NULL;
+    Py_ssize_t nb = 0, parsed = 0;
+    if (!PyArg_ParseTuple(args, "Oy*Lw*i", &seq_in, &probe, &base, &counts, &threads))
+        return NULL;
+    if (check(&probe, 4, "probe") || check(&counts, 4, "counts"))
+        goto done;
+    seq = PySequence_Fast(seq_in, "blocks must be a sequence");
+    if (seq == NULL)
+        goto done;
+    nb = PySequence_Fast_GET_SIZE(seq);
+    blocks = PyMem_Calloc((size_t)(nb ? nb : 1), sizeof(block_t));
+    if (blocks == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < nb; i++) {
+        block_t *b = &blocks[i];
+        PyObject *rowmap, *dense;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "y*y*y*y*iLOOn", &b->ukeys,
+                              &b->offs, &b->ids, &b->dir, &b->bits, &b->lo, &rowmap, &dense,
+                              &b->words))
+            goto done;
+        parsed = i + 1;
+        if (rowmap != Py_None && dense != Py_None) {
+            if (PyObject_GetBuffer(rowmap, &b->rowmap, PyBUF_SIMPLE) < 0)
+                goto done;
+            if (PyObject_GetBuffer(dense, &b->dense, PyBUF_SIMPLE) < 0) {
+                PyBuffer_Release(&b->rowmap);
+                goto done;
+            }
+            b->has_dense = 1;
+        }
+        Py_ssize_t nk = b->ukeys.len / 4;
+        if (check(&b->ukeys, 4, "ukeys") || check(&b->offs, 4, "offs") ||
+            check(&b->ids, 2, "ids") || check(&b->dir, 4, "directory"))
+            goto done;
+        if (b->offs.len / 4 != nk + 1 || (nk && (Py_ssize_t)((uint32_t *)b->offs.buf)[nk] >
+                                                    b->ids.len / 2)) {
+            PyErr_SetString(PyExc_ValueError, "offs must have len(ukeys) + 1 items within ids");
+            goto done;
+        }
+        if (b->bits < 0 || b->bits > 31 || b->dir.len / 4 != ((Py_ssize_t)1 << b->bits) + 1) {
+            PyErr_SetString(PyExc_ValueError, "directory must have 2**bits + 1 items");
+            goto done;
+        }
+        if (b->has_dense && (b->rowmap.len != nk * 4 || b->words <= 0 ||
+                             b->dense.len % (8 * b->words))) {
+            PyErr_SetString(PyExc_ValueError, "rowmap must have one int32 per key and dense "
+                            "whole rows of words uint64");
+            goto done;
+        }
+    }
+    {
+        Py_ssize_t np_ = probe.len / 4, nc = counts.len / 4;
+        int nt = threads < 1 ? 1 : threads;
+        if (nt > np_ / 16) /* a few keys per thread at least */
+            nt = np_ >= 32 ? (int)(np_ / 16) : 1;
+#ifndef HAVE_THREADS
+        nt = 1;
+#endif
+        job_t jobs[64];
+        int32_t *priv = NULL, *gathered = NULL;
+        Py_ssize_t *nrows = NULL;
+        if (nt > 64)
+            nt = 64;
+        Py_ssize_t share = (np_ + nt - 1) / nt + 1; /* rows per block and thread, at most */
+        if (nt > 1) {
+            priv = PyMem_RawCalloc((size_t)(nt - 1) * (size_t)(nc ? nc : 1), sizeof(int32_t));
+            gathered = PyMem_RawMalloc((size_t)nt * (size_t)(nb ? nb : 1) * (size_t)share
+                                       * sizeof(int32_t) + (size_t)nt * (size_t)(np_ + 1)
+                                       * sizeof(int32_t));
+            nrows = PyMem_RawCalloc((size_t)nt * (size_t)(nb ? nb : 1), sizeof(Py_ssize_t));
+            if (priv == NULL || gathered == NULL || nrows == NULL)
+                nt = 1;
+        }
+        /* Share the probe keys out: each thread looks its share up in every block (keys
+         * are spread evenly over blocks and documents, so the shares weigh the same,
+         * which whole blocks of unequal size do not); dense rows, see job_dense. */
+        int32_t *scratch = nt > 1 ? gathered + (size_t)nt * (size_t)(nb ? nb : 1) * (size_t)share
+                                  : NULL;
+        for (int t = 0; t < nt; t++) {
+            Py_ssize_t p0 = np_ * t / nt, p1 = np_ * (t + 1) / nt;
+            jobs[t] = (job_t){blocks, (int)nb, (const uint32_t *)probe.buf + p0, p1 - p0, base,
+                              t == 0 ? (int32_t *)counts.buf : priv + (size_t)(t - 1) * nc,
+                              nc, 0, 0, t, nt, jobs, NULL,
+                              nt > 1 ? gathered + (size_t)t * (size_t)(nb ? nb : 1) * (size_t)share
+                                     : NULL,
+                              nt > 1 ? nrows + (size_t)t * (size_t)(nb ? nb : 1) : NULL, share,
+                              (int32_t *)counts.buf};
+        }
+        int failed = 0;
+        long long total = 0;
+        Py_BEGIN_ALLOW_THREADS
+        if (nt == 1) {
+            job_lookup(&jobs[0]);
+        } else {
+            run_threads(jobs, nt, scratch, (size_t)np_ + 1);
+        }
+        for (int t = 0; t < nt; t++) {
+            failed |= jobs[t].failed;
+            total += jobs[t].total;
+        }
+        if (!failed) {
+            int32_t *cn = counts.buf;
+            for (int t = 1; t < nt; t++) {
+                const int32_t *src = priv + (size_t)(t - 1) * nc;
+                for (Py_ssize_t i = 0; i < nc; i++)
+                    cn[i] += src[i];
+            }
+        }
+        Py_END_ALLOW_THREADS
+        PyMem_RawFree(gathered);
+        PyMem_RawFree(nrows);
+        PyMem_RawFree(priv);
+        if (failed == 2)
+            PyErr_NoMemory();
+        else if (failed)
+            PyErr_SetString(PyExc_ValueError, "rowmap points past the dense rows");
+        else
+            result = PyLong_FromLongLong(total);
+    }
+done:
+    for (Py_ssize_t i = 0; i < parsed; i++) {
+        block_t *b = &blocks[i];
+        PyBuffer_Release(&b->ukeys);
+        PyBuffer_Release(&b->offs);
+        PyBuffer_Release(&b->ids);
+        PyBuffer_Release(&b->dir);
+        if (b->has_dense) {
+            PyBuffer_Release(&b->rowmap);
+            PyBuffer_Release(&b->dense);
+        }
+    }
+    PyMem_Free(blocks);
+    Py_XDECREF(seq);
+    PyBuffer_Release(&probe);
+    PyBuffer_Release(&counts);
+    return result;
+}
+
+const char ndd_dense_rows_doc[] =
+
+"dense_rows(offs, ids, keys, words, out) -> None\n\n"
+"For the i-th index of ``keys`` (int64 positions into the block's keys), set bit ids[j] of\n"
+"row i of ``out`` (uint64, len(keys) x words, zeroed) for each posting j of that key.";
+
+PyObject *
+ndd_dense_rows(PyObject *self, PyObject *args)
+{
+    Py_buffer offs, ids, keys, out;
+    Py_ssize_t words;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*nw*", &offs, &ids, &keys, &words, &out))
+        return NULL;
+    if (check(&offs, 4, "offs") || check(&ids, 2, "ids") || check(&keys, 8, "keys") ||
+        check(&out, 8, "out"))
+        goto done;
+    {
+        const uint32_t *of = offs.buf;
+        const uint16_t *id = ids.buf;
+        const int64_t *ky = keys.buf;
+        uint64_t *ob = out.buf;
+        Py_ssize_t nk = offs.len / 4 - 1, nids = ids.len / 2, n = keys.len / 8;
+        if (words <= 0 || out.len / 8 != n * words) {
+            PyErr_SetString(PyExc_ValueError, "out must have len(keys) x words items");
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (ky[i] < 0 || ky[i] >= nk || of[ky[i] + 1] > nids || of[ky[i]] > of[ky[i] + 1]) {
+                PyErr_SetString(PyExc_IndexError, "dense_rows: key or offsets out of range");
+                goto done;
+            }
+            uint64_t *row = ob + i * words;
+            for (Py_ssize_t j = of[ky[i]]; j < of[ky[i] + 1]; j++) {
+                Py_ssize_t d = id[j];
+                if (d / 64 >= words) {
+                    PyErr_SetString(PyExc_IndexError, "dense_rows: id past the row");
+                    goto done;
+                }
+                row[d / 64] |= (uint64_t)1 << (d % 64);
+            }
+        }
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
+done:
+    PyBuffer_Release(&offs);
+    PyBuffer_Release(&ids);
+    PyBuffer_Release(&keys);
+    PyBuffer_Release(&out);
+    return result;
+}
+
