@@ -286,6 +286,21 @@ def _threaded_case(seed: int) -> tuple[list[kernels.BlockArgs], npt.NDArray[np.u
     return args, np.array(sorted(probe), dtype=np.uint32), expected
 
 
+def _exit_code_of(pid: int, seconds: float = 60) -> int:
+    """The forked child's exit code; the test fails (and the child is killed) if it has not
+    exited within ``seconds``: a count waiting for threads that do not exist hangs."""
+    deadline = time.monotonic() + seconds
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child's threaded count hung")
+        time.sleep(0.05)  # bounded by the deadline above
+
+
 @pytest.mark.skipif(_kernels is None or not hasattr(os, "fork"), reason="C kernels and fork")
 def test_count_workers_are_started_anew_after_fork() -> None:
     """The count's worker threads stay between counts; a forked child has none of them, so
@@ -299,17 +314,29 @@ def test_count_workers_are_started_anew_after_fork() -> None:
         again = np.zeros(3303, dtype=np.int32)
         _kernels.count_blocks(args, keys, 0, again, 3)
         os._exit(0 if again.tolist() == expected else 1)
-    deadline = time.monotonic() + 60
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            pytest.fail("the forked child's threaded count hung")
-        time.sleep(0.05)  # bounded by the deadline above
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert _exit_code_of(pid) == 0
+
+
+@pytest.mark.skipif(_kernels is None or not hasattr(os, "fork"), reason="C kernels and fork")
+def test_counts_after_waking_the_workers_are_right_and_survive_fork() -> None:
+    """wake_count_workers starts and wakes the workers ahead of a count (they poll for it,
+    then sleep): counts after a wake, after a wake no count followed, and in a child forked
+    while the parent's workers poll are all exact."""
+    args, keys, expected = _threaded_case(13)
+    for wake in (True, True, False):
+        if wake:
+            _kernels.wake_count_workers(3, 2000)
+        counts = np.zeros(3303, dtype=np.int32)
+        assert _kernels.count_blocks(args, keys, 0, counts, 3) == sum(expected)
+        assert counts.tolist() == expected
+    _kernels.wake_count_workers(3, 50_000)  # polling when the fork happens
+    pid = os.fork()
+    if pid == 0:
+        _kernels.wake_count_workers(3, 2000)
+        again = np.zeros(3303, dtype=np.int32)
+        _kernels.count_blocks(args, keys, 0, again, 3)
+        os._exit(0 if again.tolist() == expected else 1)
+    assert _exit_code_of(pid) == 0
 
 
 @pytest.mark.skipif(_kernels is None, reason="C kernels not built")

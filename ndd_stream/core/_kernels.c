@@ -652,6 +652,7 @@ static PyMethodDef methods[] = {
     {"ascii_signature", ascii_signature, METH_VARARGS, ascii_signature_doc},
     {"count_blocks", ndd_count_blocks, METH_VARARGS, ndd_count_blocks_doc},
     {"dense_rows", ndd_dense_rows, METH_VARARGS, ndd_dense_rows_doc},
+    {"wake_count_workers", ndd_wake_count_workers, METH_VARARGS, ndd_wake_count_workers_doc},
     {"intersection", intersection, METH_VARARGS, intersection_doc},
     {"xor_popcount", xor_popcount, METH_VARARGS, xor_popcount_doc},
     {"merge_csr", merge_csr, METH_VARARGS, merge_csr_doc},

@@ -23,5 +23,7 @@ extern const char ndd_count_blocks_doc[];
 extern const char ndd_dense_rows_doc[];
 PyObject *ndd_count_blocks(PyObject *self, PyObject *args);
 PyObject *ndd_dense_rows(PyObject *self, PyObject *args);
+extern const char ndd_wake_count_workers_doc[];
+PyObject *ndd_wake_count_workers(PyObject *self, PyObject *args);
 
 #endif

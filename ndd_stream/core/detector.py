@@ -287,6 +287,7 @@ class Detector:
         versions = window.live_versions()
         if not versions:
             return None
+        window.index.get_ready()  # count threads wake while the probe is computed
         mixed = fmix64(sig)
         length = extended_prefix(sig.size, t)
         full = length >= sig.size  # the whole signature under every order version
