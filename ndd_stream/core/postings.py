@@ -61,8 +61,10 @@ class ThreadChoice:
     a posting faster lately on this machine (a moving average of seconds per posting), the
     other tried every ``explore``-th count. Why measured and not fixed: whether threads pay
     depends on the count's size, on whether a core is free and on how long the machine
-    takes to wake a sleeping thread (25-90 us on the benchmark VM, where two threads only
-    pay for counts of a millisecond or more: 50k news at t = 0.8, not Reuters in one day).
+    takes to wake a sleeping thread (25-90 us on the benchmark VM: the threads are woken
+    when a decision starts, and a count is timed from then, so that the waking and the
+    polling thread's cost to the rest of the decision count against the threads). Measured:
+    two threads pay on Reuters in one day at t = 0.3 and on 50k news, not on Reuters at 0.8.
     Speed only: the counts are the same either way."""
 
     def __init__(self, explore: int = 16) -> None:
@@ -148,7 +150,8 @@ class PostingIndex:
         self.end = 0  # number the next added document gets
         self._size = 0  # postings held in blocks
         self._threads = ThreadChoice()
-        self._ready: int | None = None  # threads picked by get_ready for the next count
+        # threads picked by get_ready for the next count, and when
+        self._ready: tuple[int, float] | None = None
 
     def __len__(self) -> int:
         """Postings held, including expired ones still sharing a block with live ones."""
@@ -190,10 +193,11 @@ class PostingIndex:
         probe = np.ascontiguousarray(keys, dtype=np.uint32)
         live = max(first, self.base)
         blocks = [b.prepare() for b in self._blocks if b.hi > live]
-        threads = self._ready if self._ready is not None else self._threads.pick(
-            kernels.COUNT_THREADS)
-        self._ready = None
-        started = time.perf_counter()
+        if self._ready is not None:  # timed from get_ready: waking and polling cost too
+            threads, started = self._ready
+            self._ready = None
+        else:
+            threads, started = self._threads.pick(kernels.COUNT_THREADS), time.perf_counter()
         postings = kernels.count_blocks(blocks, probe, first, counts, threads)
         self._threads.record(threads, time.perf_counter() - started, postings)
         if live > first:  # a block straddling the base still holds released documents
@@ -203,9 +207,10 @@ class PostingIndex:
     def get_ready(self) -> None:
         """Pick the threads of the next :meth:`count` now and, if several, wake them, so
         that they are awake when it starts (called when a decision begins)."""
-        self._ready = self._threads.pick(kernels.COUNT_THREADS)
-        if self._ready > 1:
-            kernels.wake_count_workers(self._ready, WAKE_MICROSECONDS)
+        threads = self._threads.pick(kernels.COUNT_THREADS)
+        self._ready = (threads, time.perf_counter())
+        if threads > 1:
+            kernels.wake_count_workers(threads, WAKE_MICROSECONDS)
 
     def release_before(self, number: int) -> None:
         """Forget documents numbered below ``number``: drops every block whose documents
