@@ -447,7 +447,6 @@ static struct {
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
           PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, NULL, 0, 0};
 
-
 static unsigned long pool_born[64]; /* the generation each worker was started in */
 
 static void
@@ -459,6 +458,7 @@ pool_after_fork_in_child(void)
     pthread_cond_init(&pool.done, NULL);
     pool.nworkers = pool.ntasks = pool.finished = 0;
     pool.tasks = NULL;
+    pool.awake_until = 0;
 }
 
 static void *
