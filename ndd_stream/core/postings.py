@@ -187,17 +187,16 @@ class PostingIndex:
         how many postings each has under ``keys`` (sorted, distinct); 0 for released ones.
         One pass per block (in C when the kernels are built, see
         :mod:`ndd_stream.core.kernels`)."""
+        ready, self._ready = self._ready, None  # used by this count, even an empty one
         counts = np.zeros(n, dtype=np.int32)
         if keys.size == 0 or n <= 0:
             return counts
         probe = np.ascontiguousarray(keys, dtype=np.uint32)
         live = max(first, self.base)
         blocks = [b.prepare() for b in self._blocks if b.hi > live]
-        if self._ready is not None:  # timed from get_ready: waking and polling cost too
-            threads, started = self._ready
-            self._ready = None
-        else:
-            threads, started = self._threads.pick(kernels.COUNT_THREADS), time.perf_counter()
+        # timed from get_ready when there was one: waking and polling cost too
+        threads, started = ready or (self._threads.pick(kernels.COUNT_THREADS),
+                                     time.perf_counter())
         postings = kernels.count_blocks(blocks, probe, first, counts, threads)
         self._threads.record(threads, time.perf_counter() - started, postings)
         if live > first:  # a block straddling the base still holds released documents
