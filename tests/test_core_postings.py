@@ -115,6 +115,24 @@ def test_blocks_expire_and_stay_few() -> None:
     assert not index.count(np.arange(10, dtype=np.uint32), 0, 3000).any()
 
 
+def test_prepare_readies_every_block_without_changing_counts() -> None:
+    rng = np.random.default_rng(11)
+    index = PostingIndex()
+    docs = [np.unique(rng.integers(0, 3000, size=80, dtype=np.uint32)) for _ in range(700)]
+    for keys in docs:
+        index.add(keys)
+    assert not index.prepared  # blocks are prepared at their first count
+    index.prepare()
+    assert index.prepared
+    probe = np.unique(rng.integers(0, 3000, size=400, dtype=np.uint32))
+    expected = [np.intersect1d(keys, probe).size for keys in docs]
+    assert index.count(probe, 0, 700).tolist() == expected
+    index.add(np.arange(5, dtype=np.uint32))  # a new block: prepared at its first count
+    assert not index.prepared
+    assert index.count(probe, 0, 700).tolist() == expected
+    assert index.prepared
+
+
 def test_no_block_spans_more_documents_than_its_2_byte_ids_can_number() -> None:
     """Posting ids are uint16 relative to a block's first document: merges must stop at
     MAX_SPAN documents even when the postings cap would allow more (here: documents of one

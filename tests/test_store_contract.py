@@ -218,6 +218,7 @@ def test_restored_detector_continues_with_identical_decisions(
             detector.store.commit({"next": i})
             detector = Detector(config, store=make_store())
             assert detector.restore() > 0
+            assert all(w.index.prepared for w in detector.windows())
         decided.append(detector.decide(doc))
     assert [(d.status, d.duplicate_of, d.similarity, d.novel) for d in decided] == [
         (d.status, d.duplicate_of, d.similarity, d.novel) for d in uninterrupted]

@@ -211,6 +211,8 @@ class Detector:
                     sig, rec.figures,
                 )
             window.remember(rec.decision, rec.hour)
+        for window in self._windows.values():
+            window.index.prepare()  # now, not in the first decision after the restart
         return len(records)
 
     def windows(self) -> Iterator[ScopeWindow]:

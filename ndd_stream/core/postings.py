@@ -165,6 +165,11 @@ class PostingIndex:
     def block_count(self) -> int:
         return len(self._blocks)
 
+    @property
+    def prepared(self) -> bool:
+        """Whether every block is ready for a count (see :meth:`prepare`)."""
+        return all(b.args is not None for b in self._blocks)
+
     def add(self, keys: Keys) -> int:
         """Index one document under ``keys``; return its document number."""
         number = self.end
@@ -202,6 +207,13 @@ class PostingIndex:
         if live > first:  # a block straddling the base still holds released documents
             counts[: live - first] = 0
         return counts
+
+    def prepare(self) -> None:
+        """Build every block's lookup directory and dense rows now, as the first count after
+        each merge does. Called after a restore: otherwise the first decision pays for the
+        whole index at once (measured 0.12 s at a 20k window, ~0.45 s at 50k, t = 0.3)."""
+        for block in self._blocks:
+            block.prepare()
 
     def get_ready(self) -> None:
         """Pick the threads of the next :meth:`count` now and, if several, wake them, so
