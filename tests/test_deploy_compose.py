@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from ndd_stream.cli.main import main as cli_main
 from ndd_stream.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,7 +182,7 @@ def test_all_ndd_services_use_one_image_and_real_settings(resolved: Obj) -> None
         for var in e:
             assert var.startswith("NDD_") and var[4:].lower() in fields, (name, var)
             assert "PASSWORD" not in var, (name, var)
-    assert sorted(names) == ["loader", "topics", "worker"]
+    assert sorted(names) == ["loader", "topics", "view", "worker"]
     assert len(images) == 1
     builders = [n for n, s in resolved["services"].items() if "build" in s]
     assert builders == ["worker"], "one service builds the image, the others reuse it"
@@ -255,6 +256,35 @@ def test_peek_shows_decisions(resolved: Obj) -> None:
     assert topic == Settings.model_fields["decisions_topic"].default
 
 
+def _check_view(view: Obj) -> None:
+    """The web view: its default port, published on the host's loopback only (it shows
+    item texts and has no login), hardened like the worker, after the topics exist."""
+    assert view["command"][0] == "view"
+    port = int(view["command"][view["command"].index("--port") + 1])
+    host = view["command"][view["command"].index("--host") + 1]
+    assert host == "0.0.0.0"  # inside the container; the host side is loopback
+    (published,) = view["ports"]
+    if isinstance(published, str):  # Compose v1 keeps the short syntax: IP:HOST:CONTAINER
+        host_ip, host_port, target = published.split("/")[0].split(":")
+        published = {"host_ip": host_ip, "published": host_port, "target": int(target)}
+    assert published["target"] == port
+    assert published["host_ip"] == "127.0.0.1"
+    assert str(published["published"]) == "6067"
+    assert view["read_only"] is True and view["cap_drop"] == ["ALL"]
+    assert view["tmpfs"] == ["/tmp"]
+    assert view["depends_on"]["topics"]["condition"] == "service_completed_successfully"
+
+
+def test_view_serves_the_web_page_on_loopback(resolved: Obj) -> None:
+    view = service(resolved, "view")
+    _check_view(view)
+    assert view["image"] == service(resolved, "worker")["image"]
+    # the command parses: the CLI accepts exactly these options
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main([*view["command"], "--help"])
+    assert exit_info.value.code == 0
+
+
 # --- Prometheus ---------------------------------------------------------------------------
 
 
@@ -297,10 +327,11 @@ def test_external_kafka_file() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     model = yaml.safe_load(proc.stdout)
-    assert set(model["services"]) == {"topics", "worker"}, "no bundled Kafka"
+    assert set(model["services"]) == {"topics", "worker", "view"}, "no bundled Kafka"
     fields = set(Settings.model_fields)
     raw_file = yaml.safe_load(EXTERNAL.read_text(encoding="utf-8"))
-    for name in ("topics", "worker"):
+    _check_view(service(model, "view"))
+    for name in ("topics", "worker", "view"):
         svc = service(model, name)
         e = svc["environment"]
         assert e["NDD_BROKERS"] == "b1.example.com:9093"

@@ -22,6 +22,7 @@ import yaml
 helm = pytest.importorskip("helm_python", reason="pip install helm-python-sdk")
 kv = pytest.importorskip("kubernetes_validate", reason="pip install kubernetes-validate")
 
+from ndd_stream.cli.main import main as cli_main  # noqa: E402
 from ndd_stream.settings import Settings  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -180,9 +181,11 @@ def test_kinds(case: tuple[Obj, list[Obj], str]) -> None:
     kinds = sorted(o["kind"] for o in objects)
     expected = {"StatefulSet", "Service", "Job", "PodDisruptionBudget", "ServiceAccount"}
     assert expected <= set(kinds)
-    assert "Deployment" not in kinds
+    view = values.get("view", {}).get("enabled", True)
+    assert [d["metadata"]["name"] for d in by_kind(objects, "Deployment")] == (
+        [f"{RELEASE}-ndd-stream-view"] if view else [])
     assert "Secret" not in kinds, "the chart never creates Secrets: credentials are referenced"
-    assert len(by_kind(objects, "Service")) == 2  # headless + metrics
+    assert len(by_kind(objects, "Service")) == 2 + view  # headless + metrics (+ view)
     sm_enabled = bool(values.get("serviceMonitor", {}).get("enabled"))
     assert bool(by_kind(objects, "ServiceMonitor")) == sm_enabled
 
@@ -219,7 +222,7 @@ def test_statefulset_has_state_pvc_per_pod(case: tuple[Obj, list[Obj], str]) -> 
 def test_pods_are_hardened(case: tuple[Obj, list[Obj], str]) -> None:
     _, objects, _ = case
     specs = list(pod_specs(objects))
-    assert {k for k, _ in specs} == {"StatefulSet", "Job"}
+    assert {k for k, _ in specs} == {"StatefulSet", "Job", "Deployment"}  # the view's
     for kind, pod in specs:
         psc = pod["securityContext"]
         assert psc["runAsNonRoot"] is True, kind
@@ -239,7 +242,10 @@ def test_pods_are_hardened(case: tuple[Obj, list[Obj], str]) -> None:
             assert not sc["capabilities"].get("add"), kind
             mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
             assert mounts["/tmp"]["name"] == "tmp", kind
-            assert "/var/lib/ndd-stream" in mounts, kind  # the only other writable place
+            if kind == "Deployment":  # the view keeps nothing: /tmp is its only writable place
+                assert all(m.get("readOnly") for p, m in mounts.items() if p != "/tmp"), kind
+            else:
+                assert "/var/lib/ndd-stream" in mounts, kind  # the only other writable place
             for key in ("requests", "limits"):
                 assert {"cpu", "memory"} <= set(c["resources"][key]), (kind, key)
 
@@ -256,11 +262,57 @@ def test_probes_on_health(case: tuple[Obj, list[Obj], str]) -> None:
         assert get["port"] == "http", probe
 
 
+# --- the web view ------------------------------------------------------------------------
+
+
+def test_view_reads_what_the_workers_write(case: tuple[Obj, list[Obj], str]) -> None:
+    """The web view: `ndd-stream view` on its port, the workers' exact NDD_* environment (same
+    brokers, credentials, topics and group id for the lag) and Kafka TLS mounts, probes on
+    /api/status, a ClusterIP Service only (it shows item texts and has no login)."""
+    values, objects, notes = case
+    deployment = one(objects, "Deployment")
+    assert deployment["spec"]["replicas"] == 1
+    pod = deployment["spec"]["template"]["spec"]
+    (view,) = pod["containers"]
+    port = values.get("view", {}).get("port", 6067)
+    assert view["args"][:5] == ["view", "--host", "0.0.0.0", "--port", str(port)]
+    with pytest.raises(SystemExit) as exit_info:  # the CLI takes exactly these options
+        cli_main([*view["args"], "--help"])
+    assert exit_info.value.code == 0
+    assert view["ports"] == [{"name": "http-view", "containerPort": port, "protocol": "TCP"}]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert view[probe]["httpGet"] == {"path": "/api/status", "port": "http-view"}
+    worker_pod = one(objects, "StatefulSet")["spec"]["template"]["spec"]
+    worker = worker_pod["containers"][0]
+    assert view["env"] == worker["env"]
+    assert view["image"] == worker["image"]
+    kafka_mounts = [m for m in worker["volumeMounts"] if m["name"].startswith("kafka-")]
+    assert [m for m in view["volumeMounts"] if m["name"].startswith("kafka-")] == kafka_mounts
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert labels["app.kubernetes.io/component"] == "view"
+    svc = next(s for s in by_kind(objects, "Service") if s["metadata"]["name"].endswith("-view"))
+    assert svc["spec"]["type"] == "ClusterIP"
+    assert svc["spec"]["selector"].items() <= labels.items()
+    assert svc["spec"]["ports"][0]["targetPort"] == "http-view"
+    assert f"port-forward svc/{svc['metadata']['name']} {port}:{port}" in notes
+    # not selected by the workers' Services, PDB or ServiceMonitor
+    pdb = one(objects, "PodDisruptionBudget")
+    assert not pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+def test_view_can_be_disabled() -> None:
+    objects, notes = render({"view": {"enabled": False}})
+    assert not by_kind(objects, "Deployment")
+    assert not [s for s in by_kind(objects, "Service") if s["metadata"]["name"].endswith("-view")]
+    assert "port-forward svc/" in notes and "-view" not in notes
+
+
 def test_metrics_service_and_pdb(case: tuple[Obj, list[Obj], str]) -> None:
     _, objects, _ = case
     sts = one(objects, "StatefulSet")
     pod_labels = sts["spec"]["template"]["metadata"]["labels"]
-    metrics = [s for s in by_kind(objects, "Service") if s["spec"].get("clusterIP") != "None"]
+    metrics = [s for s in by_kind(objects, "Service")
+               if s["metadata"]["labels"]["app.kubernetes.io/component"] == "metrics"]
     assert len(metrics) == 1
     svc = metrics[0]
     assert svc["spec"]["selector"].items() <= pod_labels.items()
@@ -278,7 +330,7 @@ def test_service_monitor() -> None:
     sm = one(objects, "ServiceMonitor")
     assert sm["apiVersion"] == "monitoring.coreos.com/v1"
     assert sm["metadata"]["labels"]["release"] == "kube-prometheus-stack"
-    svc = next(s for s in by_kind(objects, "Service") if s["spec"].get("clusterIP") != "None")
+    svc = next(s for s in by_kind(objects, "Service") if s["metadata"]["name"].endswith("-metrics"))
     assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
     headless = next(s for s in by_kind(objects, "Service") if s["spec"].get("clusterIP") == "None")
     assert (
