@@ -273,6 +273,9 @@ def _check_view(view: Obj) -> None:
     assert view["read_only"] is True and view["cap_drop"] == ["ALL"]
     assert view["tmpfs"] == ["/tmp"]
     assert view["depends_on"]["topics"]["condition"] == "service_completed_successfully"
+    # its own healthcheck: the image's asks a worker's /health on NDD_WEB_PORT
+    check = " ".join(view["healthcheck"]["test"])
+    assert f"127.0.0.1:{port}/api/status" in check
 
 
 def test_view_serves_the_web_page_on_loopback(resolved: Obj) -> None:
