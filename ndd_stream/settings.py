@@ -163,6 +163,15 @@ class Settings(BaseSettings):
     partitions: int = Field(8, ge=1, description="Partitions of the internal (scope-keyed) topic.")
     web_host: str = Field("0.0.0.0", description="Bind address of /metrics and /health.")
     web_port: int = Field(6066, ge=0, le=65535, description="Port of /metrics and /health.")
+    view_user: str = Field(
+        "viewer", min_length=1, description="User name the web view asks for (view_password)."
+    )
+    view_password: SecretStr | None = Field(
+        None,
+        description="When set, `ndd-stream view` asks for HTTP Basic credentials (view_user "
+        "and this password) on every page; /api/status stays open for health probes. "
+        "Unset: no login (keep the view on loopback or behind an authenticating proxy).",
+    )
     session_timeout_s: float = Field(30.0, gt=0, description="Kafka consumer session timeout (s).")
     log_level: str = Field("INFO", description="Log level.")
     broker_timeout_s: float = Field(
@@ -188,6 +197,14 @@ class Settings(BaseSettings):
         """``NDD_DECISIONS_TOPIC=`` disables the topic: stored as None, so every consumer
         (and :meth:`to_env`) sees one spelling of "off"."""
         return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("view_password")
+    @classmethod
+    def _password_not_empty(cls, value: SecretStr | None) -> SecretStr | None:
+        """An empty password would be a login anyone passes: refuse it rather than guess."""
+        if value is not None and not value.get_secret_value():
+            raise ValueError("must not be empty (leave it unset for no login)")
+        return value
 
     @field_validator("brokers")
     @classmethod

@@ -343,6 +343,8 @@ def test_external_kafka_file() -> None:
         assert raw_file["services"][name]["environment"]["NDD_SASL_PASSWORD"] is None
         assert e["NDD_SASL_PASSWORD"] is None, "unset in the shell -> not set"
         assert any(str(v).endswith(":/etc/ndd-stream/certs:ro") for v in svc["volumes"]), name
+    assert raw_file["services"]["view"]["environment"]["NDD_VIEW_PASSWORD"] is None
+    assert service(model, "view")["environment"]["NDD_VIEW_PASSWORD"] is None  # unset: no login
     worker = service(model, "worker")
     assert worker["build"]["context"] == str(ROOT)
     assert "container_name" not in worker

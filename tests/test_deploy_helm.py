@@ -39,9 +39,9 @@ Obj = dict[str, Any]
 CHART_OWNED = {
     "brokers", "security_protocol", "sasl_mechanism", "sasl_username", "sasl_password",
     "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname", "data_dir",
-    "web_host", "web_port", "topics_file",
+    "web_host", "web_port", "topics_file", "view_user", "view_password",
 }  # fmt: skip
-SECRET_ENV = {"NDD_SASL_USERNAME", "NDD_SASL_PASSWORD"}
+SECRET_ENV = {"NDD_SASL_USERNAME", "NDD_SASL_PASSWORD", "NDD_VIEW_PASSWORD"}
 
 
 # --- helpers -------------------------------------------------------------------------
@@ -284,7 +284,18 @@ def test_view_reads_what_the_workers_write(case: tuple[Obj, list[Obj], str]) -> 
         assert view[probe]["httpGet"] == {"path": "/api/status", "port": "http-view"}
     worker_pod = one(objects, "StatefulSet")["spec"]["template"]["spec"]
     worker = worker_pod["containers"][0]
-    assert view["env"] == worker["env"]
+    auth = values.get("view", {}).get("auth", {})
+    login = [e for e in view["env"] if e["name"] in ("NDD_VIEW_USER", "NDD_VIEW_PASSWORD")]
+    assert [e for e in view["env"] if e not in login] == worker["env"]
+    if auth.get("existingSecret"):
+        assert login == [
+            {"name": "NDD_VIEW_USER", "value": auth.get("user") or "viewer"},
+            {"name": "NDD_VIEW_PASSWORD", "valueFrom": {"secretKeyRef": {
+                "name": auth["existingSecret"], "key": auth.get("passwordKey", "password")}}},
+        ]
+        assert f'login: user "{auth.get("user") or "viewer"}"' in notes
+    else:
+        assert not login and "no login (view.auth)" in notes
     assert view["image"] == worker["image"]
     kafka_mounts = [m for m in worker["volumeMounts"] if m["name"].startswith("kafka-")]
     assert [m for m in view["volumeMounts"] if m["name"].startswith("kafka-")] == kafka_mounts
@@ -497,10 +508,15 @@ def test_no_secrets_in_values(path: Path) -> None:
         ({"kafka": {"securityProtocol": "SASL_SSL"}}, "existingSecret"),
         ({"extraEnv": [{"name": "NDD_SASL_PASSWORD", "value": "hunter2"}]}, "extraEnv"),
         ({"kafka": {"securityProtocol": "TLS"}}, "securityProtocol"),
+        ({"view": {"auth": {"password": "hunter2"}}}, "password"),
+        ({"config": {"viewPassword": "hunter2"}}, "viewPassword"),
+        ({"extraEnv": [{"name": "NDD_VIEW_PASSWORD", "value": "hunter2"}]}, "extraEnv"),
+        ({"view": {"auth": {"user": "desk"}}}, "existingSecret"),
     ],
     ids=[
         "sasl-password", "kafka-password", "config-password", "config-snake-password",
         "config-brokers", "sasl-without-secret", "extraenv-literal", "bad-protocol",
+        "view-password", "config-view-password", "extraenv-view-literal", "view-user-alone",
     ],
 )  # fmt: skip
 def test_rejected_values(values: Obj, message: str) -> None:

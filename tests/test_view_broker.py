@@ -123,13 +123,16 @@ def test_view_command_serves_until_interrupted(
     produce(settings.bootstrap_servers(), str(settings.decisions_topic), [_audit("a", 0, None)])
     env: dict[str, Any] = {**os.environ, **settings.to_env(), "PYTHONUNBUFFERED": "1"}
     view = Process([sys.executable, "-m", "ndd_stream.cli", "view", "--port", "0",
-                    "--backfill", "10"], tmp_path / "view.log", env=env).start()
+                    "--host", "0.0.0.0", "--backfill", "10"], tmp_path / "view.log",
+                   env=env).start()
     try:
         url = printed(view, r"^ndd-stream view: (http://127\.0\.0\.1:\d+/) ", 60).group(1)
         assert wait_until(lambda: "Title a" in _get(url + "decisions")[1], timeout=60)
     finally:
         code = view.stop(30)  # SIGTERM, as a container stop
     assert code == 0, view.log_tail()
+    # all interfaces and no NDD_VIEW_PASSWORD: said once, on stderr
+    assert "listening on 0.0.0.0 without a login" in view.log_tail(), view.log_tail()
     bad = subprocess.run([sys.executable, "-m", "ndd_stream.cli", "view", "--text-mb", "0"],
                          env=env, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2

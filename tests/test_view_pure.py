@@ -4,6 +4,7 @@ queries, HTML, and the aiohttp routes over an in-memory state."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 
 import pytest
@@ -15,6 +16,7 @@ from ndd_stream.core.items import ItemFormat
 from ndd_stream.kafka.tail import TailRecord
 from ndd_stream.settings import Settings
 from ndd_stream.view import pages, queries
+from ndd_stream.view.auth import credentials
 from ndd_stream.view.charts import line_chart, nice_max
 from ndd_stream.view.highlight import figures_only_in, mark_pair, shared_spans, token_spans
 from ndd_stream.view.model import Limits, ViewState
@@ -259,3 +261,50 @@ def test_without_an_audit_topic_rows_come_from_routed_headers() -> None:
     row = state.decisions.get("news.raw[1]@7")
     assert row is not None and row.status == "near_duplicate" and row.matched == "a"
     assert row.similarity == 0.912345 and row.audit is None and state.title_of("b") == "Copy"
+
+
+def test_login_when_a_password_is_set() -> None:
+    """NDD_VIEW_PASSWORD: every page asks for Basic credentials (a wrong user, password or
+    malformed header is refused the same way); /api/status stays open for probes."""
+    def basic(user: str, password: str) -> dict[str, str]:
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        return {"Authorization": f"Basic {token}"}
+
+    settings = Settings(brokers="127.0.0.1:1", view_user="desk",
+                        view_password="s3cret: with colon")  # type: ignore[arg-type]
+    from ndd_stream.view.server import ViewServer  # as the fixture imports it
+
+    server = ViewServer(settings, port=0)
+    server.state = _filled()
+
+    async def run() -> None:
+        async with TestClient(TestServer(server.make_app())) as client:
+            for path in ("/", "/decisions", "/pair?key=news.raw%5B0%5D%402", "/dlq",
+                         "/fragment/now", "/static/view.js"):
+                refused = await client.get(path)
+                assert refused.status == 401, path
+                assert refused.headers["WWW-Authenticate"].startswith('Basic realm="ndd-stream')
+            for headers in (basic("desk", "wrong"), basic("other", "s3cret: with colon"),
+                            {"Authorization": "Basic !!notbase64"},
+                            {"Authorization": "Bearer s3cret"}):
+                assert (await client.get("/", headers=headers)).status == 401, headers
+            ok = basic("desk", "s3cret: with colon")
+            page = await client.get("/pair?key=news.raw%5B0%5D%402", headers=ok)
+            assert page.status == 200 and "matched item" in await page.text()
+            assert (await client.get("/api/status")).status == 200  # probes, no texts
+
+    asyncio.run(run())
+    assert credentials("Basic " + base64.b64encode(b"a:b:c").decode()) == ("a", "b:c")
+    assert credentials(None) is None and credentials("Basic ") is None
+    with pytest.raises(ValueError, match="must not be empty"):
+        Settings(view_password="")  # type: ignore[arg-type]
+
+
+def test_no_login_without_a_password(view_server) -> None:  # type: ignore[no-untyped-def]
+    assert view_server.settings.view_password is None
+
+    async def run() -> None:
+        async with TestClient(TestServer(view_server.make_app())) as client:
+            assert (await client.get("/")).status == 200
+
+    asyncio.run(run())

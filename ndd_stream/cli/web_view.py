@@ -12,6 +12,7 @@ from typing import Any
 from ndd_stream.settings import Settings
 
 DEFAULT_PORT = 6067
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 BROKER_WAIT_S = 5.0
 
 
@@ -64,7 +65,11 @@ def cmd_view(args: argparse.Namespace, settings: Settings) -> int:
     except OSError as exc:
         raise UsageError(str(exc)) from None
     brokers = settings.bootstrap_servers()
-    print(f"ndd-stream view: {url}  (brokers {brokers}; Ctrl-C to stop)", flush=True)
+    login = "login required" if settings.view_password is not None else "no login"
+    print(f"ndd-stream view: {url}  (brokers {brokers}; {login}; Ctrl-C to stop)", flush=True)
+    if settings.view_password is None and args.host not in LOOPBACK:
+        sys.stderr.write(f"ndd-stream view: warning: listening on {args.host} without a login; "
+                         "set NDD_VIEW_PASSWORD or keep it behind an authenticating proxy\n")
 
     def on_term(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt

@@ -19,6 +19,7 @@ from aiohttp import web
 from ndd_stream.core.items import compose_text
 from ndd_stream.settings import Settings
 from ndd_stream.view import pages, queries
+from ndd_stream.view.auth import basic_auth
 from ndd_stream.view.follow import Follower, LagProbe, fetch_text, output_topics
 from ndd_stream.view.highlight import mark_pair, unmarked
 from ndd_stream.view.model import Limits, ViewState
@@ -106,7 +107,9 @@ class ViewServer:
 
     # --- routes ------------------------------------------------------------------------------
     def make_app(self) -> web.Application:
-        app = web.Application()
+        password = self.settings.view_password
+        app = web.Application(middlewares=[] if password is None else [
+            basic_auth(self.settings.view_user, password.get_secret_value())])
         app.add_routes([
             web.get("/", self.now), web.get("/fragment/now", self.now_fragment),
             web.get("/decisions", self.decisions),

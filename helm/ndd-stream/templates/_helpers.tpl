@@ -58,17 +58,20 @@ Fail early on values that would leak credentials or fight the chart:
 - credentials in extraEnv must use valueFrom.
 */}}
 {{- define "ndd-stream.validate" -}}
-{{- $reserved := list "brokers" "security_protocol" "sasl_mechanism" "sasl_username" "sasl_password" "ssl_cafile" "ssl_certfile" "ssl_keyfile" "ssl_check_hostname" "data_dir" "web_host" "web_port" "topics_file" }}
+{{- $reserved := list "brokers" "security_protocol" "sasl_mechanism" "sasl_username" "sasl_password" "ssl_cafile" "ssl_certfile" "ssl_keyfile" "ssl_check_hostname" "data_dir" "web_host" "web_port" "topics_file" "view_user" "view_password" }}
 {{- range $key, $_ := .Values.config }}
 {{- if has ($key | snakecase) $reserved }}
-{{- fail (printf "config.%s is set by the chart (see kafka.*, persistence.*, webPort, topics.override); remove it from config" $key) }}
+{{- fail (printf "config.%s is set by the chart (see kafka.*, persistence.*, webPort, topics.override, view.auth); remove it from config" $key) }}
 {{- end }}
+{{- end }}
+{{- if and .Values.view.enabled .Values.view.auth.user (not .Values.view.auth.existingSecret) }}
+{{- fail "view.auth.user needs view.auth.existingSecret: the Secret with the view's password" }}
 {{- end }}
 {{- if and (hasPrefix "SASL_" .Values.kafka.securityProtocol) (not .Values.kafka.sasl.existingSecret) }}
 {{- fail "kafka.securityProtocol is SASL_*: set kafka.sasl.existingSecret to the name of a Secret with the SASL user name and password" }}
 {{- end }}
 {{- range .Values.extraEnv }}
-{{- if and (regexMatch "^NDD_(SASL_PASSWORD|SASL_USERNAME)$" .name) (hasKey . "value") }}
+{{- if and (regexMatch "^NDD_(SASL_PASSWORD|SASL_USERNAME|VIEW_PASSWORD)$" .name) (hasKey . "value") }}
 {{- fail (printf "extraEnv %s must use valueFrom.secretKeyRef, not a literal value" .name) }}
 {{- end }}
 {{- end }}
