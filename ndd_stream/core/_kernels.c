@@ -163,11 +163,13 @@ done:
 }
 
 PyDoc_STRVAR(merge_csr_doc,
-"merge_csr(a_keys, a_offs, a_ids, b_keys, b_offs, b_ids, shift, keys, offs, ids) -> None\n\n"
-"Merge two CSR posting blocks (keys uint32 ascending distinct, offs uint32, ids uint16)\n"
-"into the preallocated ``keys`` (|A ∪ B| items), ``offs`` (|A ∪ B| + 1) and ``ids`` (all\n"
-"postings). Under a key present in both, A's postings come first, then B's, each in its\n"
-"own order; B's ids are increased by ``shift`` (results must fit 16 bits).");
+"merge_csr(a_keys, a_offs, a_ids, b_keys, b_offs, b_ids, shift, keys, offs, ids) -> int\n\n"
+"Merge two CSR posting blocks (keys uint32 ascending distinct, offs uint32 from 0, ids\n"
+"uint16) into the preallocated ``keys`` and ``offs`` (room for at least |A ∪ B| keys,\n"
+"len(offs) = len(keys) + 1) and ``ids`` (all postings); returns |A ∪ B|, the keys written\n"
+"(offs[:|A ∪ B| + 1] are theirs). Under a\n"
+"key present in both, A's postings come first, then B's, each in its own order; B's ids\n"
+"are increased by ``shift`` (results must fit 16 bits).");
 
 /* Why: merging blocks was ~15% of a decision at a 50k window in numpy (repeat the keys,
  * concatenate, stable argsort, gather, find the runs: ~10 passes); both inputs are sorted,
@@ -207,42 +209,37 @@ merge_csr(PyObject *self, PyObject *args)
         Py_ssize_t i = 0, j = 0, k = 0, p = 0;
         int bad = 0;
         Py_BEGIN_ALLOW_THREADS
+        /* Keys past an input's end read as 2**32 (above every key), so each step takes the
+         * smaller key (or both) without a branch on which input ran out; runs are copied by
+         * a short loop (most runs are a few postings: a memcpy call per run cost more). */
+        const uint64_t END = (uint64_t)1 << 32;
         while (i < nx || j < ny) {
-            int take_x = j >= ny || (i < nx && xk[i] <= yk[j]);
-            int take_y = i >= nx || (j < ny && yk[j] <= xk[i]);
+            uint64_t kx = i < nx ? xk[i] : END, ky = j < ny ? yk[j] : END;
+            int take_x = kx <= ky, take_y = ky <= kx;
             if (k >= nz) {
                 bad = 1;
                 break;
             }
-            zk[k] = take_x ? xk[i] : yk[j];
+            zk[k] = (uint32_t)(take_x ? kx : ky);
             zo[k] = (uint32_t)p;
-            if (take_x) {
-                Py_ssize_t s = xo[i], e = xo[i + 1];
-                if (s > e || p + (e - s) > pz) {
-                    bad = 1;
-                    break;
-                }
-                memcpy(zi + p, xi + s, (size_t)(e - s) * sizeof(uint16_t));
-                p += e - s;
-                i++;
+            Py_ssize_t sx = xo[i], ex = take_x ? (Py_ssize_t)xo[i + 1] : sx;
+            Py_ssize_t sy = yo[j], ey = take_y ? (Py_ssize_t)yo[j + 1] : sy;
+            if (sx > ex || sy > ey || p + (ex - sx) + (ey - sy) > pz) {
+                bad = 1;
+                break;
             }
-            if (take_y) {
-                Py_ssize_t s = yo[j], e = yo[j + 1];
-                if (s > e || p + (e - s) > pz) {
-                    bad = 1;
-                    break;
-                }
-                for (Py_ssize_t q = s; q < e; q++) {
-                    long long v = (long long)yi[q] + shift;
-                    if (v > 65535)
-                        bad = 1;
-                    zi[p++] = (uint16_t)v;
-                }
-                j++;
+            for (Py_ssize_t q = sx; q < ex; q++)
+                zi[p++] = xi[q];
+            for (Py_ssize_t q = sy; q < ey; q++) {
+                long long v = (long long)yi[q] + shift;
+                bad |= v > 65535;
+                zi[p++] = (uint16_t)v;
             }
+            i += take_x;
+            j += take_y;
             k++;
         }
-        if (!bad && (k != nz || p != pz))
+        if (!bad && p != pz)
             bad = 1;
         else if (!bad)
             zo[k] = (uint32_t)p;
@@ -252,8 +249,7 @@ merge_csr(PyObject *self, PyObject *args)
                             "merge_csr: output sizes or shifted ids do not fit the inputs");
             goto done;
         }
-        Py_INCREF(Py_None);
-        result = Py_None;
+        result = PyLong_FromSsize_t(k);
     }
 done:
     PyBuffer_Release(&ak);

@@ -258,11 +258,16 @@ def merge_csr(
     one linear pass; the numpy version sorts."""
     if _C is None:
         return merge_csr_numpy(a_keys, a_offs, a_ids, b_keys, b_offs, b_ids, shift)
-    n = a_keys.size + b_keys.size - int(_C.intersection(a_keys, b_keys, 4))  # type: ignore[attr-defined]
-    keys = np.empty(n, dtype=np.uint32)
-    offs = np.empty(n + 1, dtype=np.uint32)
+    # Room for every key of both; trimmed in place after (a pass counting the shared keys
+    # first cost as much as the merge itself).
+    room = a_keys.size + b_keys.size
+    keys = np.empty(room, dtype=np.uint32)
+    offs = np.empty(room + 1, dtype=np.uint32)
     ids = np.empty(a_ids.size + b_ids.size, dtype=np.uint16)
-    _C.merge_csr(a_keys, a_offs, a_ids, b_keys, b_offs, b_ids, shift, keys, offs, ids)  # type: ignore[attr-defined]
+    n = int(_C.merge_csr(a_keys, a_offs, a_ids, b_keys, b_offs, b_ids, shift, keys, offs, ids))  # type: ignore[attr-defined]
+    if n < room:
+        keys.resize(n, refcheck=False)  # realloc: no copy, the tail's memory returned
+        offs.resize(n + 1, refcheck=False)
     return keys, offs, ids
 
 
