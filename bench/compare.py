@@ -35,25 +35,43 @@ from bench.corpora import REUTERS
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 
+# The revision's own build (hatch_build._compile knows its C sources: two since 9632b7f);
+# revisions before hatch_build had the one source.
 _BUILD = """
-from setuptools import Distribution, Extension
-from setuptools.command.build_ext import build_ext
-ext = Extension("ndd_stream.core._kernels", ["ndd_stream/core/_kernels.c"],
-                extra_compile_args=["-O3"])
-cmd = build_ext(Distribution({"name": "k", "ext_modules": [ext]}))
-cmd.inplace = True
-cmd.ensure_finalized()
-cmd.run()
+from pathlib import Path
+try:
+    from hatch_build import _compile
+except ImportError:
+    _compile = None
+if _compile is not None:
+    _compile(Path("."))
+else:
+    from setuptools import Distribution, Extension
+    from setuptools.command.build_ext import build_ext
+    ext = Extension("ndd_stream.core._kernels", ["ndd_stream/core/_kernels.c"],
+                    extra_compile_args=["-O3"])
+    cmd = build_ext(Distribution({"name": "k", "ext_modules": [ext]}))
+    cmd.inplace = True
+    cmd.ensure_finalized()
+    cmd.run()
 """
+_IMPLEMENTATION = "from ndd_stream.core.kernels import IMPLEMENTATION; print(IMPLEMENTATION)"
 
 
 def checkout(rev: str, where: Path) -> Path:
-    """A worktree of ``rev`` with its own C kernels built in place."""
+    """A worktree of ``rev`` with its own C kernels built in place. Refuses to go on when
+    they did not build: its numpy fallback against our C would be no baseline."""
     tree = where / "base"
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree), rev],
                    check=True)
-    subprocess.run([sys.executable, "-c", _BUILD], cwd=tree, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    build = subprocess.run([sys.executable, "-c", _BUILD], cwd=tree, capture_output=True,
+                           text=True)
+    used = subprocess.run([sys.executable, "-c", _IMPLEMENTATION], cwd=tree,
+                          capture_output=True, text=True).stdout.strip()
+    if used != "c":
+        tail = (build.stderr or build.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise SystemExit(f"bench.compare: the C kernels of {rev} did not build "
+                         f"(it would run {used or 'nothing'}): {tail[0]}")
     return tree
 
 

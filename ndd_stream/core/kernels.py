@@ -258,8 +258,8 @@ def merge_csr(
     one linear pass; the numpy version sorts."""
     if _C is None:
         return merge_csr_numpy(a_keys, a_offs, a_ids, b_keys, b_offs, b_ids, shift)
-    # Room for every key of both; trimmed in place after (a pass counting the shared keys
-    # first cost as much as the merge itself).
+    # Room for every key of both, trimmed in place after: no separate pass counting the
+    # shared keys first.
     room = a_keys.size + b_keys.size
     keys = np.empty(room, dtype=np.uint32)
     offs = np.empty(room + 1, dtype=np.uint32)
