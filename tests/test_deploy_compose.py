@@ -4,7 +4,7 @@ No Docker engine is needed: `docker-compose config` (Debian's docker-compose pac
 parses, interpolates and validates the file against the Compose specification it
 ships, and the resolved model is validated again, with jsonschema, against that
 specification file. Then the promises of the setup are asserted: single-node Kafka in
-KRaft mode from apache/kafka with a healthcheck, a one-shot `topics apply`, a `worker`
+KRaft mode from apache/kafka 4.x with a healthcheck, a one-shot `topics apply`, a `worker`
 that scales (no container_name, no fixed host port, its own anonymous state volume per
 replica), a loader of the bundled sample feed, and Prometheus behind a profile.
 
@@ -149,13 +149,18 @@ def test_resolved_model_matches_the_compose_spec(resolved: Obj, raw: Obj) -> Non
 
 def test_kafka_is_single_node_kraft(resolved: Obj) -> None:
     kafka = service(resolved, "kafka")
-    assert kafka["image"].startswith("apache/kafka:")
-    assert not kafka["image"].endswith(":latest")
+    # A pinned Apache Kafka 4.x release: the one the clients are held to
+    # (tests/test_kafka4_versions.py); `peek` runs its console consumer from the same image.
+    assert re.fullmatch(r"apache/kafka:4\.\d+\.\d+", kafka["image"]), kafka["image"]
+    assert service(resolved, "peek")["image"] == kafka["image"]
     e = env(kafka)
     assert set(e["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
     assert e["KAFKA_CONTROLLER_QUORUM_VOTERS"] == f"{e['KAFKA_NODE_ID']}@kafka:9093"
     assert "zookeeper" not in json.dumps(kafka).lower()
-    for key in ("KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR", "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"):
+    for key in (
+        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR", "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR",
+        "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR",
+    ):
         assert e[key] == "1", key
     assert e["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false", "topics come from topics/"
     listeners = dict(x.split("://") for x in e["KAFKA_ADVERTISED_LISTENERS"].split(","))
