@@ -17,12 +17,12 @@ task's partitions and Flink merges watermarks.
   are expected in event-time order, so no later item of the source can sort below
   ``(its latest event time, source, next offset)``: the source's *bound*.
 - **Release**: the held item with the lowest key goes when every source's bound is above
-  it. A source that blocks it is waited for, boundedly: ``idle_s`` when its router last
-  said it had nothing more to forward (Kafka Streams' ``max.task.idle.ms``), ``stall_s``
-  when it has records not yet forwarded or has not been heard of (its worker is down or
-  rebalancing), counted from the source's last news. Then the source is *passed*: left
-  out until its bound is above the frontier again (Flink's idleness). ``max_bytes`` bounds
-  what is held; past it the blocking sources are passed too.
+  it. A source that blocks it is waited for, boundedly, counted from its last news (an
+  item, or progress that moved): ``idle_s`` when its router last said it had nothing more
+  to forward (Kafka Streams' ``max.task.idle.ms``), ``stall_s`` when it has records not yet
+  forwarded or has not been heard of (its worker is down or rebalancing). Then the source
+  is *passed*: left out until its bound is above the frontier again (Flink's idleness).
+  ``max_bytes`` bounds what is held; past it the blocking sources are passed too.
 - **Behind**: an item whose key is at or below the frontier (released already) arrives
   from a passed source. It is decided at once against the window as it stands, and
   counted: a reader has the later copy already.
@@ -135,7 +135,6 @@ class EventTimeMerge(Generic[P]):
         self._heap: list[_Held[P]] = []
         self._keys: set[OrderKey] = set()
         self._bytes = 0
-        self._blocked_since: dict[SourceId, float] = {}
 
     # --- input ------------------------------------------------------------------------
     def expect(self, sources: Iterable[SourceId], now: float) -> None:
@@ -155,6 +154,10 @@ class EventTimeMerge(Generic[P]):
         if high is not None:
             state.high = high if state.high is None else max(state.high, high)
         self._rejoin(source, state)
+        self.consumed = max(self.consumed, scoped_offset + 1)
+
+    def skip(self, scoped_offset: int) -> None:
+        """A record of the scoped partition that is neither an item nor progress."""
         self.consumed = max(self.consumed, scoped_offset + 1)
 
     def offer(self, key: OrderKey | None, scoped_offset: int, size: int, payload: P,
@@ -197,15 +200,11 @@ class EventTimeMerge(Generic[P]):
                 over = self._bytes > self.max_bytes
                 for source in blockers:
                     state = self.sources[source]
-                    since = self._blocked_since.setdefault(source, now)
-                    start = max(since, state.heard if state.heard is not None else since)
-                    waited = now - start
+                    waited = now - (state.heard if state.heard is not None else now)
                     reason = (PassReason.MEMORY if over else PassReason.IDLE if state.caught_up
                               else PassReason.STALL)
-                    limit = self.idle_s if reason is PassReason.IDLE else self.stall_s
-                    if over or waited >= limit:
+                    if over or waited >= self._wait(state):
                         state.passed = True
-                        self._blocked_since.pop(source, None)
                         passed.append(Passed(source, reason, waited, head))
                 if any(not self.sources[s].passed for s in blockers):
                     break
@@ -214,23 +213,20 @@ class EventTimeMerge(Generic[P]):
             self._bytes -= held.size
             self.frontier = held.key
             out.append((held.key, held.payload))
-        blocking = {s for s, st in self.sources.items()
-                    if self._heap and not st.passed and st.bound(s) <= self._heap[0].key}
-        for source in list(self._blocked_since):
-            if source not in blocking:
-                del self._blocked_since[source]
         return out, passed
 
     def next_deadline(self) -> float | None:
         """When :meth:`release` may next pass a source without new input (a timer's hint)."""
-        if not self._heap or not self._blocked_since:
+        if not self._heap:
             return None
-        deadlines = []
-        for source, since in self._blocked_since.items():
-            state = self.sources[source]
-            start = max(since, state.heard if state.heard is not None else since)
-            deadlines.append(start + (self.idle_s if state.caught_up else self.stall_s))
-        return min(deadlines)
+        head = self._heap[0].key
+        return min((st.heard + self._wait(st) for s, st in self.sources.items()
+                    if not st.passed and st.bound(s) <= head and st.heard is not None),
+                   default=None)
+
+    def _wait(self, state: SourceState) -> float:
+        """How long a blocking source is waited for after its last news."""
+        return self.idle_s if state.caught_up else self.stall_s
 
     @property
     def held(self) -> int:
@@ -267,7 +263,6 @@ class EventTimeMerge(Generic[P]):
                                           bool(passed), int(seen))
             for t, p, n, e, h, seen, passed in data["sources"]}
         self._heap, self._keys, self._bytes = [], set(), 0
-        self._blocked_since = {}
 
     # --- internals --------------------------------------------------------------------
     def _source(self, source: SourceId, now: float) -> SourceState:
