@@ -287,6 +287,19 @@ class Service:
         scoped = self._topic(self.scoped_name)
         service = self
 
+        if self.ordered:
+            @self.app.timer(interval=0.1)
+            async def release_held() -> None:
+                try:
+                    await service.pool.tick(service.send)
+                except Exception as exc:  # as in the decider
+                    log.exception("decider failed", extra={"event": "decider_error"})
+                    fatal(f"decider crashed: {exc!r}")
+
+            @self.app.timer(interval=1.0)
+            async def heartbeat() -> None:
+                await service.report_progress(set(service.raw_owned), every_s=10.0)
+
         @self.app.agent(raw, name="ndd-router")
         async def router(stream: faust.StreamT) -> None:
             async for messages in held_batches(stream):

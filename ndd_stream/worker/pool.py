@@ -42,7 +42,14 @@ from ndd_stream.kafka.reads import Log, read_range
 from ndd_stream.worker.changelog import read_partition
 from ndd_stream.worker.deciding import UNKNOWN_OFFSET, OutputTopics, PartitionDecider
 from ndd_stream.worker.inorder import TP, InOrder, Message
-from ndd_stream.worker.merge import EventTimeMerge, OrderKey, Passed, SourceId, Verdict
+from ndd_stream.worker.merge import (
+    EventTimeMerge,
+    OrderKey,
+    Passed,
+    PassReason,
+    SourceId,
+    Verdict,
+)
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.records import (
     H_CONTROL,
@@ -102,11 +109,18 @@ class DeciderPool:
         self.merges: dict[int, EventTimeMerge[Message]] = {}  # event-time order only
         self.sources: set[SourceId] = set()  # raw partitions that exist (metadata)
         self._touched: set[int] = set()
+        self._busy = 0.0  # clock seconds spent deciding (see _now)
+
+    def _now(self) -> float:
+        """The sequencers' clock: the time the pool was free to hear from routers. Deciding
+        holds the event loop (and the router's agent shares it), so a raw partition is not
+        counted silent while the pool itself kept its news from arriving."""
+        return self.clock() - self._busy
 
     def expect(self, sources: Iterable[SourceId]) -> None:
         """The raw partitions that exist: under event-time order each is waited for."""
         self.sources = set(sources)
-        now = self.clock()
+        now = self._now()
         for merge in self.merges.values():
             merge.expect(self.sources, now)
 
@@ -157,7 +171,7 @@ class DeciderPool:
     def _merge(self, decider: PartitionDecider) -> EventTimeMerge[Message]:
         """The partition's sequencer, from its checkpoint: held items are re-read."""
         assert self.event_order is not None
-        cfg, now = self.event_order, self.clock()
+        cfg, now = self.event_order, self._now()
         merge: EventTimeMerge[Message] = EventTimeMerge(cfg.idle_s, cfg.stall_s, cfg.max_bytes)
         if decider.order is not None:
             merge.restore(decider.order, now)
@@ -248,6 +262,14 @@ class DeciderPool:
         for partition in sorted({m.partition for m in mine}):
             await self.ensure(partition)  # revoked ones are left to their new owner
         run = await self.order.arrange(mine, until)
+        started = self.clock()
+        try:
+            return await self._decide(run, send)
+        finally:
+            self._busy += self.clock() - started
+
+    async def _decide(self, run: Sequence[Message], send: Send) -> int:
+        """Steps 1-4 for a run in offset order (through the sequencers, if any)."""
         self._touched = set()
         work = self._sequence(run) if self.merges else [(item, None) for item in run]
         pending: list[Awaitable[Any]] = []
@@ -295,7 +317,7 @@ class DeciderPool:
     def _sequence(self, run: Sequence[Message]) -> list[tuple[Message, str | None]]:
         """Pass a run (offset order per partition) through the partitions' sequencers: the
         items to decide now, in event-time order, each with its order note."""
-        now = self.clock()
+        now = self._now()
         work: list[tuple[Message, str | None]] = []
         for item in run:
             merge = self.merges.get(item.partition)
@@ -345,7 +367,9 @@ class DeciderPool:
     def _log_passed(self, partition: int, p: Passed) -> None:
         self.metrics.order_passed.labels(p.reason.value).inc()
         topic, raw = p.source
-        log.warning("%s[%d]: deciding past %s[%d] after %.1fs (%s): its items older than %d "
+        # passing an idle raw partition is what live traffic does after every item: INFO
+        level = logging.INFO if p.reason is PassReason.IDLE else logging.WARNING
+        log.log(level, "%s[%d]: deciding past %s[%d] after %.1fs (%s): its items older than %d "
                     "ms will be decided when they arrive, as behind", self.scoped_topic,
                     partition, topic, raw, p.waited_s, p.reason.value, p.key.event_ms,
                     extra={"topic": self.scoped_topic, "partition": partition,
