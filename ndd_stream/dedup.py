@@ -1,6 +1,8 @@
 """``ndd-stream dedup``: run a JSONL file of news items through the core, in file order.
 
-Streams the input: memory is bounded by the window, not by the file. Writes one JSON
+Streams the input: memory is bounded by the window, not by the file. ``event_order``
+decides in event-time order instead (ties in file order), what the worker does for a
+cross-channel scope (docs/RELIABILITY.md, "Order"); it reads the whole file first. Writes one JSON
 record per input line (a decision, or ``status: invalid`` with the reason) and a
 summary on stderr.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +23,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Decision
-from ndd_stream.core.items import Invalid, ItemFormat, parse_item
+from ndd_stream.core.items import Invalid, ItemFormat, decode_object, order_time_ms, parse_item
 from ndd_stream.jsonio import dumps_line
 
 
@@ -56,6 +59,7 @@ def run_dedup(
     fmt: ItemFormat,
     errors: IO[str] | None = None,
     progress_total: int | None = None,
+    event_order: bool = False,
 ) -> DedupSummary:
     """Decide every line of ``source``; write records to ``sink``; report bad lines."""
     detector = Detector(config)
@@ -70,7 +74,10 @@ def run_dedup(
     )
     with bar as progress:
         task = progress.add_task("dedup", total=progress_total) if progress is not None else None
-        for number, raw in enumerate(source, start=1):
+        lines: Iterable[tuple[int, bytes]] = enumerate(source, start=1)
+        if event_order:
+            lines = in_event_order(lines, fmt)
+        for number, raw in lines:
             summary.lines += 1
             raw = raw.rstrip(b"\r\n")
             if not raw.strip():
@@ -94,12 +101,26 @@ def run_dedup(
     return summary
 
 
+def in_event_order(lines: Iterable[tuple[int, bytes]], fmt: ItemFormat
+                   ) -> list[tuple[int, bytes]]:
+    """Numbered lines sorted by event time (ms, as the worker orders them), ties and lines
+    without a usable time in file order (the latter first: they are rejected anyway)."""
+    keyed = []
+    for number, raw in lines:
+        obj = decode_object(raw.rstrip(b"\r\n"), fmt) if raw.strip() else None
+        ms = order_time_ms(obj, fmt, None) if isinstance(obj, dict) else None
+        keyed.append(((-1 << 62) if ms is None else ms, number, raw))
+    keyed.sort(key=lambda k: (k[0], k[1]))
+    return [(number, raw) for _, number, raw in keyed]
+
+
 def dedup_file(
-    path: Path, output: Path | None, config: DetectorConfig, fmt: ItemFormat
+    path: Path, output: Path | None, config: DetectorConfig, fmt: ItemFormat,
+    event_order: bool = False,
 ) -> DedupSummary:
     """The CLI entry: file in, decisions to ``output`` (stdout if None), summary to stderr."""
     sink_cm = open(output, "wb") if output else nullcontext(sys.stdout.buffer)  # noqa: SIM115
     with open(path, "rb") as source, sink_cm as sink:
         summary = run_dedup(source, sink, config, fmt, errors=sys.stderr,
-                            progress_total=path.stat().st_size)
+                            progress_total=path.stat().st_size, event_order=event_order)
     return summary

@@ -181,6 +181,34 @@ class Settings(BaseSettings):
         "orchestrator restarts the worker instead of it hanging.",
     )
 
+    # --- Order across raw partitions (docs/RELIABILITY.md, "Order") ---------------------
+    order: Literal["auto", "event-time", "offset"] = Field(
+        "auto",
+        description="How a scoped partition orders its items. event-time: by event time "
+        "across every raw partition (ties: raw topic, partition, offset), each raw partition "
+        "waited for boundedly (order_idle_ms, order_stall_s); offset: in the order the router "
+        "forwards them, right when each scope's items share one raw partition (channel "
+        "scopes with raw topics keyed by channel). auto: event-time for scope 'global', "
+        "another field or a scope_map, offset for 'channel'.",
+    )
+    order_idle_ms: int = Field(
+        1000, ge=0, le=3_600_000,
+        description="event-time order: how long a scope waits for a raw partition whose "
+        "router has nothing more to forward before deciding past it (the added latency of "
+        "live traffic at most).",
+    )
+    order_stall_s: float = Field(
+        120.0, gt=0,
+        description="event-time order: how long a scope waits for a raw partition with "
+        "records not forwarded yet, or not heard of (its worker down or rebalancing), "
+        "before deciding past it. Keep it above session_timeout_s plus a rebalance.",
+    )
+    order_buffer_mb: int = Field(
+        256, ge=1,
+        description="event-time order: items held back per scoped partition, in MiB; past "
+        "it the scope decides past the raw partitions it waits for.",
+    )
+
     @field_validator("brokers", "raw_topics", "text_fields", "timestamp_fields", mode="before")
     @classmethod
     def _split_commas(cls, value: Any) -> Any:
@@ -257,6 +285,12 @@ class Settings(BaseSettings):
             bitmap_bits=self.bitmap_filter_bits,
             novelty=self.novelty,
         )
+
+    def event_time_order(self) -> bool:
+        """Whether scoped partitions are decided in event-time order (see ``order``)."""
+        if self.order == "auto":
+            return self.scope != "channel" or bool(self.scope_map)
+        return self.order == "event-time"
 
     def item_format(self) -> ItemFormat:
         return ItemFormat(

@@ -49,12 +49,14 @@ def _clean_env() -> dict[str, str]:
     return env
 
 
-def _offline(feed: Path, **overrides: Any) -> dict[int, tuple[str, str | None]]:
+def _offline(feed: Path, event_order: bool = False, **overrides: Any
+             ) -> dict[int, tuple[str, str | None]]:
     """line number -> (status, DLQ reason) from the offline dedup; invalid -> dlq."""
     settings = Settings(_env_file=None, **overrides)  # type: ignore[call-arg]
     sink = io.BytesIO()
     with feed.open("rb") as source:
-        run_dedup(source, sink, settings.detector_config(), settings.item_format())
+        run_dedup(source, sink, settings.detector_config(), settings.item_format(),
+                  event_order=event_order)
     out = {}
     for line in sink.getvalue().splitlines():
         record = json.loads(line)
@@ -114,8 +116,8 @@ def test_demo_matches_offline_dedup(tmp_path: Path) -> None:
 def test_demo_global_scope_and_own_feed(tmp_path: Path) -> None:
     """--feed, --scope and --threshold reach the worker; global equals dedup line by line.
 
-    The demo keys each line by its comparison scope, so even under global scope the
-    worker sees the file order and the offline reference applies exactly.
+    The demo keys each line by its channel, as crawlers do: under global scope the worker
+    decides across the raw partitions in event-time order, as ``dedup --event-order``.
     """
     text = ("The harbour authority of Kelmouth said on Wednesday that the old lighthouse "
             "will be restored over the summer and opened to visitors in September, after "
@@ -124,7 +126,8 @@ def test_demo_global_scope_and_own_feed(tmp_path: Path) -> None:
             "timestamp": "2024-03-12T10:30:00Z"}
     extra = [
         {**base, "id": "kel-a", "channel": "wire-a"},
-        {**base, "id": "kel-b", "channel": "wire-b"},  # a duplicate only under global scope
+        {**base, "id": "kel-b", "channel": "wire-b",  # a duplicate only under global scope
+         "timestamp": "2024-03-12T10:31:00Z"},
     ]
     feed = tmp_path / "feed.jsonl"
     feed.write_bytes(FEED.read_bytes()
@@ -134,7 +137,7 @@ def test_demo_global_scope_and_own_feed(tmp_path: Path) -> None:
                                 "--threshold", "0.8")
     assert report["scope"] == "global" and report["threshold"] == 0.8
     got = {item["line"]: (item["status"], item["reason"]) for item in report["lines"]}
-    assert got == _offline(feed, scope="global", threshold=0.8)
+    assert got == _offline(feed, event_order=True, scope="global", threshold=0.8)
     last = report["lines"][-1]
     assert (last["status"], last["duplicate_of"], last["matched_channel"]) == (
         "exact_duplicate", "kel-a", "wire-a")
@@ -143,6 +146,9 @@ def test_demo_global_scope_and_own_feed(tmp_path: Path) -> None:
     assert (sum(s in duplicates for s, _ in got.values())
             > sum(s in duplicates for s, _ in channel_scope.values()) + 20)
     assert "matched an item of another channel" in proc.stdout
+    # one of them, explained as the headers explain it
+    assert re.search(r"e\.g\. \S+ on \S+: (near|exact)_duplicate of \S+ on \S+ \(doc_q",
+                     proc.stdout), proc.stdout[-2000:]
 
 
 def test_demo_fails_cleanly_on_a_missing_feed(tmp_path: Path) -> None:

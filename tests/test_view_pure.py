@@ -174,6 +174,16 @@ def test_ingest_counts_each_source_position_once() -> None:
     assert state.title_of("b") == "<script>x</script>"
 
 
+def test_an_item_decided_behind_the_order_says_so_and_filters() -> None:
+    state = _filled()
+    audit = {**_audit("d", "unique", 0.0, None, 4), "order": "behind"}
+    state.ingest("decisions", _rec("news.decisions", 4, audit, {"ndd-order": "behind"}))
+    row = state.decisions.get("news.raw[0]@4")
+    assert row is not None and row.reason == "behind"
+    keys = [d.row.key for d in queries.decisions(state, queries.Filter(reason="behind")).rows]
+    assert keys == ["news.raw[0]@4"]
+
+
 def test_filters() -> None:
     state = _filled()
     keys = lambda flt: [d.row.key for d in queries.decisions(state, flt).rows]  # noqa: E731

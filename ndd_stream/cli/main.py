@@ -69,7 +69,7 @@ def _cmd_dedup(args: argparse.Namespace, settings: Settings) -> int:
 
     try:
         summary = dedup_file(args.input, args.output, settings.detector_config(),
-                             settings.item_format())
+                             settings.item_format(), event_order=args.event_order)
     except OSError as exc:  # the input or the output file: a user error, not a bug
         raise UsageError(f"{exc.filename}: {exc.strerror}") from None
     from ndd_stream.jsonio import dumps
@@ -94,6 +94,9 @@ def make_parser() -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
     p.add_argument("input", type=Path, help="JSONL file of news items")
     p.add_argument("-o", "--output", type=Path, default=None,
                    help="decisions JSONL (default: stdout)")
+    p.add_argument("--event-order", action="store_true",
+                   help="decide the items in event-time order (ties in file order), as the "
+                   "worker decides a cross-channel scope; reads the whole file first")
     _add_detection_options(p)
     handlers["dedup"] = _cmd_dedup
 

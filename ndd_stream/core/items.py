@@ -203,3 +203,17 @@ def parse_timestamp(value: object) -> float | None:
 
 _MIN_TIMESTAMP = -62_135_596_800.0  # 0001-01-01T00:00:00Z: earlier is no date (ISO, headers)
 _MAX_TIMESTAMP = 1e11  # about the year 5138: later is not a timestamp
+
+
+def order_time_ms(obj: dict[str, Any], fmt: ItemFormat, fallback: float | None,
+                  now: float | None = None) -> int | None:
+    """The event time (ms) an item is ordered by before it is decided, or None when the
+    decider will reject the time (missing, unusable, or past ``max_future_seconds``): such
+    an item is decided, and dead-lettered, when it arrives. Same rules as ``parse_item``."""
+    ts = _timestamp(obj, fmt, fallback)
+    if isinstance(ts, Invalid):
+        return None
+    limit = (time.time() if now is None else now) + fmt.max_future_seconds
+    if fmt.max_future_seconds and ts > limit:
+        return None
+    return round(ts * 1000)

@@ -5,6 +5,8 @@ Document value (v2): b"\\x02" | JSON {"n", "h", "c", "t", "nf", "i", "d": decisi
 Document value (v1): b"\\x01" | JSON {"n", "h", "c", "t", "nf", "i", "d": decision}
 Marker key:          b"m:marker"   value: b"\\x01" | JSON {name: int}
 Format key:          b"m:format"   value: b"ndd-state-2" (b"ndd-state-1" is upgraded on open)
+Order key:           b"m:order"    value: b"\\x01" | JSON checkpoint of the event-time order
+                     (ndd_stream.worker.merge: {"v", "consumed", "frontier", "sources"})
 
 v2 adds the item's figures (``core.novelty.figures``: a string, null when not indexed), which
 the novelty rule compares with later items. v1 records stay readable: their figures are
@@ -19,6 +21,7 @@ range delete. The hour is offset by 2**63 so negative hours sort correctly.
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from ndd_stream.core.document import Decision
 from ndd_stream.core.store import StoredDocument
@@ -28,6 +31,7 @@ FORMAT = b"ndd-state-2"
 READABLE_FORMATS = (b"ndd-state-1", FORMAT)  # a v1 store is upgraded in place on open
 FORMAT_KEY = b"m:format"
 MARKER_KEY = b"m:marker"
+ORDER_KEY = b"m:order"
 DOC_PREFIX = b"d"
 DOC_END = b"e"  # first byte after every document key
 _V1 = b"\x01"
@@ -87,3 +91,19 @@ def decode_marker(value: bytes | None) -> dict[str, int]:
     if not value.startswith(_V1):
         raise CorruptRecord(f"unknown marker version {value[:1]!r}")
     return {str(k): int(v) for k, v in loads(value[1:]).items()}
+
+
+def encode_order(checkpoint: dict[str, Any]) -> bytes:
+    """The event-time order's checkpoint (also the value of its changelog record)."""
+    return _V1 + dumps(checkpoint)
+
+
+def decode_order(value: bytes | None) -> dict[str, Any] | None:
+    if not value:
+        return None
+    if not value.startswith(_V1):
+        raise CorruptRecord(f"unknown order checkpoint version {value[:1]!r}")
+    data = loads(value[1:])
+    if not isinstance(data, dict):
+        raise CorruptRecord("order checkpoint is not an object")
+    return data

@@ -72,11 +72,13 @@ class DecisionRow:
 
     @property
     def reason(self) -> str:
-        """Why: the documented policy, or the new rule's reason code; "" for doc_q alone."""
+        """Why: the documented policy, the new rule's reason code, or "behind" (decided after
+        its scope's event-time order had passed it); "" for doc_q alone."""
         novel = self.novel
         if novel and novel.get("reason"):
             return str(novel["reason"])
-        return self.policy or self.header("ndd-novel") or ""
+        order = (self.audit or {}).get("order") or self.header("ndd-order")
+        return self.policy or self.header("ndd-novel") or (str(order) if order else "")
 
     @property
     def matched(self) -> str | None:

@@ -3,6 +3,11 @@
 router  (raw topics)    -> scoped topic keyed by scope, or the DLQ     (routing.py)
 decider (scoped topic)  -> unique / duplicate / decisions, DLQ, changelog (pool.py)
 
+Under event-time order (``NDD_ORDER``; docs/RELIABILITY.md, "Order") the router also
+tells every scoped partition how far it has forwarded each raw partition (progress
+records, after each batch and on a timer), and each scoped partition's decider is the
+sequencer of its scopes (merge.py).
+
 Faust delivers records, produces, and runs the consumer group; it is not trusted with
 what it acknowledges or skips. Both agents take their batches from ``held_batches``
 (nothing is acknowledged before it is done) and hand them to one ``InOrder`` each
@@ -15,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import socket
 import sys
 import time
@@ -36,9 +42,10 @@ from ndd_stream.worker.changelog import ChangelogError
 from ndd_stream.worker.deciding import OutputTopics
 from ndd_stream.worker.inorder import InOrder, Message
 from ndd_stream.worker.logs import json_handler
+from ndd_stream.worker.merge import NO_TIME, SourceId
 from ndd_stream.worker.metrics import WorkerMetrics
-from ndd_stream.worker.pool import BrokerLostData, DeciderPool
-from ndd_stream.worker.records import OutRecord, Source
+from ndd_stream.worker.pool import BrokerLostData, DeciderPool, OrderConfig
+from ndd_stream.worker.records import OutRecord, Progress, Source, event_time_ms, header_map
 from ndd_stream.worker.routing import producer_request_limit, route_raw
 
 log = logging.getLogger("ndd_stream.worker")
@@ -77,12 +84,20 @@ class Service:
         self._admin = AdminClient(librdkafka_config(settings))
         self._unreachable_since: float | None = None  # start of the first failed check
         self.reads = BrokerReads(librdkafka_config(settings), settings.app_id)
+        self.ordered = settings.event_time_order()
+        order = OrderConfig(settings.order_idle_ms / 1000, settings.order_stall_s,
+                            settings.order_buffer_mb << 20) if self.ordered else None
         self.pool = DeciderPool(
             settings.data_dir / settings.app_id, settings.detector_config(),
             settings.item_format(), self.topics, self.reads, self.metrics,
-            scoped_topic=self.scoped_name,
+            scoped_topic=self.scoped_name, order=order,
         )
         self.router_order = InOrder(partial(read_range, self.reads), self.metrics, "processed")
+        # event-time order: what the router has handed to the producer, per raw partition
+        # (next offset, latest event time), and what it last reported of each
+        self.raw_owned: set[tuple[str, int]] = set()
+        self.forwarded: dict[tuple[str, int], tuple[int, int]] = {}
+        self._reported: dict[tuple[str, int], tuple[Progress, float]] = {}
         self._wire()
 
     def _make_app(self) -> faust.App:
@@ -150,16 +165,65 @@ class Service:
         this worker with its offset committed past them (long join/leave runs, 111 of
         40k). A copy forwarded twice is decided once and replayed (same decision).
         """
-        pending = [await self.send(self._routed(m))
-                   for m in await self.router_order.arrange(messages)]
+        pending = []
+        touched: set[tuple[str, int]] = set()
+        for m in await self.router_order.arrange(messages):
+            record = self._routed(m)
+            pending.append(await self.send(record))
+            if self.ordered:
+                tp = (m.topic, m.partition)
+                ms = event_time_ms(header_map(record.headers))
+                _, last_ms = self.forwarded.get(tp, (0, NO_TIME))
+                self.forwarded[tp] = (m.offset + 1, last_ms if ms is None else max(ms, last_ms))
+                touched.add(tp)
         for fut in pending:
             await fut
+        if touched:
+            await self.report_progress(touched)
+
+    async def report_progress(self, tps: set[tuple[str, int]], *, every_s: float = 0.0) -> None:
+        """Tell every scoped partition how far the router has forwarded these raw
+        partitions (after their records: one producer keeps a partition's order). With
+        ``every_s``, a partition whose progress did not change is re-sent only that often
+        (the heartbeat: a silent worker is told apart from an idle raw partition)."""
+        now = time.monotonic()
+        futures = []
+        for tp in sorted(tps):
+            next_offset, event_ms = self.forwarded.get(tp, (-1, NO_TIME))
+            if next_offset < 0:
+                next_offset = self.router_order.next.get(tp, 0)
+            progress = Progress(tp[0], tp[1], next_offset, event_ms, self._high(tp))
+            last = self._reported.get(tp)
+            if every_s and last is not None and last[0] == progress and now - last[1] < every_s:
+                continue
+            self._reported[tp] = (progress, now)
+            for partition in range(self.settings.partitions):
+                futures.append(await self.send(progress.record(self.scoped_name, partition)))
+        for fut in futures:
+            await fut
+
+    def _high(self, tp: tuple[str, int]) -> int | None:
+        """Where the raw partition ends, from the router's last fetch (None: unknown)."""
+        try:
+            high = self.app.consumer.highwater(faust.types.TP(tp[0], tp[1]))
+        except Exception:  # not fetched yet
+            return None
+        return None if high is None else int(high)
+
+    def raw_sources(self) -> set[SourceId]:
+        """The raw partitions that exist (one metadata request): each feeds every scope."""
+        metadata = self._admin.list_topics(timeout=10.0)
+        s = self.settings
+        pattern = re.compile(s.raw_topic_pattern) if s.raw_topic_pattern else None
+        return {(name, p) for name, topic in metadata.topics.items()
+                if (pattern.match(name) if pattern else name in s.raw_topics)
+                for p in topic.partitions}
 
     def _routed(self, m: Any) -> OutRecord:
         src = Source(m.topic, m.partition, m.offset,
                      int(m.timestamp * 1000) if m.timestamp else None)
         record, invalid = route_raw(m.value, m.key, src, self._format, self.scoped_name,
-                                    self.settings.dlq_topic)
+                                    self.settings.dlq_topic, ordered=self.ordered)
         if invalid is not None:
             self.metrics.dlq.labels(invalid.reason, "route").inc()
             log.warning("%s: %s: %s", src.position, invalid.reason, invalid.detail,
@@ -178,6 +242,14 @@ class Service:
         with no later record, nothing else would reveal that gap).
         """
         self.router_order.keep(raw)
+        self.raw_owned = set(raw)
+        if self.ordered:
+            try:
+                self.pool.expect(await asyncio.get_running_loop().run_in_executor(
+                    None, self.raw_sources))
+            except KafkaException as exc:
+                log.warning("raw partitions unknown (%s): each is waited for once heard of",
+                            exc, extra={"event": "metadata_unknown"})
         tps = raw + [(self.scoped_name, p) for p in scoped]
         try:
             committed = await asyncio.get_running_loop().run_in_executor(
@@ -215,6 +287,19 @@ class Service:
         scoped = self._topic(self.scoped_name)
         service = self
 
+        if self.ordered:
+            @self.app.timer(interval=0.1)
+            async def release_held() -> None:
+                try:
+                    await service.pool.tick(service.send)
+                except Exception as exc:  # as in the decider
+                    log.exception("decider failed", extra={"event": "decider_error"})
+                    fatal(f"decider crashed: {exc!r}")
+
+            @self.app.timer(interval=1.0)
+            async def heartbeat() -> None:
+                await service.report_progress(set(service.raw_owned), every_s=10.0)
+
         @self.app.agent(raw, name="ndd-router")
         async def router(stream: faust.StreamT) -> None:
             async for messages in held_batches(stream):
@@ -240,6 +325,10 @@ class Service:
         async def on_revoked(app: Any, revoked: Any, **kwargs: Any) -> None:
             raw = {(tp.topic, tp.partition) for tp in revoked if tp.topic != service.scoped_name}
             service.router_order.keep(set(service.router_order.next) - raw)
+            service.raw_owned -= raw
+            for tp in raw:
+                service.forwarded.pop(tp, None)
+                service._reported.pop(tp, None)
             mine = [tp.partition for tp in revoked if tp.topic == service.scoped_name]
             if mine:
                 log.info("partitions revoked: %s", mine, extra={"event": "revoked"})

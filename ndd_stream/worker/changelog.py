@@ -20,6 +20,9 @@ POSITION_KEY = b"ndd-position"
 """Key of the record written after each batch's documents: the value is the first scoped
 offset not yet reflected (decimal), so a worker that takes the partition over resumes
 exactly there instead of trusting the group's committed offset."""
+ORDER_KEY = b"ndd-order"
+"""Key of the record written after a position record under event-time order: the order's
+checkpoint (``state.codec.encode_order``) that goes with that position."""
 
 
 class ChangelogError(RuntimeError):
@@ -31,6 +34,7 @@ class ChangelogRead:
     records: list[tuple[bytes, bytes]]  # (key, value) of document records, in order
     next_offset: int  # offset after the sentinel: where the next reader starts
     position: int | None = None  # the last position record read (scoped offset), if any
+    order: bytes | None = None  # the last order checkpoint record read, if any
 
 
 def read_partition(log: Log, topic: str, partition: int, start: int,
@@ -47,15 +51,19 @@ def read_partition(log: Log, topic: str, partition: int, start: int,
         return ChangelogRead([], sentinel + 1)
     records: list[tuple[bytes, bytes]] = []
     position: int | None = None
+    order: bytes | None = None
     with log.records(topic, partition, start, timeout_s, ChangelogError) as found:
         for msg in found:
             key, value = msg.key or b"", msg.value or b""
             if key == SENTINEL_KEY:
                 if value == token:
-                    return ChangelogRead(records, msg.offset + 1, position)
+                    return ChangelogRead(records, msg.offset + 1, position, order)
                 continue
             if key == POSITION_KEY:
                 position = int(value)
+                continue
+            if key == ORDER_KEY:
+                order = value
                 continue
             records.append((key, value))
     raise ChangelogError(f"{topic}[{partition}]: ended before the sentinel")

@@ -48,6 +48,16 @@ class WorkerMetrics:
                             "Times the consumer skipped offsets; the skipped records were read "
                             "from the broker before the next one was decided", registry=r)
         self.assigned = Gauge("ndd_assigned_partitions", "Scoped partitions owned", registry=r)
+        self.order_held = Gauge("ndd_order_held", "Items held back for their turn in event-time "
+                                "order", ["partition"], registry=r)
+        self.order_behind = Counter("ndd_order_behind_total",
+                                    "Items that arrived after their scope's event-time order had "
+                                    "passed them (decided at once, header ndd-order: behind)",
+                                    ["partition"], registry=r)
+        self.order_passed = Counter("ndd_order_passed_total",
+                                    "Times a scope stopped waiting for a raw partition, by why: "
+                                    "idle (nothing to forward), stall (not heard of), memory",
+                                    ["reason"], registry=r)
 
     def count_item(self, status: str, channel: str, partition: str) -> None:
         """One decided item in ``ndd_items_total``, its channel label bounded."""

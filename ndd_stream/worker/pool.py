@@ -14,6 +14,13 @@ revoked partition: the batch in flight finishes with the state it started with, 
 records of a partition this worker no longer owns (fetched before the rebalance and
 still in the agent's hands) are not decided; their new owner decides them.
 
+Under event-time order (``NDD_ORDER``) each partition's records pass through its
+sequencer (``merge.EventTimeMerge``) between step 0 (offset order, ``InOrder``) and step 1:
+items are decided when their turn comes, possibly in a later batch or on the timer
+(:meth:`DeciderPool.tick`). The partition's one checkpoint is then the marker (``next`` =
+the lowest scoped offset still held, where a restart re-reads from) with the sequencer's
+checkpoint, in the same RocksDB batch; the changelog's position record carries both.
+
 The pool touches the broker only through ``send`` and a ``kafka.reads.Log`` (ranges of
 the scoped topic, the changelog), so its logic runs on an in-memory log in unit tests.
 """
@@ -23,7 +30,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -34,14 +42,38 @@ from ndd_stream.kafka.reads import Log, read_range
 from ndd_stream.worker.changelog import read_partition
 from ndd_stream.worker.deciding import UNKNOWN_OFFSET, OutputTopics, PartitionDecider
 from ndd_stream.worker.inorder import TP, InOrder, Message
+from ndd_stream.worker.merge import (
+    EventTimeMerge,
+    OrderKey,
+    Passed,
+    PassReason,
+    SourceId,
+    Verdict,
+)
 from ndd_stream.worker.metrics import WorkerMetrics
-from ndd_stream.worker.records import OutRecord, Source
+from ndd_stream.worker.records import (
+    H_CONTROL,
+    OutRecord,
+    Progress,
+    Source,
+    event_time_ms,
+    header_map,
+)
 
 log = logging.getLogger("ndd_stream.worker")
 
 Send = Callable[[OutRecord], Awaitable[Awaitable[Any]]]
 """Hand a record to the producer; the returned awaitable resolves on delivery (to the
 record's metadata: its ``offset``)."""
+
+
+@dataclass(frozen=True)
+class OrderConfig:
+    """Event-time order across raw partitions (settings ``order_*``)."""
+
+    idle_s: float
+    stall_s: float
+    max_bytes: int
 
 
 class BrokerLostData(RuntimeError):
@@ -55,7 +87,8 @@ class DeciderPool:
     def __init__(
         self, state_dir: Path, config: DetectorConfig, fmt: ItemFormat, topics: OutputTopics,
         log: Log, metrics: WorkerMetrics, scoped_topic: str = "scoped",
-        restore_timeout_s: float = 300.0,
+        restore_timeout_s: float = 300.0, order: OrderConfig | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.scoped_topic = scoped_topic
         self.state_dir = state_dir
@@ -71,6 +104,25 @@ class DeciderPool:
         self.owned: set[int] | None = None
         self.lock = asyncio.Lock()
         self.order = InOrder(partial(read_range, log), metrics, "decided")
+        self.event_order = order
+        self.clock = clock
+        self.merges: dict[int, EventTimeMerge[Message]] = {}  # event-time order only
+        self.sources: set[SourceId] = set()  # raw partitions that exist (metadata)
+        self._touched: set[int] = set()
+        self._busy = 0.0  # clock seconds spent deciding (see _now)
+
+    def _now(self) -> float:
+        """The sequencers' clock: the time the pool was free to hear from routers. Deciding
+        holds the event loop (and the router's agent shares it), so a raw partition is not
+        counted silent while the pool itself kept its news from arriving."""
+        return self.clock() - self._busy
+
+    def expect(self, sources: Iterable[SourceId]) -> None:
+        """The raw partitions that exist: under event-time order each is waited for."""
+        self.sources = set(sources)
+        now = self._now()
+        for merge in self.merges.values():
+            merge.expect(self.sources, now)
 
     async def assign(self, partitions: Sequence[int]) -> None:
         """A rebalance gave this worker ``partitions``: close the others, open these."""
@@ -108,11 +160,25 @@ class DeciderPool:
         finally:
             self._opening.pop(partition, None)
         self.deciders[partition] = decider
+        if self.event_order is not None:
+            self.merges[partition] = self._merge(decider)
         # Decided strictly in order from the state's own position (not Faust's).
         known = decider.next_offset != UNKNOWN_OFFSET
         self.order.resume(self._tp(partition), decider.next_offset if known else None)
         self.metrics.assigned.set(len(self.deciders))
         return decider
+
+    def _merge(self, decider: PartitionDecider) -> EventTimeMerge[Message]:
+        """The partition's sequencer, from its checkpoint: held items are re-read."""
+        assert self.event_order is not None
+        cfg, now = self.event_order, self._now()
+        merge: EventTimeMerge[Message] = EventTimeMerge(cfg.idle_s, cfg.stall_s, cfg.max_bytes)
+        if decider.order is not None:
+            merge.restore(decider.order, now)
+        elif decider.next_offset != UNKNOWN_OFFSET:
+            merge.consumed = decider.next_offset  # before: decided in offset order
+        merge.expect(self.sources, now)
+        return merge
 
     def _tp(self, partition: int) -> TP:
         return (self.scoped_topic, partition)
@@ -138,7 +204,7 @@ class DeciderPool:
             # position they end at supersede the local state. Without a position record
             # (older workers) take what the consumer delivers, and let identities answer.
             position = read.position if read.position is not None else UNKNOWN_OFFSET
-            decider.apply_changelog(read.records, read.next_offset, position)
+            decider.apply_changelog(read.records, read.next_offset, position, read.order)
             self.metrics.restored.labels("changelog").inc(len(read.records))
         else:
             decider.commit(decider.next_offset, read.next_offset)
@@ -151,6 +217,7 @@ class DeciderPool:
     def close(self, partitions: Sequence[int] | None = None) -> None:
         for partition in list(self.deciders if partitions is None else partitions):
             decider = self.deciders.pop(partition, None)
+            self.merges.pop(partition, None)  # its held items are re-read by the next owner
             if decider is not None:
                 decider.close()
                 self.order.resume(self._tp(partition), None)
@@ -165,6 +232,14 @@ class DeciderPool:
         """
         async with self.lock:
             return await self._process(messages, send)
+
+    async def tick(self, send: Send) -> int:
+        """Decide the held items whose wait is over (the worker's timer, event-time order:
+        a source that stays silent sends nothing that would wake the decider)."""
+        if not self.merges:
+            return 0
+        async with self.lock:
+            return await self._process([], send)
 
     async def catch_up(self, partition: int, resume: int, send: Send) -> int:
         """Decide the records between the state's position and ``resume`` now.
@@ -187,14 +262,24 @@ class DeciderPool:
         for partition in sorted({m.partition for m in mine}):
             await self.ensure(partition)  # revoked ones are left to their new owner
         run = await self.order.arrange(mine, until)
+        started = self.clock()
+        try:
+            return await self._decide(run, send)
+        finally:
+            self._busy += self.clock() - started
+
+    async def _decide(self, run: Sequence[Message], send: Send) -> int:
+        """Steps 1-4 for a run in offset order (through the sequencers, if any)."""
+        self._touched = set()
+        work = self._sequence(run) if self.merges else [(item, None) for item in run]
         pending: list[Awaitable[Any]] = []
-        for item in run:
+        for item, note in work:
             decider = self.deciders[item.partition]
             ts = item.timestamp
             source = Source(item.topic, item.partition, item.offset,
                             int(ts * 1000) if ts is not None else None)
             started = time.perf_counter()
-            outcome = decider.process(item.value, item.key, item.headers, source)
+            outcome = decider.process(item.value, item.key, item.headers, source, note)
             self.metrics.latency.observe(time.perf_counter() - started)
             self._count(decider, outcome, source)
             for record in outcome.records:
@@ -204,12 +289,18 @@ class DeciderPool:
         # removed moves too: they are logged as lost, and never come back).
         cursor: dict[int, int] = {}
         for partition, decider in self.deciders.items():
+            merge = self.merges.get(partition)
+            if merge is not None:
+                if partition in self._touched:
+                    cursor[partition] = merge.resume_offset()
+                continue
             position = self.order.next.get(self._tp(partition))
             if position is not None and position > decider.next_offset:
                 cursor[partition] = position
+        orders = {p: self.merges[p].checkpoint() for p in cursor if p in self.merges}
         changelog_futures: dict[int, list[Awaitable[Any]]] = {}
         for partition, position in cursor.items():
-            records = self.deciders[partition].drain_changelog(position)
+            records = self.deciders[partition].drain_changelog(position, orders.get(partition))
             changelog_futures[partition] = [await send(r) for r in records]
         changelog_next: dict[int, int] = {}
         for partition, futures in changelog_futures.items():
@@ -219,9 +310,70 @@ class DeciderPool:
                 changelog_next[partition] = max(offsets) + 1
         for partition, position in cursor.items():
             decider = self.deciders[partition]
-            decider.commit(position, changelog_next.get(partition))
+            decider.commit(position, changelog_next.get(partition), orders.get(partition))
             self._gauges(decider)
-        return len(run)
+        return len(work)
+
+    def _sequence(self, run: Sequence[Message]) -> list[tuple[Message, str | None]]:
+        """Pass a run (offset order per partition) through the partitions' sequencers: the
+        items to decide now, in event-time order, each with its order note."""
+        now = self._now()
+        work: list[tuple[Message, str | None]] = []
+        for item in run:
+            merge = self.merges.get(item.partition)
+            if merge is None:
+                work.append((item, None))
+                continue
+            self._touched.add(item.partition)
+            headers = header_map(item.headers)
+            if H_CONTROL in headers:
+                progress = Progress.parse(item.value)
+                if progress is None:
+                    merge.skip(item.offset)  # a control record of another version
+                else:
+                    merge.progress((progress.topic, progress.partition), progress.next,
+                                   progress.event_ms, progress.high, item.offset, now)
+                work += self._released(item.partition, merge, now)
+                continue
+            ms, src = event_time_ms(headers), Source.from_headers(headers)
+            key = (OrderKey(ms, src.topic, src.partition, src.offset)
+                   if ms is not None and src is not None else None)
+            verdict = merge.offer(key, item.offset, len(item.value or b""), item, now)
+            if verdict in (Verdict.NOW, Verdict.COPY):
+                work.append((item, None))
+            elif verdict is Verdict.BEHIND:
+                work.append((item, "behind"))
+                self.metrics.order_behind.labels(str(item.partition)).inc()
+                log.info("%s[%d]@%d: arrived after the event-time order passed it (%s): "
+                         "decided at once", item.topic, item.partition, item.offset,
+                         key, extra={"topic": item.topic, "partition": item.partition,
+                                     "offset": item.offset, "event": "order_behind"})
+            work += self._released(item.partition, merge, now)
+        for partition, merge in self.merges.items():
+            released = self._released(partition, merge, now)
+            if released:
+                self._touched.add(partition)
+                work += released
+        return work
+
+    def _released(self, partition: int, merge: EventTimeMerge[Message],
+                  now: float) -> list[tuple[Message, str | None]]:
+        released, passed = merge.release(now)
+        for p in passed:
+            self._log_passed(partition, p)
+        self.metrics.order_held.labels(str(partition)).set(merge.held)
+        return [(item, None) for _, item in released]
+
+    def _log_passed(self, partition: int, p: Passed) -> None:
+        self.metrics.order_passed.labels(p.reason.value).inc()
+        topic, raw = p.source
+        # passing an idle raw partition is what live traffic does after every item: INFO
+        level = logging.INFO if p.reason is PassReason.IDLE else logging.WARNING
+        log.log(level, "%s[%d]: deciding past %s[%d] after %.1fs (%s): its items older than %d "
+                    "ms will be decided when they arrive, as behind", self.scoped_topic,
+                    partition, topic, raw, p.waited_s, p.reason.value, p.key.event_ms,
+                    extra={"topic": self.scoped_topic, "partition": partition,
+                           "event": "order_source_passed"})
 
     def _count(self, decider: PartitionDecider, outcome: Any, source: Source) -> None:
         part = str(decider.partition)

@@ -21,6 +21,12 @@ Headers (all values UTF-8):
   ndd-dlq-reason / ndd-dlq-detail   (DLQ records only)
   ndd-dlq-truncated   original length of an item too large for the worker's producer
                       (about 1 MiB, or 2 x max_item_bytes): the dead letter keeps its head
+  ndd-order           "behind" on an item decided after the scope's event-time order had
+                      passed it (its raw partition was waited for, then passed)
+
+Scoped topic only (router -> decider, under event-time order):
+  ndd-event-time      the event time (ms since the epoch) the item is ordered by
+  ndd-control         "progress" on a router's progress record (value: JSON, below)
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from datetime import UTC, datetime
 
 from ndd_stream import ENGINE_VERSION
 from ndd_stream.core.document import Decision
+from ndd_stream.jsonio import JSONDecodeError, dumps, loads
 
 Headers = list[tuple[str, bytes]]
 
@@ -54,6 +61,12 @@ H_SRC_TIMESTAMP = "ndd-source-timestamp"
 H_DLQ_REASON = "ndd-dlq-reason"
 H_DLQ_DETAIL = "ndd-dlq-detail"
 H_DLQ_TRUNCATED = "ndd-dlq-truncated"
+H_ORDER = "ndd-order"
+H_EVENT_TIME = "ndd-event-time"
+H_CONTROL = "ndd-control"
+
+PROGRESS_KEY = b"ndd-progress"
+PROGRESS_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,3 +156,44 @@ def dlq_headers(reason: str, detail: str, source: Source | None) -> Headers:
     if source is not None:
         out.extend(source.headers())
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A router's word on one raw partition, sent to every scoped partition: it forwarded
+    every record below ``next``, the latest event time among them is ``event_ms``, and the
+    raw partition ended at ``high`` when it last fetched (None: unknown)."""
+
+    topic: str
+    partition: int
+    next: int
+    event_ms: int
+    high: int | None
+
+    def record(self, scoped_topic: str, scoped_partition: int) -> OutRecord:
+        value = dumps({"v": PROGRESS_VERSION, "topic": self.topic, "partition": self.partition,
+                       "next": self.next, "event_ms": self.event_ms, "high": self.high})
+        return OutRecord(scoped_topic, PROGRESS_KEY, value, [(H_CONTROL, b"progress")],
+                         partition=scoped_partition)
+
+    @classmethod
+    def parse(cls, value: bytes | None) -> Progress | None:
+        """The progress in a record's value; None if it is not one this version reads."""
+        try:
+            data = loads(value or b"")
+            if data.get("v") != PROGRESS_VERSION:
+                return None
+            high = data.get("high")
+            return cls(str(data["topic"]), int(data["partition"]), int(data["next"]),
+                       int(data["event_ms"]), None if high is None else int(high))
+        except (JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
+            return None
+
+
+def event_time_ms(headers: Mapping[str, bytes]) -> int | None:
+    """The ``ndd-event-time`` the router gave an item, if any."""
+    raw = headers.get(H_EVENT_TIME)
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None

@@ -7,8 +7,14 @@ and forwards the original bytes unchanged, with the raw position in headers.
 
 from __future__ import annotations
 
-from ndd_stream.core.items import Invalid, ItemFormat, decode_object, scope_of
-from ndd_stream.worker.records import H_DLQ_TRUNCATED, OutRecord, Source, dlq_headers
+from ndd_stream.core.items import Invalid, ItemFormat, decode_object, order_time_ms, scope_of
+from ndd_stream.worker.records import (
+    H_DLQ_TRUNCATED,
+    H_EVENT_TIME,
+    OutRecord,
+    Source,
+    dlq_headers,
+)
 
 
 def producer_request_limit(max_item_bytes: int) -> int:
@@ -23,9 +29,10 @@ def dead_letter_limit(max_item_bytes: int) -> int:
 
 def route_raw(
     value: bytes | None, key: bytes | None, source: Source, fmt: ItemFormat,
-    scoped_topic: str, dlq_topic: str,
+    scoped_topic: str, dlq_topic: str, *, ordered: bool = False,
 ) -> tuple[OutRecord, Invalid | None]:
-    """Where a raw record goes next, and the rejection if it goes to the DLQ."""
+    """Where a raw record goes next, and the rejection if it goes to the DLQ. ``ordered``
+    (event-time order) adds the item's event time as the ``ndd-event-time`` header."""
     raw = value or b""
     obj = decode_object(raw, fmt)
     if isinstance(obj, Invalid):
@@ -39,4 +46,10 @@ def route_raw(
             raw = raw[:limit]
         return OutRecord(dlq_topic, key, raw, headers), obj
     scope = scope_of(obj, fmt)
-    return OutRecord(scoped_topic, scope.encode("utf-8"), raw, source.headers()), None
+    headers = source.headers()
+    if ordered:
+        fallback = source.timestamp_ms / 1000 if source.timestamp_ms else None
+        event_ms = order_time_ms(obj, fmt, fallback)
+        if event_ms is not None:
+            headers.append((H_EVENT_TIME, str(event_ms).encode()))
+    return OutRecord(scoped_topic, scope.encode("utf-8"), raw, headers), None

@@ -48,17 +48,13 @@ def json_object(raw: bytes, *, lenient: bool = False) -> dict[str, Any] | None:
 def load_feed(path: Path, settings: Settings) -> list[FeedLine]:
     """Lines to send (blank ones skipped, as ``ndd-stream produce`` and ``dedup`` do).
 
-    Each line is keyed by its comparison scope, not by its channel as crawlers do: one
-    key is one raw partition, so every scope's items reach the worker in file order and
-    the demo's result equals ``ndd-stream dedup`` on the same file. Keyed by channel under
-    ``--scope global``, items of different channels would arrive interleaved by partition
-    fetches (tens of ms apart), and which of two copies counts as the first would vary.
-    For the default channel scope the two keys are the same.
+    Each line is keyed by its channel, as crawlers and ``ndd-stream produce`` key them, so
+    the channels spread over the raw partitions. Under ``--scope global`` the worker
+    decides them in event-time order across those partitions (docs/RELIABILITY.md,
+    "Order"), which is what ``ndd-stream dedup --event-order`` gives offline.
     """
-    from ndd_stream.core.items import scope_of
     from ndd_stream.kafka.produce import iter_lines, prepare_line
 
-    fmt = settings.item_format()
     out: list[FeedLine] = []
     for number, line in enumerate(iter_lines(path), start=1):
         if not line.strip():
@@ -66,10 +62,7 @@ def load_feed(path: Path, settings: Settings) -> list[FeedLine]:
         prepared = prepare_line(settings, line)
         identity = channel = title = None
         key = prepared.key
-        obj = json_object(line)
-        if obj is not None:
-            key = scope_of(obj, fmt).encode("utf-8") or key
-        obj = obj or json_object(line, lenient=True)
+        obj = json_object(line) or json_object(line, lenient=True)
         if obj is not None:
             value = obj.get(settings.id_field)
             identity = None if value is None else str(value)

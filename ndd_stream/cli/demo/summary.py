@@ -60,9 +60,17 @@ def summary(console: Console, s: Settings, tally: Tally, feed_path: Path,
                 "(syndication); to catch those too run:  [bold]ndd-stream demo --scope "
                 "global[/]", highlight=False)
     elif s.scope == "global":
-        console.print(f"\nscope=global: every item is compared with every channel's items; "
-                      f"{tally.cross_channel()} duplicate(s) matched an item of another "
+        matches = tally.cross_channel_matches()
+        console.print(f"\nscope=global: every item is compared with every channel's items, "
+                      "in event-time order across the raw partitions the channels are keyed "
+                      f"to; {len(matches)} duplicate(s) matched an item of another "
                       "channel (syndication).", highlight=False)
+        if matches:
+            m = matches[0]
+            console.print(f"e.g. {m.identity} on {m.channel}: {m.status} of {m.duplicate_of} "
+                          f"on {m.matched_channel} (doc_q {m.similarity:.2f}; headers "
+                          "ndd-duplicate-of, ndd-matched-channel, ndd-similarity)",
+                          highlight=False, markup=False, soft_wrap=True)
 
 
 def write_report(path: Path, s: Settings, tally: Tally) -> None:

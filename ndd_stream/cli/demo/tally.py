@@ -158,8 +158,14 @@ class Tally:
         return dict(sorted(found.items()))
 
     def cross_channel(self) -> int:
-        return sum(1 for o in [*self.outcomes.values(), *self.extra]
-                   if o.matched_channel is not None and o.matched_channel != o.channel)
+        return len(self.cross_channel_matches())
+
+    def cross_channel_matches(self) -> list[Outcome]:
+        """Duplicates whose match came through another channel, in line order."""
+        return [o for _, o in sorted(self.outcomes.items())
+                if o.matched_channel is not None and o.matched_channel != o.channel] + [
+            o for o in self.extra
+            if o.matched_channel is not None and o.matched_channel != o.channel]
 
 
 def position_of_record(topic: str, partition: int, offset: int) -> str:

@@ -1,0 +1,215 @@
+"""Cross-channel scope on a backlog: Reuters-21578 keyed by channel, produced at once.
+
+    python -m bench.order [--one-day] [--workers 2] [--kills 6] [--order event-time offset]
+                          [--items N] [--live-rate 200]
+
+The items of ``../shared/data/reuters21578`` with bodies of 200+ characters (title + body),
+``channel`` = the item's first ``<TOPICS>`` label or ``none`` (66 channels), event time
+from ``<DATE>`` (Feb-Oct 1987) or, with ``--one-day``, squeezed into one day in date order.
+The whole file is produced at once into an 8-partition raw topic keyed by channel (as
+``ndd-stream produce`` does); then ``--workers`` workers with ``NDD_SCOPE=global`` catch up,
+``--kills`` times one is killed with SIGKILL at a random moment and restarted. Per order
+mode (the same items, the same run, one after the other):
+
+* catch-up throughput: items / (last output - first output), and from worker start;
+* late (``ndd-policy: late``), behind (``ndd-order: behind``), lost, and decisions that
+  differ from ``ndd-stream dedup --event-order`` on the same items.
+
+``--live-rate R`` instead feeds the items at R/s into running workers and reports the
+added latency: output time - produce time per item (p50/p95/max).
+
+``offset`` is the behaviour before event-time order (the router's fetch order): the
+baseline of the same run. Results are appended to bench/results/order.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import io
+import json
+import platform
+import random
+import re
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.corpora import REUTERS, reuters_available
+from ndd_stream import jsonio
+from ndd_stream.dedup import run_dedup
+from ndd_stream.eval.stream_items import reuters_date
+
+RESULTS = Path(__file__).parent / "results"
+TESTS = Path(__file__).parent.parent / "tests"
+_ITEM = re.compile(r"<REUTERS\b([^>]*)>(.*?)</REUTERS>", re.S)
+_NEWID = re.compile(r'NEWID="(\d+)"')
+_FIELD = {name: re.compile(rf"<{name}>(.*?)</{name}>", re.S) for name in
+          ("DATE", "TITLE", "BODY", "TOPICS")}
+_D = re.compile(r"<D>(.*?)</D>", re.S)
+DAY_START = datetime(2026, 3, 1, tzinfo=UTC).timestamp()
+
+
+def reuters_items(path: Path, one_day: bool, limit: int | None) -> list[bytes]:
+    """The items as JSONL lines, in date order (file order breaks ties)."""
+    rows: list[tuple[float, int, dict[str, Any]]] = []
+    number = 0
+    for sgm in sorted(path.glob("*.sgm")):
+        for m in _ITEM.finditer(sgm.read_text(encoding="latin-1")):
+            number += 1
+            fields = {k: rx.search(m.group(2)) for k, rx in _FIELD.items()}
+            newid = _NEWID.search(m.group(1))
+            if newid is None or fields["DATE"] is None or fields["BODY"] is None:
+                continue
+            ts = reuters_date(fields["DATE"].group(1))
+            body = html.unescape(fields["BODY"].group(1))
+            if ts is None or len(body.strip()) < 200:
+                continue
+            topics = _D.findall(fields["TOPICS"].group(1)) if fields["TOPICS"] else []
+            title = html.unescape(fields["TITLE"].group(1)).strip() if fields["TITLE"] else ""
+            rows.append((ts, number, {"id": f"reuters-{newid.group(1)}",
+                                      "channel": topics[0] if topics else "none",
+                                      "title": title, "text": body}))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    rows = rows[:limit] if limit else rows
+    step = 86_400 / max(1, len(rows))
+    out = []
+    for i, (ts, _, item) in enumerate(rows):
+        when = DAY_START + i * step if one_day else ts
+        item["timestamp"] = datetime.fromtimestamp(when, tz=UTC).isoformat(
+            timespec="milliseconds").replace("+00:00", "Z")
+        out.append(jsonio.dumps(item))
+    return out
+
+
+def want_event_order(settings: Any, lines: list[bytes]) -> dict[str, tuple[str, Any]]:
+    sink = io.BytesIO()
+    run_dedup(io.BytesIO(b"\n".join(lines) + b"\n"), sink, settings.detector_config(),
+              settings.item_format(), event_order=True)
+    out = {}
+    for line in sink.getvalue().splitlines():
+        rec = json.loads(line)
+        if rec["status"] != "invalid":
+            out[rec["identity"]] = (rec["status"], rec["duplicate_of"])
+    return out
+
+
+def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: int,
+             kills: int, live_rate: float, seed: int) -> dict[str, Any]:
+    from harness.kafka import Reader, create_topics, worker_settings
+    from harness.scenarios import Feeder
+    from harness.worker import WorkerProcess
+
+    suffix = f"order-{order}-{int(time.time())}"
+    settings = worker_settings(broker.bootstrap, suffix, work / suffix, scope="global",
+                               order=order, order_stall_s=60.0)
+    create_topics(settings)
+    rnd = random.Random(seed)
+    feeder = Feeder(settings, lines, rate=live_rate or 50_000)
+    if not live_rate:
+        feeder.start()
+        positions = feeder.join(timeout=600)
+    started = time.monotonic()
+    procs = [WorkerProcess(settings.model_copy(update={"data_dir": work / suffix / f"w{k}"}),
+                           work / f"{suffix}-w{k}-0.log").start() for k in range(workers)]
+    restarts = [0] * workers
+    feed_start = started
+    with Reader.outputs(settings) as reader:
+        if live_rate:
+            for w in procs:
+                w.wait_event("partition_ready", 120)
+            feed_start = time.monotonic()
+            feeder.start()
+        for k in range(kills):
+            target = (k + 1) * len(lines) // (kills + 1)
+            reader.wait_count(target, timeout=900, alive=lambda: all(p.alive() for p in procs))
+            time.sleep(rnd.uniform(0.0, 0.4))
+            victim = rnd.randrange(workers)
+            procs[victim].kill9()
+            restarts[victim] += 1
+            procs[victim] = WorkerProcess(
+                settings.model_copy(update={"data_dir": work / suffix / f"w{victim}"}),
+                work / f"{suffix}-w{victim}-{restarts[victim]}.log").start()
+        if live_rate:
+            positions = feeder.join(timeout=3600)
+        reader.wait_for(positions, timeout=3600, alive=lambda: all(p.alive() for p in procs))
+        done = time.monotonic()
+        records = list(reader.records)
+    for p in procs:
+        p.stop()
+    want = want_event_order(settings, lines)
+    by_source: dict[tuple[str, int, int], list[Any]] = {}
+    for r in records:
+        by_source.setdefault(r.source, []).append(r)
+    differ = sum(1 for copies in by_source.values()
+                 if copies[0].reason is None
+                 and {(c.status, c.duplicate_of) for c in copies} != {want.get(copies[0].identity)})
+    result: dict[str, Any] = {
+        "order": order, "items": len(lines), "workers": workers, "kills": kills,
+        "lost": len(set(positions) - set(by_source)),
+        "late": sum(1 for r in records if r.policy == "late"),
+        "behind": sum(1 for r in records if r.header("ndd-order") is not None),
+        "differ": differ, "redelivered": len(records) - len(by_source),
+        "seconds": round(done - started, 1),
+        "items_per_s": round(len(lines) / (done - started), 1),
+    }
+    stamps = [r.timestamp_ms for r in records if r.timestamp_ms]
+    if stamps and not live_rate:  # first output to last: the catch-up without the startup
+        result["catchup_items_per_s"] = round(
+            len(lines) / max(0.001, (max(stamps) - min(stamps)) / 1000), 1)
+    if live_rate:
+        # produce -> routed, per item (first copy): the raw record's and the output's
+        # CreateTime, both stamped by clients on this machine
+        waits = sorted(c[0].timestamp_ms - int(c[0].header("ndd-source-timestamp") or 0)
+                       for c in by_source.values() if c[0].timestamp_ms)
+        result.update(live_rate=live_rate, feed_seconds=round(done - feed_start, 1),
+                      latency_ms={"p50": waits[len(waits) // 2],
+                                  "p95": waits[int(len(waits) * 0.95)], "max": waits[-1]})
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reuters", type=Path, default=REUTERS)
+    ap.add_argument("--one-day", action="store_true")
+    ap.add_argument("--items", type=int, default=None, help="the first N items only")
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--kills", type=int, default=0)
+    ap.add_argument("--order", nargs="+", default=["event-time", "offset"],
+                    choices=["event-time", "offset"])
+    ap.add_argument("--live-rate", type=float, default=0.0)
+    ap.add_argument("--seed", type=int, default=20261125)
+    ap.add_argument("--json", type=Path, default=RESULTS / "order.json")
+    args = ap.parse_args(argv)
+    if not reuters_available(args.reuters):
+        print(f"Reuters-21578 not found at {args.reuters}", file=sys.stderr)
+        return 2
+    sys.path.insert(0, str(TESTS))  # the harness lives with the tests (tests/harness/)
+    from ndd_stream.kafka.broker import EmbeddedBroker
+
+    lines = reuters_items(args.reuters, args.one_day, args.items)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="ndd-order-") as tmp, \
+            EmbeddedBroker(log_dir=Path(tmp) / "tansu") as broker:
+        for order in args.order:
+            res = run_mode(broker, Path(tmp), lines, order, args.workers, args.kills,
+                           args.live_rate, args.seed)
+            res.update(one_day=args.one_day, machine=f"{platform.machine()} "
+                       f"{platform.processor() or ''}".strip(), date=time.strftime("%F %T"))
+            print(json.dumps(res))
+            results.append(res)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    runs = json.loads(args.json.read_text()) if args.json.exists() else []
+    args.json.write_text(json.dumps(runs + results, indent=1))
+    ok = all(r["lost"] == 0 for r in results) and all(
+        r["differ"] == r["late"] == r["behind"] == 0 for r in results
+        if r["order"] == "event-time")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
