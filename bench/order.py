@@ -135,7 +135,7 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
                 work / f"{suffix}-w{victim}-{restarts[victim]}.log").start()
         if live_rate:
             positions = feeder.join(timeout=3600)
-        reader.wait_for(positions, timeout=3600, alive=lambda: all(p.alive() for p in procs))
+        reader.wait_for(positions, timeout=600, alive=lambda: all(p.alive() for p in procs))
         done = time.monotonic()
         records = list(reader.records)
     for p in procs:

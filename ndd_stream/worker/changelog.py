@@ -34,7 +34,9 @@ class ChangelogRead:
     records: list[tuple[bytes, bytes]]  # (key, value) of document records, in order
     next_offset: int  # offset after the sentinel: where the next reader starts
     position: int | None = None  # the last position record read (scoped offset), if any
-    order: bytes | None = None  # the last order checkpoint record read, if any
+    # the last position record followed by its order checkpoint (event-time order): a
+    # worker killed while producing a batch's changelog can leave a position without it
+    paired: tuple[int, bytes] | None = None
 
 
 def read_partition(log: Log, topic: str, partition: int, start: int,
@@ -51,19 +53,20 @@ def read_partition(log: Log, topic: str, partition: int, start: int,
         return ChangelogRead([], sentinel + 1)
     records: list[tuple[bytes, bytes]] = []
     position: int | None = None
-    order: bytes | None = None
+    paired: tuple[int, bytes] | None = None
     with log.records(topic, partition, start, timeout_s, ChangelogError) as found:
         for msg in found:
             key, value = msg.key or b"", msg.value or b""
             if key == SENTINEL_KEY:
                 if value == token:
-                    return ChangelogRead(records, msg.offset + 1, position, order)
+                    return ChangelogRead(records, msg.offset + 1, position, paired)
                 continue
             if key == POSITION_KEY:
                 position = int(value)
                 continue
             if key == ORDER_KEY:
-                order = value
+                if position is not None:
+                    paired = (position, value)
                 continue
             records.append((key, value))
     raise ChangelogError(f"{topic}[{partition}]: ended before the sentinel")

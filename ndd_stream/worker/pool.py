@@ -204,7 +204,16 @@ class DeciderPool:
             # position they end at supersede the local state. Without a position record
             # (older workers) take what the consumer delivers, and let identities answer.
             position = read.position if read.position is not None else UNKNOWN_OFFSET
-            decider.apply_changelog(read.records, read.next_offset, position, read.order)
+            order = None
+            if self.event_order is not None:
+                # Only a position with its order checkpoint (a kill while producing a
+                # batch's changelog leaves a position, or documents, without one). Else the
+                # local state's: older, so the items after it are decided again, and the
+                # ones decided already are answered by identity. Never the consumer's
+                # offset: Faust commits past the items held for their turn.
+                position, order = (read.paired if read.paired is not None
+                                   else (decider.next_offset, None))
+            decider.apply_changelog(read.records, read.next_offset, position, order)
             self.metrics.restored.labels("changelog").inc(len(read.records))
         else:
             decider.commit(decider.next_offset, read.next_offset)
