@@ -30,7 +30,6 @@ HEADERS = {
     "Cross-Origin-Opener-Policy": "same-origin",
     "Cross-Origin-Resource-Policy": "same-origin",
 }
-CACHED_PREFIX = "/static/"  # view.css and view.js: no data in them, revalidated (no-cache)
 WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::", "*"})
 #: Paths served whatever the Host: counts and errors, no texts; probes (Kubernetes sends the
 #: pod's address as Host) call it. The same path the login leaves open (auth.OPEN_PATHS).
@@ -41,8 +40,8 @@ async def add_headers(request: web.Request, response: web.StreamResponse) -> Non
     """aiohttp ``on_response_prepare``: every response, errors and 401/421 included."""
     for name, value in HEADERS.items():
         response.headers.setdefault(name, value)
-    if not request.path.startswith(CACHED_PREFIX):
-        response.headers["Cache-Control"] = "no-store"
+    # no-store but on the two static files, which say no-cache themselves (server.static)
+    response.headers.setdefault("Cache-Control", "no-store")
 
 
 def host_name(header: str) -> str:
