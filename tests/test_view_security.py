@@ -160,10 +160,12 @@ def _rec(topic: str, offset: int, value: object, headers: dict[str, str] | None 
                             (headers or {}).items()))
 
 
-def hostile_state(bad: str, limits: Limits | None = None) -> ViewState:
-    """A state whose every field is ``bad``: routed texts, decisions (one whose matched
-    item is not held), a novelty explanation, headers, a dead letter."""
-    state = ViewState(ItemFormat(), limits or Limits())
+def hostile_state(bad: str, limits: Limits | None = None, state: ViewState | None = None
+                  ) -> ViewState:
+    """A state (new, or ``state`` added to) whose every field is ``bad``: routed texts,
+    decisions (one whose matched item is not held), a novelty explanation, headers, a dead
+    letter."""
+    state = state or ViewState(ItemFormat(), limits or Limits())
     item = {"id": bad, "channel": bad, "title": bad, "text": bad + " shared words here ok",
             "timestamp": bad}
     state.ingest("unique", _rec("news.unique", 0, item, {"ndd-identity": bad,

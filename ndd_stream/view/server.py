@@ -100,9 +100,10 @@ class ViewServer:
             await self._runner.cleanup()
 
     def stop(self, timeout: float = 10.0) -> None:
+        """Stop everything; a second call does nothing."""
         self.follower.stop(timeout)
         self.probe.stop(timeout)
-        if self._loop is not None and self._thread is not None:
+        if self._loop is not None and self._thread is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout)
 
