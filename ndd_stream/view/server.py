@@ -213,8 +213,9 @@ class ViewServer:
         from_decision = only_new is not None or only_old is not None
         if new is not None and old is not None:
             marked_new, marked_old, from_decision = mark_pair(new, old, only_new, only_old)
-        elif new is not None:  # nothing to compare with: the text alone
-            marked_new = unmarked(new)
+        else:  # nothing to compare with: each text held alone
+            marked_new = None if new is None else unmarked(new)
+            marked_old = None if old is None else unmarked(old)
         return pages.pair_page(found, marked_new, marked_old, from_decision, missing,
                                self._footer)
 
