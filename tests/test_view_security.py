@@ -312,10 +312,24 @@ def test_with_a_password_any_host_is_served_after_the_login() -> None:
     asyncio.run(run())
 
 
-def test_allowed_hosts_setting() -> None:
+def test_allowed_hosts_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """NDD_VIEW_ALLOWED_HOSTS from the environment, a --config file or --allowed-hosts."""
+    from ndd_stream.cli.main import build_settings, make_parser
+
+    monkeypatch.delenv("NDD_VIEW_ALLOWED_HOSTS", raising=False)
     assert Settings(view_allowed_hosts=" a.example, ,.b.example").view_allowed_hosts == [
         "a.example", ".b.example"]  # type: ignore[arg-type]
     assert Settings().view_allowed_hosts == []
+    config = tmp_path / "view.env"
+    config.write_text("NDD_VIEW_ALLOWED_HOSTS=view.example.org,.corp.example\n")
+    parser, _ = make_parser()
+    from_file = build_settings(parser.parse_args(["view", "--config", str(config)]))
+    assert from_file.view_allowed_hosts == ["view.example.org", ".corp.example"]
+    given = build_settings(parser.parse_args(["view", "--config", str(config),
+                                              "--allowed-hosts", "other.example"]))
+    assert given.view_allowed_hosts == ["other.example"]
+    assert "--allowed-hosts" in parser._subparsers._group_actions[0].choices[  # type: ignore[union-attr]
+        "view"].format_help()
 
 
 # --- the memory bound with 1 MB fields --------------------------------------------------------
