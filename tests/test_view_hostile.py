@@ -19,8 +19,16 @@ from urllib.parse import quote, urlencode
 import pytest
 from harness.kafka import Outgoing, SettingsFactory, produce, wait_until
 from harness.worker import WorkerProcess
-from test_view_security import hostile_state
-from view_helpers import HOSTILE, PWNED_TITLE, chromium, csp_violations, severe, text_of, wait
+from view_helpers import (
+    HOSTILE,
+    PWNED_TITLE,
+    chromium,
+    csp_violations,
+    hostile_state,
+    severe,
+    text_of,
+    wait,
+)
 
 from ndd_stream.kafka.topics import apply, load_for
 from ndd_stream.settings import Settings

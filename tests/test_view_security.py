@@ -19,11 +19,11 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from view_helpers import HOSTILE
+from view_helpers import HOSTILE, T0, hostile_state
+from view_helpers import record as _rec
 
 import ndd_stream.view as view_package
 from ndd_stream.core.items import ItemFormat
-from ndd_stream.kafka.tail import TailRecord
 from ndd_stream.settings import Settings
 from ndd_stream.view import caps, pages, queries
 from ndd_stream.view.guard import CSP, host_allowed, host_name
@@ -32,7 +32,6 @@ from ndd_stream.view.html import Html, html, join, plain, url, visible
 from ndd_stream.view.model import Limits, ViewState
 from ndd_stream.view.server import ViewServer
 
-T0 = 1_700_000_000.0
 VIEW = Path(view_package.__file__).parent
 
 
@@ -150,47 +149,6 @@ def caps_controls(text: str) -> list[str]:
     from ndd_stream.view.html import CONTROL
 
     return CONTROL.findall(text.replace("\n", "").replace("\t", "").replace("\r", ""))
-
-
-def _rec(topic: str, offset: int, value: object, headers: dict[str, str] | None = None
-         ) -> TailRecord:
-    raw = value if isinstance(value, bytes) else orjson.dumps(value)
-    return TailRecord(topic, 0, offset, int(T0 * 1000), None, raw,
-                      tuple((k, v.encode("utf-8", "surrogatepass")) for k, v in
-                            (headers or {}).items()))
-
-
-def hostile_state(bad: str, limits: Limits | None = None, state: ViewState | None = None
-                  ) -> ViewState:
-    """A state (new, or ``state`` added to) whose every field is ``bad``: routed texts,
-    decisions (one whose matched item is not held), a novelty explanation, headers, a dead
-    letter."""
-    state = state or ViewState(ItemFormat(), limits or Limits())
-    item = {"id": bad, "channel": bad, "title": bad, "text": bad + " shared words here ok",
-            "timestamp": bad}
-    state.ingest("unique", _rec("news.unique", 0, item, {"ndd-identity": bad,
-                                                         "ndd-status": "unique", bad: bad}))
-    copy = {**item, "id": bad + "2"}
-    state.ingest("duplicate", _rec("news.duplicate", 0, copy, {"ndd-identity": bad + "2"}))
-    common = {"similarity": 0.9, "matched_channel": bad, "scope": bad, "channel": bad,
-              "time": bad, "policy": bad, "replayed": True, bad: bad}
-    state.ingest("decisions", _rec("news.decisions", 0, {
-        **common, "identity": bad + "2", "status": "near_duplicate", "duplicate_of": bad,
-        "source": bad}, {bad: bad}))
-    state.ingest("decisions", _rec("news.decisions", 1, {
-        **common, "identity": bad + "3", "status": bad, "duplicate_of": bad + "gone",
-        "source": bad + "@1"}))
-    state.ingest("decisions", _rec("news.decisions", 2, {
-        **common, "identity": bad + "2", "status": "unique", "duplicate_of": None,
-        "source": bad + "@2", "novel": {"reason": bad, "resembles": bad, "detail": bad,
-                                        "only_new": [bad], "only_old": [bad]}},
-        {"ndd-novel-detail": bad}))
-    state.ingest("dlq", _rec("news.dlq", 0, bad.encode("utf-8", "surrogatepass"), {
-        "ndd-dlq-reason": bad, "ndd-dlq-detail": bad, "ndd-source-topic": bad,
-        "ndd-source-partition": bad, "ndd-source-offset": bad, "ndd-dlq-truncated": bad}))
-    state.lag_error = bad
-    state.follow_error = bad
-    return state
 
 
 def every_page(state: ViewState, bad: str) -> list[str]:

@@ -9,10 +9,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from harness.kafka import wait_until
 from harness.worker import Process
 
+from ndd_stream.core.items import ItemFormat
+from ndd_stream.kafka.tail import TailRecord
+from ndd_stream.view.model import Limits, ViewState
+
+T0 = 1_700_000_000.0
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 WAIT_S = 90  # generous: the machine is shared; every wait ends as soon as its condition holds
@@ -108,3 +114,45 @@ HOSTILE = (
     "{0} {} {x} %s <iframe srcdoc=\"<script>parent.__pwned=7</script>\"></iframe> onerror=",
     "<details open ontoggle=window.__pwned=8><summary>x</summary></details> onerror=",
 )
+
+
+def record(topic: str, offset: int, value: object, headers: dict[str, str] | None = None
+           ) -> TailRecord:
+    """A record as the view's follower hands it over (JSON value unless bytes)."""
+    raw = value if isinstance(value, bytes) else orjson.dumps(value)
+    return TailRecord(topic, 0, offset, int(T0 * 1000), None, raw,
+                      tuple((k, v.encode("utf-8", "surrogatepass")) for k, v in
+                            (headers or {}).items()))
+
+
+def hostile_state(bad: str, limits: Limits | None = None, state: ViewState | None = None
+                  ) -> ViewState:
+    """A state (new, or ``state`` added to) whose every field is ``bad``: routed texts,
+    decisions (one whose matched item is not held), a novelty explanation, headers, a dead
+    letter."""
+    state = state or ViewState(ItemFormat(), limits or Limits())
+    item = {"id": bad, "channel": bad, "title": bad, "text": bad + " shared words here ok",
+            "timestamp": bad}
+    state.ingest("unique", record("news.unique", 0, item, {"ndd-identity": bad,
+                                                         "ndd-status": "unique", bad: bad}))
+    copy = {**item, "id": bad + "2"}
+    state.ingest("duplicate", record("news.duplicate", 0, copy, {"ndd-identity": bad + "2"}))
+    common = {"similarity": 0.9, "matched_channel": bad, "scope": bad, "channel": bad,
+              "time": bad, "policy": bad, "replayed": True, bad: bad}
+    state.ingest("decisions", record("news.decisions", 0, {
+        **common, "identity": bad + "2", "status": "near_duplicate", "duplicate_of": bad,
+        "source": bad}, {bad: bad}))
+    state.ingest("decisions", record("news.decisions", 1, {
+        **common, "identity": bad + "3", "status": bad, "duplicate_of": bad + "gone",
+        "source": bad + "@1"}))
+    state.ingest("decisions", record("news.decisions", 2, {
+        **common, "identity": bad + "2", "status": "unique", "duplicate_of": None,
+        "source": bad + "@2", "novel": {"reason": bad, "resembles": bad, "detail": bad,
+                                        "only_new": [bad], "only_old": [bad]}},
+        {"ndd-novel-detail": bad}))
+    state.ingest("dlq", record("news.dlq", 0, bad.encode("utf-8", "surrogatepass"), {
+        "ndd-dlq-reason": bad, "ndd-dlq-detail": bad, "ndd-source-topic": bad,
+        "ndd-source-partition": bad, "ndd-source-offset": bad, "ndd-dlq-truncated": bad}))
+    state.lag_error = bad
+    state.follow_error = bad
+    return state
