@@ -343,3 +343,5 @@ def test_long_identities_stay_distinct_and_findable() -> None:
     assert caps.ident(a) != caps.ident(b) and caps.ident(a) == caps.ident(a)
     assert len(caps.ident(a)) == caps.ID_CHARS and caps.ident("short") == "short"
     assert caps.cut("abcdef", 4) == "abc…"
+    kept = dict(caps.headers((("ndd-resembles", a), ("x-other", a))))
+    assert kept["ndd-resembles"] == caps.ident(a) and len(kept["x-other"]) == caps.DETAIL_CHARS

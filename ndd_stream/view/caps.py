@@ -41,13 +41,18 @@ def ident(value: str) -> str:
     return value[: ID_CHARS - 17] + CUT + digest
 
 
+#: Headers that name an item: kept as ``ident`` keeps identities, so they still find it.
+ID_HEADERS = frozenset({"ndd-identity", "ndd-duplicate-of", "ndd-resembles"})
+
+
 def headers(pairs: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-    """Headers with names and values cut, at most ``HEADERS_CHARS`` in all; the rest are
-    counted in a last pseudo-header."""
+    """Headers with names and values cut (identities as ``ident``), at most
+    ``HEADERS_CHARS`` in all; the rest are counted in a last pseudo-header."""
     out: list[tuple[str, str]] = []
     used = 0
     for i, (name, value) in enumerate(pairs):
-        kept = (cut(name, NAME_CHARS), cut(value, DETAIL_CHARS))
+        kept = (cut(name, NAME_CHARS),
+                ident(value) if name in ID_HEADERS else cut(value, DETAIL_CHARS))
         size = len(kept[0]) + len(kept[1])
         if used + size > HEADERS_CHARS:
             out.append(("…", f"{len(pairs) - i} more headers not kept by the view"))
