@@ -172,6 +172,13 @@ class Settings(BaseSettings):
         "and this password) on every page; /api/status stays open for health probes. "
         "Unset: no login (keep the view on loopback or behind an authenticating proxy).",
     )
+    view_allowed_hosts: CommaList = Field(
+        default_factory=list,
+        description="Host names (comma separated; .example.org for a domain and its "
+        "subdomains) the web view answers for without a password, besides localhost, "
+        "loopback addresses and its bind address (a guard against DNS rebinding). Not used "
+        "with view_password: the login protects.",
+    )
     session_timeout_s: float = Field(30.0, gt=0, description="Kafka consumer session timeout (s).")
     log_level: str = Field("INFO", description="Log level.")
     broker_timeout_s: float = Field(
@@ -209,7 +216,8 @@ class Settings(BaseSettings):
         "it the scope decides past the raw partitions it waits for.",
     )
 
-    @field_validator("brokers", "raw_topics", "text_fields", "timestamp_fields", mode="before")
+    @field_validator("brokers", "raw_topics", "text_fields", "timestamp_fields",
+                     "view_allowed_hosts", mode="before")
     @classmethod
     def _split_commas(cls, value: Any) -> Any:
         """``a, b,,c`` (environment, file, CLI) -> ``["a", "b", "c"]``; lists are kept."""

@@ -86,7 +86,8 @@ def test_a_matched_text_that_left_memory_is_read_back(
         assert status == 200 and "Title orig" in page and "lighthouse will" in page, page
         assert "Title copy" in page and '<mark class="shared">' in page
         status, page = _get(url + "pair?key=news.raw%5B0%5D%402")
-        assert status == 200 and "the matched item ghost (wire) is no longer held" in page
+        assert status == 200 and ("the matched item <bdi>ghost</bdi> (<bdi>wire</bdi>) is no "
+                                  "longer held") in page
         assert _get(url + "pair?key=nothing")[0] == 404
     finally:
         view.stop()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import threading
 from collections.abc import Iterator
@@ -17,17 +16,13 @@ import pytest
 from harness.kafka import Outgoing, SettingsFactory, produce
 from harness.worker import Process, WorkerProcess
 from newsgen import items as news_items
-from view_helpers import printed
+from view_helpers import chromium, csp_violations, printed, severe, text_of, wait
 
 from ndd_stream.kafka.topics import apply, load_for
 from ndd_stream.settings import Settings
 from ndd_stream.view.server import ViewServer
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(300)]
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-WAIT_S = 90  # generous: the machine is shared; every wait ends as soon as its condition holds
 
 BASE = ("SELLIS, March 12 - An earthquake of magnitude 5.1 struck the Lake Orvine region "
         "early on Tuesday, shaking buildings in several towns along the shore, but there were "
@@ -41,53 +36,14 @@ PAIR_TITLE = "Lake Orvine quake revised"  # a sample-feed update with new figure
 NOVEL_TITLE = "Bank of Norland provides 275"  # unique: other figures than what it resembles
 
 
-def browser() -> Any:
-    """Headless chromium; skips (fails under NDD_CI=1, see conftest) when it is missing."""
-    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        pytest.skip("chromium not installed (apt-get install chromium chromium-driver)")
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.options import Options
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        pytest.skip("chromium not installed: selenium missing (pip install -e '.[test]')")
-    options = Options()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1400,1000"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-
-
-@pytest.fixture
-def driver() -> Iterator[Any]:
-    d = browser()
-    try:
-        yield d
-    finally:
-        d.quit()
-
-
-def wait(driver: Any, condition: Any, message: str, timeout: float = WAIT_S) -> Any:
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(driver, timeout, poll_frequency=0.25, ignored_exceptions=(
-        StaleElementReferenceException, NoSuchElementException)).until(condition, message)
-
-
-def text_of(driver: Any, css: str) -> str:
-    return str(driver.find_element("css selector", css).text)
-
-
 def _item(identity: str, title: str, text: str, ts: str, channel: str = "wire") -> Outgoing:
     body = {"id": identity, "channel": channel, "title": title, "text": text, "timestamp": ts}
     return Outgoing(value=json.dumps(body).encode(), key=channel.encode())
 
 
-def _severe(driver: Any) -> list[Any]:
-    return [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+@pytest.fixture
+def driver() -> Iterator[Any]:
+    yield from chromium()
 
 
 @pytest.fixture
@@ -182,7 +138,8 @@ def test_decisions_appear_pairs_highlight_and_the_page_keeps_up(pipeline: tuple[
 
     wait(driver, lag_settled, "lag table never showed every record forwarded and decided")
     assert text_of(driver, "#share-dlq").endswith("%")
-    assert not _severe(driver), _severe(driver)
+    assert not severe(driver), severe(driver)  # a CSP violation is logged as an error too
+    assert not csp_violations(driver)
 
 
 def _shot(driver: Any, name: str) -> None:
@@ -246,7 +203,8 @@ def test_demo_prints_the_view_and_keeps_serving_it(driver: Any, tmp_path: Path) 
         driver.get(url + "dlq")
         wait(driver, lambda d: "bad_timestamp" in text_of(d, "#dlq"), "the DLQ page is empty")
         _shot(driver, "dlq")
-        assert not _severe(driver), _severe(driver)
+        assert not severe(driver), severe(driver)  # a CSP violation is logged as an error too
+        assert not csp_violations(driver)
     finally:
         code = demo.stop(60)  # SIGTERM: the demo stops worker and broker, like Ctrl-C
     assert code == 0, demo.log_tail()

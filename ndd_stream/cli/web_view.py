@@ -35,6 +35,11 @@ def register(sub: Any, handlers: dict[str, Any]) -> None:
                    help="recent decisions held in memory (default 5000)")
     p.add_argument("--text-mb", type=int, default=64, metavar="MB",
                    help="memory for item texts, oldest dropped first (default 64)")
+    p.add_argument("--allowed-hosts", dest="view_allowed_hosts", default=None, metavar="NAMES",
+                   help="without a login, also answer for these Host names (comma separated; "
+                   ".example.org for a domain; NDD_VIEW_ALLOWED_HOSTS); localhost, loopback "
+                   "addresses and the bind address always work, other names get 421 (a guard "
+                   "against DNS rebinding)")
     handlers["view"] = cmd_view
 
 
@@ -69,7 +74,8 @@ def cmd_view(args: argparse.Namespace, settings: Settings) -> int:
     print(f"ndd-stream view: {url}  (brokers {brokers}; {login}; Ctrl-C to stop)", flush=True)
     if settings.view_password is None and args.host not in LOOPBACK:
         sys.stderr.write(f"ndd-stream view: warning: listening on {args.host} without a login; "
-                         "set NDD_VIEW_PASSWORD or keep it behind an authenticating proxy\n")
+                         "set NDD_VIEW_PASSWORD or keep it behind an authenticating proxy "
+                         "(it answers only for localhost and NDD_VIEW_ALLOWED_HOSTS)\n")
 
     def on_term(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt

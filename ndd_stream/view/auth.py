@@ -18,6 +18,7 @@ from aiohttp.typedefs import Handler, Middleware
 
 OPEN_PATHS = frozenset({"/api/status"})
 REALM = "ndd-stream view"
+CHALLENGE = 'Basic realm="' + REALM + '", charset="UTF-8"'
 
 
 def credentials(header: str | None) -> tuple[str, str] | None:
@@ -49,7 +50,7 @@ def basic_auth(user: str, password: str) -> Middleware:
         if not (user_ok and password_ok):
             return web.Response(
                 status=401, text="401: this view asks for a user name and password\n",
-                headers={"WWW-Authenticate": f'Basic realm="{REALM}", charset="UTF-8"'})
+                headers={"WWW-Authenticate": CHALLENGE})
         return await handler(request)
 
     return middleware

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from html import escape
+
+from ndd_stream.view.html import Html, html, join, plain
 
 COLORS = {"in": "#555", "out": "#1f77b4", "unique": "#2ca02c", "near_duplicate": "#e69f00",
           "exact_duplicate": "#cc79a7", "dlq": "#d62728", "lag": "#7f3fbf"}
@@ -29,28 +30,31 @@ def _label(t: float, span: float) -> str:
 
 def line_chart(title: str, start: float, step: float, lines: Mapping[str, Sequence[float]],
                *, unit: str = "/s", width: int = 560, height: int = 180,
-               chart_id: str = "") -> str:
-    """One chart: a polyline per series over buckets ``start + i * step`` (UTC times)."""
+               chart_id: str = "") -> Html:
+    """One chart: a polyline per series over buckets ``start + i * step`` (UTC times).
+    Text inside SVG ``<text>`` is written with ``plain`` (an HTML ``<bdi>`` has no place
+    in SVG)."""
     left, right, top, bottom = 44, 8, 22, 22
     w, h = width - left - right, height - top - bottom
     n = max((len(v) for v in lines.values()), default=0)
     peak = nice_max(max((max(v, default=0) for v in lines.values()), default=0))
-    out = [f'<svg class="chart" id="{escape(chart_id)}" viewBox="0 0 {width} {height}" '
-           f'width="{width}" height="{height}" role="img" aria-label="{escape(title)}">',
-           f'<text x="{left}" y="14" class="ct">{escape(title)}</text>']
+    out = [html('<svg class="chart" id="{}" viewBox="0 0 {} {}" width="{}" height="{}" '
+                'role="img" aria-label="{}">', chart_id, width, height, width, height, title),
+           html('<text x="{}" y="14" class="ct">{}</text>', left, plain(title))]
     for frac in (0.0, 0.5, 1.0):
         y = top + h - frac * h
-        out.append(f'<line x1="{left}" x2="{left + w}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>')
+        out.append(html('<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" class="grid"/>',
+                        left, left + w, y, y))
         value = peak * frac
         text = f"{value:.0f}" if value >= 10 or value == 0 else f"{value:.1f}"
-        out.append(f'<text x="{left - 4}" y="{y + 4:.1f}" class="ax" text-anchor="end">'
-                   f'{text}{escape(unit) if frac == 1.0 else ""}</text>')
+        out.append(html('<text x="{}" y="{:.1f}" class="ax" text-anchor="end">{}</text>',
+                        left - 4, y + 4, plain(text + (unit if frac == 1.0 else ""))))
     span = n * step
     if n:
         for frac, anchor in ((0.0, "start"), (0.5, "middle"), (1.0, "end")):
             t = start + frac * (n - 1) * step
-            out.append(f'<text x="{left + frac * w:.1f}" y="{height - 6}" class="ax" '
-                       f'text-anchor="{anchor}">{_label(t, span)}</text>')
+            out.append(html('<text x="{:.1f}" y="{}" class="ax" text-anchor="{}">{}</text>',
+                            left + frac * w, height - 6, anchor, plain(_label(t, span))))
     legend_x = float(left + w)
     for name, values in reversed(list(lines.items())):
         color = COLORS.get(name, "#333")
@@ -58,11 +62,11 @@ def line_chart(title: str, start: float, step: float, lines: Mapping[str, Sequen
             dx = w / max(1, n - 1)
             points = " ".join(f"{left + i * dx:.1f},{top + h - (v / peak) * h:.1f}"
                               for i, v in enumerate(values))
-            out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" '
-                       f'points="{points}" data-series="{escape(name)}"/>')
+            out.append(html('<polyline fill="none" stroke="{}" stroke-width="1.5" points="{}" '
+                            'data-series="{}"/>', color, points, name))
         label = name.replace("_", " ")
         legend_x -= 8 + 6.5 * len(label)
-        out.append(f'<text x="{legend_x:.0f}" y="14" class="lg" fill="{color}">'
-                   f'{escape(label)}</text>')
-    out.append("</svg>")
-    return "".join(out)
+        out.append(html('<text x="{:.0f}" y="14" class="lg" fill="{}">{}</text>', legend_x,
+                        color, plain(label)))
+    out.append(html("</svg>"))
+    return join(out)

@@ -82,7 +82,8 @@ class _Thread:
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
-        self._thread.join(timeout)
+        if self._thread.ident is not None:  # started
+            self._thread.join(timeout)
 
     def _main(self) -> None:
         while not self._stop.is_set():

@@ -11,6 +11,9 @@ Records come in as plain data (``TailRecord``) from the Kafka follower thread
   a matched text that has left the text store is read back from Kafka by that position
   on demand (``follow.fetch_text``); beyond that the pair shows identity and channel only;
 * counts per status and second (15 min) and minute (24 h), per scope (``scopes`` keys).
+
+Every string kept from a record is cut to a cap (caps.py) as it is ingested, so these
+bounds hold whatever the size of a record's fields.
 """
 
 from __future__ import annotations
@@ -26,11 +29,22 @@ import orjson
 
 from ndd_stream.core.items import ItemFormat, parse_timestamp
 from ndd_stream.kafka.tail import TailRecord
+from ndd_stream.view import caps
+from ndd_stream.view.caps import (
+    DETAIL_CHARS,
+    DLQ_REASONS,
+    ID_CHARS,
+    LIST_TITLE_CHARS,
+    MAX_RAW_CHARS,
+    NAME_CHARS,
+    PREVIEW_BYTES,
+    TITLE_CHARS,
+    cut,
+    ident,
+)
 from ndd_stream.view.rings import CappedCounter, Ring, StoredText, TextStore, Timeline
 
 STATUSES = ("unique", "near_duplicate", "exact_duplicate", "dlq")
-PREVIEW_BYTES = 2000
-MAX_RAW_CHARS = 100_000  # a body longer than this is kept cut (the pair view says so)
 
 
 @dataclass(frozen=True)
@@ -114,8 +128,7 @@ class DlqRow:
 @dataclass(frozen=True, slots=True)
 class Locator:
     identity: str
-    title: str
-    channel: str
+    title: str  # cut to LIST_TITLE_CHARS
     topic: str
     partition: int
     offset: int
@@ -141,11 +154,28 @@ def iso_ms(ms: int | None) -> str:
 
 
 def _headers(record: TailRecord) -> tuple[tuple[str, str], ...]:
+    """The record's headers as the view keeps them (caps.headers)."""
+    return caps.headers(_raw_headers(record))
+
+
+def _raw_headers(record: TailRecord) -> tuple[tuple[str, str], ...]:
     return tuple((k, (v or b"").decode("utf-8", "replace")) for k, v in record.headers)
 
 
-def _hmap(headers: tuple[tuple[str, str], ...]) -> dict[str, str]:
-    return dict(headers)
+def _hmap(record: TailRecord) -> dict[str, str]:
+    """Header name -> value, whole: read once, each value cut where it is kept."""
+    return dict(_raw_headers(record))
+
+
+def _name(value: object) -> str:
+    return cut("" if value is None else str(value), NAME_CHARS)
+
+
+def _source(h: dict[str, str], default: str) -> str:
+    if "ndd-source-topic" not in h:
+        return ident(default)
+    return ident("{}[{}]@{}".format(h.get("ndd-source-topic"), h.get("ndd-source-partition"),
+                                    h.get("ndd-source-offset")))
 
 
 def _float(value: object) -> float:
@@ -179,7 +209,7 @@ class ViewState:
         self.timeline = Timeline()
         self.gauges = Timeline()  # lag: one value per bucket, not a sum
         self.scopes = CappedCounter(self.limits.scopes)
-        self.dlq_reasons: Counter[str] = Counter()
+        self.dlq_reasons = CappedCounter(DLQ_REASONS, "(other reasons)")
         self.lag: dict[tuple[str, int], LagRow] = {}
         self.lag_error: str | None = None
         self.follow_error: str | None = None  # the follower's last Kafka error, if unresolved
@@ -207,68 +237,78 @@ class ViewState:
             self.scopes.add(row.scope or "(none)", row.status)
 
     def _decision_from_audit(self, record: TailRecord) -> None:
-        audit = _loads(record.value)
-        if not isinstance(audit, dict) or "status" not in audit:
+        whole = _loads(record.value)
+        if not isinstance(whole, dict) or "status" not in whole:
             return
         headers = _headers(record)
-        matched_ts = audit.get("matched_timestamp")
+        matched_ts = whole.get("matched_timestamp")
+        matched_time = None
+        if isinstance(matched_ts, int | float) and not isinstance(matched_ts, bool):
+            try:
+                matched_time = iso_ms(int(matched_ts * 1000))
+            except (OverflowError, ValueError, OSError):
+                matched_time = None
+        audit = caps.bounded_json(whole)
+        if isinstance(audit.get("novel"), dict) and audit["novel"].get("resembles"):
+            audit["novel"]["resembles"] = ident(str(whole["novel"]["resembles"]))
         self._add_row(DecisionRow(
-            key=str(audit.get("source") or audit.get("identity") or record.offset),
-            status=str(audit["status"]), identity=str(audit.get("identity", "")),
-            similarity=_float(audit.get("similarity")),
-            duplicate_of=None if audit.get("duplicate_of") is None else str(audit["duplicate_of"]),
-            matched_channel=audit.get("matched_channel"),
-            matched_time=iso_ms(int(matched_ts * 1000)) if isinstance(matched_ts, int | float)
-            else None,
-            scope=str(audit.get("scope", "")), channel=str(audit.get("channel", "")),
-            time=str(audit.get("time", "")), policy=str(audit.get("policy") or ""),
-            replayed=bool(audit.get("replayed")), decided_ms=record.timestamp_ms,
+            key=ident(str(whole.get("source") or whole.get("identity") or record.offset)),
+            status=_name(whole["status"]), identity=ident(str(whole.get("identity", ""))),
+            similarity=_float(whole.get("similarity")),
+            duplicate_of=None if whole.get("duplicate_of") is None
+            else ident(str(whole["duplicate_of"])),
+            matched_channel=None if whole.get("matched_channel") is None
+            else _name(whole["matched_channel"]),
+            matched_time=matched_time,
+            scope=_name(whole.get("scope", "")), channel=_name(whole.get("channel", "")),
+            time=_name(whole.get("time", "")), policy=_name(whole.get("policy") or ""),
+            replayed=bool(whole.get("replayed")), decided_ms=record.timestamp_ms,
             headers=headers, audit=audit))
 
     def _routed(self, record: TailRecord) -> None:
-        headers = _headers(record)
-        h = _hmap(headers)
         text = text_of(record, self.fmt)
         if text is None:
             return
         identity, channel, when = text.identity, text.channel, text.time
         self.texts.put(text)
-        self.locators.add(identity, Locator(identity, text.title, channel, record.topic,
-                                            record.partition, record.offset))
+        self.locators.add(identity, Locator(identity, cut(text.title, LIST_TITLE_CHARS),
+                                            cut(record.topic, NAME_CHARS), record.partition,
+                                            record.offset))
         if self.rows_from_outputs:
-            src = ("{}[{}]@{}".format(h.get("ndd-source-topic"), h.get("ndd-source-partition"),
-                                      h.get("ndd-source-offset"))
-                   if "ndd-source-topic" in h else identity)
+            h = _hmap(record)
+            duplicate_of, matched_channel = h.get("ndd-duplicate-of"), h.get("ndd-matched-channel")
+            matched_time = h.get("ndd-matched-time")
             self._add_row(DecisionRow(
-                key=src, status=h.get("ndd-status", "?"), identity=identity,
-                similarity=_float(h.get("ndd-similarity")),
-                duplicate_of=h.get("ndd-duplicate-of"),
-                matched_channel=h.get("ndd-matched-channel"),
-                matched_time=h.get("ndd-matched-time"), scope=h.get("ndd-scope", ""),
-                channel=channel, time=when, policy=h.get("ndd-policy", ""),
-                replayed=h.get("ndd-replayed") == "1", decided_ms=record.timestamp_ms,
-                headers=headers))
+                key=_source(h, identity), status=_name(h.get("ndd-status", "?")),
+                identity=identity, similarity=_float(h.get("ndd-similarity")),
+                duplicate_of=None if duplicate_of is None else ident(duplicate_of),
+                matched_channel=None if matched_channel is None else _name(matched_channel),
+                matched_time=None if matched_time is None else _name(matched_time),
+                scope=_name(h.get("ndd-scope", "")), channel=channel, time=when,
+                policy=_name(h.get("ndd-policy", "")), replayed=h.get("ndd-replayed") == "1",
+                decided_ms=record.timestamp_ms, headers=_headers(record)))
 
     def _dead_letter(self, record: TailRecord) -> None:
-        headers = _headers(record)
-        h = _hmap(headers)
-        src = ("{}[{}]@{}".format(h.get("ndd-source-topic"), h.get("ndd-source-partition"),
-                                  h.get("ndd-source-offset")) if "ndd-source-topic" in h
-               else f"{record.topic}[{record.partition}]@{record.offset}")
-        obj = _loads(record.value)
+        h = _hmap(record)
+        src = _source(h, f"{record.topic}[{record.partition}]@{record.offset}")
+        value = record.value or b""
+        obj = _loads(value) if len(value) <= 2 * 1024 * 1024 else None
         channel = ""
         if isinstance(obj, dict):
-            channel = str(obj.get(self.fmt.channel_field) or "")
-        value = record.value or b""
-        row = DlqRow(key=src, reason=h.get("ndd-dlq-reason", "?"),
-                     detail=h.get("ndd-dlq-detail", ""), channel=channel, source=src,
-                     decided_ms=record.timestamp_ms,
+            channel = _name(obj.get(self.fmt.channel_field) or "")
+        try:
+            size = int(h.get("ndd-dlq-truncated") or len(value))
+        except ValueError:
+            size = len(value)
+        row = DlqRow(key=src, reason=_name(h.get("ndd-dlq-reason", "?")),
+                     detail=cut(h.get("ndd-dlq-detail", ""), DETAIL_CHARS), channel=channel,
+                     source=src, decided_ms=record.timestamp_ms,
                      preview=value[:PREVIEW_BYTES].decode("utf-8", "replace"),
-                     size=int(h.get("ndd-dlq-truncated") or len(value)), headers=headers)
+                     size=size, headers=_headers(record))
         if self.dlq.add(row.key, row):
             self.timeline.add((record.timestamp_ms or time.time() * 1000) / 1000, "dlq")
             self.scopes.add(channel or "(not readable)", "dlq")
-            self.dlq_reasons[row.reason] += 1
+            self.dlq_reasons.add(row.reason, "n")
 
     # --- lag (probe thread) ---------------------------------------------------------------
     def set_lag(self, rows: list[LagRow], raw_growth: int, now: float, since: float | None,
@@ -310,8 +350,8 @@ class ViewState:
 
 def text_of(record: TailRecord, fmt: ItemFormat) -> StoredText | None:
     """Title, raw body, channel and event time of a routed record (None without an
-    ``ndd-identity`` header: not a routed record)."""
-    identity = _hmap(_headers(record)).get("ndd-identity")
+    ``ndd-identity`` header: not a routed record), each cut to its cap (caps.py)."""
+    identity = _hmap(record).get("ndd-identity")
     if identity is None:
         return None
     obj = _loads(record.value)
@@ -321,9 +361,14 @@ def text_of(record: TailRecord, fmt: ItemFormat) -> StoredText | None:
         title = t if isinstance(t, str) else ""
         b = next((obj[n] for n in fmt.text_fields if obj.get(n) is not None), "")
         body = b if isinstance(b, str) else ""
-        channel = str(obj.get(fmt.channel_field) or "")
-        ts = next((parse_timestamp(obj[n]) for n in fmt.timestamp_fields
-                   if obj.get(n) is not None), None)
-        when = iso_ms(int(ts * 1000)) if ts is not None else ""
-    position = f"{record.topic}[{record.partition}]@{record.offset}"
-    return StoredText(identity, title, body, channel, when, position)
+        channel = _name(obj.get(fmt.channel_field) or "")
+        try:
+            ts = next((parse_timestamp(obj[n]) for n in fmt.timestamp_fields
+                       if obj.get(n) is not None), None)
+            when = iso_ms(int(ts * 1000)) if ts is not None else ""
+        except (OverflowError, ValueError, OSError):
+            when = ""
+    was_cut = len(title) > TITLE_CHARS or len(body) > MAX_RAW_CHARS
+    position = cut(f"{record.topic}[{record.partition}]@{record.offset}", ID_CHARS)
+    return StoredText(ident(identity), title[:TITLE_CHARS], body[:MAX_RAW_CHARS], channel,
+                      when, position, cut=was_cut)

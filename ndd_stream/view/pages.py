@@ -1,4 +1,8 @@
-"""Server-rendered HTML of the four views. Every value from Kafka goes through ``escape``.
+"""Server-rendered HTML of the four views, built only with :mod:`ndd_stream.view.html`.
+
+Every value from Kafka or from the request is placed with ``html("...{}...", value)``, which
+escapes it, makes control characters visible and isolates it (``<bdi>``); there is no other
+way in this module to put a string into markup (see html.py and tests/test_view_pure.py).
 
 Each page is a full document; the parts that change (``data-live``) are also served alone
 as fragments, which the page's small script (static/view.js) fetches every two seconds.
@@ -9,47 +13,45 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from html import escape
-from urllib.parse import urlencode
 
 from ndd_stream.view import charts
+from ndd_stream.view.caps import MAX_RAW_CHARS, TITLE_CHARS
 from ndd_stream.view.highlight import Marked
+from ndd_stream.view.html import EMPTY, Html, html, join, plain, url
 from ndd_stream.view.model import STATUSES, iso_ms
 from ndd_stream.view.queries import SPANS, DecisionList, DlqRow, Filter, Now, Pair
 from ndd_stream.view.rings import StoredText
 
-NAV = (("now", "/", "Now"), ("decisions", "/decisions", "Recent decisions"),
-       ("dlq", "/dlq", "DLQ"))
+NAV = (("now", url("/"), "Now"), ("decisions", url("/decisions"), "Recent decisions"),
+       ("dlq", url("/dlq"), "DLQ"))
 LABEL = {"unique": "unique", "near_duplicate": "near duplicate",
          "exact_duplicate": "exact duplicate", "dlq": "DLQ"}
 
 
-def e(value: object) -> str:
-    return escape("" if value is None else str(value))
-
-
-def layout(title: str, active: str, body: str, footer: str = "") -> str:
-    links = "".join(f'<a href="{href}" class="{"on" if key == active else ""}" '
-                    f'id="nav-{key}">{label}</a>' for key, href, label in NAV)
-    return (
+def layout(title: str, active: str, body: Html, footer: Html = EMPTY) -> Html:
+    links = join(html('<a href="{}" class="{}" id="nav-{}">{}</a>', href,
+                      "on" if key == active else "", key, plain(label))
+                 for key, href, label in NAV)
+    return html(
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        f"<title>ndd-stream · {e(title)}</title>"
+        "<title>ndd-stream · {title}</title>"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         '<link rel="icon" href="data:,">'
         '<link rel="stylesheet" href="/static/view.css"></head>'
-        f'<body data-page="{e(active)}"><header><b>ndd-stream</b><nav>{links}</nav>'
+        '<body data-page="{active}"><header><b>ndd-stream</b><nav>{links}</nav>'
         '<span id="live-status" class="live">live</span>'
         '<label class="pause"><input type="checkbox" id="pause"> pause</label></header>'
-        f"<main>{body}</main><footer>{footer}</footer>"
-        '<script src="/static/view.js"></script></body></html>')
+        "<main>{body}</main><footer>{footer}</footer>"
+        '<script src="/static/view.js"></script></body></html>',
+        title=plain(title), active=active, links=links, body=body, footer=footer)
 
 
-def live(url: str, inner: str, element_id: str) -> str:
-    return f'<div data-live="{e(url)}" id="{e(element_id)}">{inner}</div>'
+def live(link: str, inner: Html, element_id: str) -> Html:
+    return html('<div data-live="{}" id="{}">{}</div>', link, element_id, inner)
 
 
-def badge(status: str) -> str:
-    return f'<span class="st st-{e(status)}">{e(LABEL.get(status, status))}</span>'
+def badge(status: str) -> Html:
+    return html('<span class="st st-{}">{}</span>', status, LABEL.get(status, status))
 
 
 def _time(ms: int | None) -> str:
@@ -61,243 +63,254 @@ def _pct(part: int, total: int) -> str:
 
 
 # --- Now ----------------------------------------------------------------------------------
-def now_page(data: Now, span_key: str, footer: str) -> str:
-    spans = " ".join(f'<a href="/?span={k}" class="{"on" if k == span_key else ""}">{k}</a>'
-                     for k in SPANS)
-    body = (f'<h1>Now</h1><p class="spans">last {spans}</p>'
-            + live(f"/fragment/now?span={span_key}", now_fragment(data), "now"))
+def now_page(data: Now, span_key: str, footer: Html) -> Html:
+    spans = join((html('<a href="{}" class="{}">{}</a>', url("/", {"span": k}),
+                       "on" if k == span_key else "", plain(k)) for k in SPANS), html(" "))
+    body = html('<h1>Now</h1><p class="spans">last {}</p>{}', spans,
+                live(url("/fragment/now", {"span": span_key}), now_fragment(data), "now"))
     return layout("now", "now", body, footer)
 
 
-def now_fragment(d: Now) -> str:
+def now_fragment(d: Now) -> Html:
     total = sum(d.totals.values())
     rate_in = "-" if d.rate_in is None else f"{d.rate_in:.1f}"
-    cards = [f'<div class="card"><div class="n" id="rate-in">{rate_in}</div>items/s in</div>',
-             f'<div class="card"><div class="n" id="rate-out">{d.rate_out:.1f}</div>'
-             "items/s out</div>",
-             f'<div class="card"><div class="n" id="count-total">{total}</div>'
-             f"decided in the last {_span_name(d.span)}</div>"]
+    cards = [html('<div class="card"><div class="n" id="rate-in">{}</div>items/s in</div>',
+                  plain(rate_in)),
+             html('<div class="card"><div class="n" id="rate-out">{:.1f}</div>'
+                  "items/s out</div>", d.rate_out),
+             html('<div class="card"><div class="n" id="count-total">{}</div>'
+                  "decided in the last {}</div>", total, plain(_span_name(d.span)))]
     for s in STATUSES:
-        cards.append(f'<div class="card st-{s}"><div class="n" id="share-{s}">'
-                     f'{_pct(d.totals[s], total)}</div>{LABEL[s]} ({d.totals[s]})</div>')
+        cards.append(html('<div class="card st-{s}"><div class="n" id="share-{s}">'
+                          "{pct}</div>{label} ({n})</div>", s=s,
+                          pct=plain(_pct(d.totals[s], total)), label=plain(LABEL[s]),
+                          n=d.totals[s]))
     start, step = d.start, d.step
     unit = "/s" if step == 1 else "/s (per-minute mean)"
-    problem = (f'<p class="error" id="follow-error">reading the topics: {e(d.follow_error)} '
-               "(retrying)</p>" if d.follow_error else "")
-    parts = [problem, f'<div class="cards">{"".join(cards)}</div><div class="charts">',
-             charts.line_chart(f"items/s in and out {unit}", start, step,
-                               {"in": d.series["in"], "out": d.series["out"]},
-                               chart_id="chart-io"),
-             charts.line_chart("decisions/s by outcome", start, step,
-                               {s: d.series[s] for s in STATUSES}, chart_id="chart-outcome"),
-             charts.line_chart("consumer lag of the deciders (records)", start, step,
-                               {"lag": d.series["lag"]}, unit="", chart_id="chart-lag"),
-             "</div>", _scope_table(d), _lag_table(d), _held(d)]
-    return "".join(parts)
+    problem = (html('<p class="error" id="follow-error">reading the topics: {} (retrying)</p>',
+                    d.follow_error) if d.follow_error else EMPTY)
+    return join([problem, html('<div class="cards">{}</div><div class="charts">', join(cards)),
+                 charts.line_chart(f"items/s in and out {unit}", start, step,
+                                   {"in": d.series["in"], "out": d.series["out"]},
+                                   chart_id="chart-io"),
+                 charts.line_chart("decisions/s by outcome", start, step,
+                                   {s: d.series[s] for s in STATUSES}, chart_id="chart-outcome"),
+                 charts.line_chart("consumer lag of the deciders (records)", start, step,
+                                   {"lag": d.series["lag"]}, unit="", chart_id="chart-lag"),
+                 html("</div>"), _scope_table(d), _lag_table(d), _held(d)])
 
 
 def _span_name(span: int) -> str:
     return next((k for k, v in SPANS.items() if v == span), f"{span} s")
 
 
-def _scope_table(d: Now) -> str:
+def _scope_table(d: Now) -> Html:
     rows = []
     for scope, counts in d.scopes[:40]:
         n = sum(counts.values())
         dup = counts.get("near_duplicate", 0) + counts.get("exact_duplicate", 0)
-        cells = "".join(f'<td class="num">{counts.get(s, 0)} <span class="pct">'
-                        f"{_pct(counts.get(s, 0), n)}</span></td>" for s in STATUSES)
-        link = "/decisions?" + urlencode({"scope": scope})
-        rows.append(f'<tr><td><a href="{e(link)}">{e(scope)}</a></td>{cells}'
-                    f'<td class="num">{n}</td><td class="num">{_pct(dup, n)}</td></tr>')
-    more = (f'<p class="note">{len(d.scopes) - 40} more scopes not shown</p>'
-            if len(d.scopes) > 40 else "")
-    head = "".join(f"<th>{LABEL[s]}</th>" for s in STATUSES)
-    return ('<h2>Per scope, since the view started</h2><table class="grid" id="scopes">'
-            f"<tr><th>scope</th>{head}<th>items</th><th>duplicate share</th></tr>"
-            f'{"".join(rows) or "<tr><td colspan=7>no decisions yet</td></tr>"}</table>{more}')
+        cells = join(html('<td class="num">{} <span class="pct">{}</span></td>',
+                          counts.get(s, 0), plain(_pct(counts.get(s, 0), n))) for s in STATUSES)
+        rows.append(html('<tr><td><a href="{}">{}</a></td>{}<td class="num">{}</td>'
+                         '<td class="num">{}</td></tr>', url("/decisions", {"scope": scope}),
+                         scope, cells, n, plain(_pct(dup, n))))
+    more = (html('<p class="note">{} more scopes not shown</p>', len(d.scopes) - 40)
+            if len(d.scopes) > 40 else EMPTY)
+    head = join(html("<th>{}</th>", plain(LABEL[s])) for s in STATUSES)
+    return html('<h2>Per scope, since the view started</h2><table class="grid" id="scopes">'
+                "<tr><th>scope</th>{}<th>items</th><th>duplicate share</th></tr>{}</table>{}",
+                head, join(rows) or html("<tr><td colspan=7>no decisions yet</td></tr>"), more)
 
 
-def _lag_table(d: Now) -> str:
+def _lag_table(d: Now) -> Html:
     if d.lag_error:
-        status = f'<p class="error">lag unknown: {e(d.lag_error)}</p>'
+        status = html('<p class="error">lag unknown: {}</p>', d.lag_error)
     elif d.lag_updated is None:
-        status = '<p class="note">lag: first probe pending</p>'
+        status = html('<p class="note">lag: first probe pending</p>')
     else:
         at = datetime.fromtimestamp(d.lag_updated, tz=UTC).strftime("%H:%M:%S")
-        status = f'<p class="note">probed at {at} UTC</p>'
-    rows = "".join(
-        f"<tr><td>{e(r.role)}</td><td>{e(r.topic)}</td><td class='num'>{r.partition}</td>"
-        f"<td class='num'>{r.committed if r.committed >= 0 else 'none'}</td>"
-        f"<td class='num'>{r.high}</td><td class='num lag'>{r.lag}</td></tr>" for r in d.lag)
-    return ('<h2>Consumer lag per partition</h2>' + status
-            + '<table class="grid" id="lag"><tr><th>agent</th><th>topic</th><th>partition</th>'
-            "<th>committed</th><th>high watermark</th><th>lag</th></tr>" + rows + "</table>")
+        status = html('<p class="note">probed at {} UTC</p>', plain(at))
+    rows = join(html("<tr><td>{}</td><td>{}</td><td class='num'>{}</td><td class='num'>{}</td>"
+                     "<td class='num'>{}</td><td class='num lag'>{}</td></tr>", r.role, r.topic,
+                     r.partition, r.committed if r.committed >= 0 else plain("none"), r.high,
+                     r.lag) for r in d.lag)
+    return html('<h2>Consumer lag per partition</h2>{}<table class="grid" id="lag"><tr>'
+                "<th>agent</th><th>topic</th><th>partition</th><th>committed</th>"
+                "<th>high watermark</th><th>lag</th></tr>{}</table>", status, rows)
 
 
-def _held(d: Now) -> str:
+def _held(d: Now) -> Html:
     h = d.held
-    return (f'<p class="note" id="held">held in memory: {h["decisions"]} decisions '
-            f'({h["evicted_decisions"]} older ones dropped), {h["texts"]} texts '
-            f'({h["text_bytes"] / 1e6:.1f} MB; {h["evicted_texts"]} dropped), '
-            f'{h["dlq"]} dead letters</p>')
+    return html('<p class="note" id="held">held in memory: {} decisions ({} older ones '
+                "dropped), {} texts ({:.1f} MB; {} dropped), {} dead letters</p>",
+                h["decisions"], h["evicted_decisions"], h["texts"], h["text_bytes"] / 1e6,
+                h["evicted_texts"], h["dlq"])
 
 
 # --- Recent decisions ----------------------------------------------------------------------
-def _options(name: str, values: Iterable[tuple[str, str]], chosen: str) -> str:
-    opts = "".join(f'<option value="{e(v)}"{" selected" if v == chosen else ""}>{e(label)}'
-                   "</option>" for v, label in values)
-    return f'<select name="{name}" id="f-{name}">{opts}</select>'
+def _options(name: str, values: Iterable[tuple[str, str]], chosen: str) -> Html:
+    opts = join(html('<option value="{}" selected>{}</option>', v, plain(label)) if v == chosen
+                else html('<option value="{}">{}</option>', v, plain(label))
+                for v, label in values)
+    return html('<select name="{}" id="f-{}">{}</select>', name, name, opts)
 
 
-def decisions_page(data: DecisionList, flt: Filter, query: str, footer: str) -> str:
+def _number(value: float | None) -> str:
+    return "" if value is None else str(value)
+
+
+def decisions_page(data: DecisionList, flt: Filter, query: dict[str, str],
+                   footer: Html) -> Html:
     statuses = [("", "any status"), ("duplicate", "near or exact duplicate"),
                 *((s, LABEL[s]) for s in STATUSES[:3])]
-    form = (
-        '<form method="get" action="/decisions" class="filters">'
-        + _options("scope", [("", "any scope"), *((s, s or "(none)") for s in data.scopes)],
-                   flt.scope)
-        + _options("status", statuses, flt.status)
-        + '<label>doc_q from <input type="number" step="0.01" min="0" max="1" name="smin" '
-        f'id="f-smin" value="{"" if flt.smin is None else flt.smin}"></label>'
+    form = html(
+        '<form method="get" action="/decisions" class="filters">{}{}'
+        '<label>doc_q from <input type="number" step="0.01" min="0" max="1" name="smin" '
+        'id="f-smin" value="{}"></label>'
         '<label>to <input type="number" step="0.01" min="0" max="1" name="smax" id="f-smax" '
-        f'value="{"" if flt.smax is None else flt.smax}"></label>'
-        + _options("reason", [("", "any reason"), ("-", "no reason (doc_q alone)"),
-                              *((r, r) for r in data.reasons)], flt.reason)
-        + f'<input type="search" name="q" id="f-q" placeholder="title or id" value="{e(flt.q)}">'
+        'value="{}"></label>{}'
+        '<input type="search" name="q" id="f-q" placeholder="title or id" value="{}">'
         '<button type="submit" id="f-apply">filter</button> <a href="/decisions">reset</a>'
-        "</form>")
-    table = live("/fragment/decisions" + (f"?{query}" if query else ""),
-                 decisions_fragment(data), "decisions")
-    return layout("recent decisions", "decisions", "<h1>Recent decisions</h1>" + form + table,
-                  footer)
+        "</form>",
+        _options("scope", [("", "any scope"), *((s, s or "(none)") for s in data.scopes)],
+                 flt.scope),
+        _options("status", statuses, flt.status), _number(flt.smin), _number(flt.smax),
+        _options("reason", [("", "any reason"), ("-", "no reason (doc_q alone)"),
+                            *((r, r) for r in data.reasons)], flt.reason),
+        flt.q)
+    table = live(url("/fragment/decisions", query), decisions_fragment(data), "decisions")
+    return layout("recent decisions", "decisions",
+                  html("<h1>Recent decisions</h1>{}{}", form, table), footer)
 
 
-def decisions_fragment(data: DecisionList) -> str:
+def decisions_fragment(data: DecisionList) -> Html:
     rows = []
     for item in data.rows:
         r = item.row
-        link = "/pair?" + urlencode({"key": r.key})
-        matched = ""
+        matched = EMPTY
         if r.matched:
-            other = f' <span class="ch">({e(r.matched_channel)})</span>' if (
-                r.matched_channel and r.matched_channel != r.channel) else ""
-            matched = f'{e(item.matched_title or "(id " + r.matched + ")")}{other}'
-        rows.append(
-            f'<tr class="row st-{e(r.status)}" data-key="{e(r.key)}">'
-            f'<td title="{e(_time(r.decided_ms))}" class="t">{e(_time(r.decided_ms)[11:])}</td>'
-            f"<td>{badge(r.status)}</td>"
-            f'<td class="num">{r.similarity:.3f}</td><td>{e(r.scope)}</td>'
-            f"<td>{e(r.channel)}</td>"
-            f'<td><a href="{e(link)}" class="title">{e(item.title or "(id " + r.identity + ")")}'
-            f'</a></td><td>{matched}</td><td>{e(r.reason)}</td><td class="t">{e(r.time)}</td></tr>')
-    empty = '<tr><td colspan="9">no decision matches</td></tr>'
-    return (f'<p class="note" id="decision-count">{len(data.rows)} shown of {data.matching} '
-            f"matching ({data.held} held)</p>"
-            '<table class="grid"><tr><th>decided (UTC)</th><th>status</th><th>doc_q</th>'
-            "<th>scope</th><th>channel</th><th>title</th><th>matched item</th>"
-            f'<th>reason</th><th>event time</th></tr>{"".join(rows) or empty}</table>')
+            other = (html(' <span class="ch">({})</span>', r.matched_channel)
+                     if r.matched_channel and r.matched_channel != r.channel else EMPTY)
+            matched = html("{}{}", item.matched_title or "(id " + r.matched + ")", other)
+        rows.append(html(
+            '<tr class="row st-{status}" data-key="{key}"><td title="{at}" class="t">{clock}</td>'
+            '<td>{badge}</td><td class="num">{sim:.3f}</td><td>{scope}</td><td>{channel}</td>'
+            '<td><a href="{link}" class="title">{title}</a></td><td>{matched}</td>'
+            '<td>{reason}</td><td class="t">{time}</td></tr>',
+            status=r.status, key=r.key, at=_time(r.decided_ms), clock=_time(r.decided_ms)[11:],
+            badge=badge(r.status), sim=r.similarity, scope=r.scope, channel=r.channel,
+            link=url("/pair", {"key": r.key}), title=item.title or "(id " + r.identity + ")",
+            matched=matched, reason=r.reason, time=r.time))
+    return html('<p class="note" id="decision-count">{} shown of {} matching ({} held)</p>'
+                '<table class="grid"><tr><th>decided (UTC)</th><th>status</th><th>doc_q</th>'
+                "<th>scope</th><th>channel</th><th>title</th><th>matched item</th>"
+                "<th>reason</th><th>event time</th></tr>{}</table>",
+                len(data.rows), data.matching, data.held,
+                join(rows) or html('<tr><td colspan="9">no decision matches</td></tr>'))
 
 
 # --- A pair --------------------------------------------------------------------------------
-def _marked(m: Marked | None) -> str:
+def _marked(m: Marked | None) -> Html:
     if m is None:
-        return ""
+        return EMPTY
     out = []
     for seg in m.segments:
-        text = e(seg.text)
         classes = " ".join(c for c, on in (("shared", seg.shared), ("diff", seg.diff)) if on)
-        out.append(f'<mark class="{classes}">{text}</mark>' if classes else text)
-    return "".join(out)
+        out.append(html('<mark class="{}">{}</mark>', classes, plain(seg.text)) if classes
+                   else plain(seg.text))
+    return join(out)
 
 
-def _side(label: str, text: StoredText | None, marked: Marked | None, missing: str,
-          side: str, compared: bool) -> str:
+def _side(label: str, text: StoredText | None, marked: Marked | None, missing: Html,
+          side: str, compared: bool) -> Html:
     if text is None:
-        return f'<section class="side" id="{side}"><h2>{label}</h2><p class="missing">' \
-               f"{missing}</p></section>"
-    share = (f"{100 * marked.shared_fraction:.0f}% of its words in shared passages; "
-             if marked is not None and compared else "")
-    cut = '<p class="note">text cut: the view keeps the first 100,000 characters</p>' \
-        if text.cut else ""
-    return (f'<section class="side" id="{side}"><h2>{label}</h2>'
-            f'<p class="meta"><b>{e(text.title)}</b><br>{e(text.channel)} · {e(text.time)} · '
-            f'id {e(text.identity)}<br><span class="note">{share}read at '
-            f'{e(text.position)}</span></p>{cut}<div class="text">{_marked(marked)}</div>'
-            "</section>")
+        return html('<section class="side" id="{}"><h2>{}</h2><p class="missing">{}</p>'
+                    "</section>", side, plain(label), missing)
+    share = (html("{:.0f}% of its words in shared passages; ", 100 * marked.shared_fraction)
+             if marked is not None and compared else EMPTY)
+    cut = (html('<p class="note">text cut: the view keeps the first {:,} characters of a body '
+                "and {:,} of a title</p>", MAX_RAW_CHARS, TITLE_CHARS) if text.cut else EMPTY)
+    return html('<section class="side" id="{side}"><h2>{label}</h2>'
+                '<p class="meta"><b>{title}</b><br>{channel} · {time} · id {identity}<br>'
+                '<span class="note">{share}read at {position}</span></p>{cut}'
+                '<div class="text" dir="auto">{body}</div></section>',
+                side=side, label=plain(label), title=text.title, channel=text.channel,
+                time=text.time, identity=text.identity, share=share, position=text.position,
+                cut=cut, body=_marked(marked))
 
 
 def pair_page(p: Pair, new: Marked | None, old: Marked | None, from_decision: bool,
-              missing: str, footer: str) -> str:
+              missing: Html, footer: Html) -> Html:
     r = p.row
     novel = r.novel
-    head = (f"<h1>{badge(r.status)} doc_q {r.similarity:.3f}</h1>"
-            f'<p class="meta">scope {e(r.scope)} · decided {e(_time(r.decided_ms))} UTC · '
-            f"source {e(r.key)}" + (f" · policy {e(r.policy)}" if r.policy else "")
-            + (" · replayed" if r.replayed else "") + "</p>")
+    head = html('<h1>{} doc_q {:.3f}</h1><p class="meta">scope {} · decided {} UTC · '
+                "source {}{}{}</p>", badge(r.status), r.similarity, r.scope,
+                _time(r.decided_ms), r.key,
+                html(" · policy {}", r.policy) if r.policy else EMPTY,
+                html(" · replayed") if r.replayed else EMPTY)
     if novel:
         detail = novel.get("detail") or r.header("ndd-novel-detail") or ""
-        head += (f'<p class="novel" id="novel">judged a new report, although it resembles '
-                 f'{e(novel.get("resembles") or r.matched)}: <b>{e(novel.get("reason"))}</b>'
-                 + (f" · {e(detail)}" if detail else "") + "</p>")
-    legend = ('<p class="legend"><mark class="shared">shared passage</mark> '
-              '<mark class="diff">' + ("differs (from the decision)" if from_decision else
-                                       "figure in only one of the two texts")
-              + "</mark></p>")
-    sides = ('<div class="pair">'
-             + _side("this item", p.new, new, "the text of this item is not held by the view: "
-                     "it keeps the newest texts within its memory budget, from its start on",
-                     "new",
-                     p.old is not None)
-             + (_side("matched item" if r.duplicate_of else "resembled item", p.old, old,
+        head = html('{}<p class="novel" id="novel">judged a new report, although it resembles '
+                    "{}: <b>{}</b>{}</p>", head, novel.get("resembles") or r.matched,
+                    novel.get("reason"), html(" · {}", detail) if detail else EMPTY)
+    legend = html('<p class="legend"><mark class="shared">shared passage</mark> '
+                  '<mark class="diff">{}</mark></p>',
+                  plain("differs (from the decision)" if from_decision else
+                        "figure in only one of the two texts"))
+    this = _side("this item", p.new, new, html(
+        "the text of this item is not held by the view: it keeps the newest texts within its "
+        "memory budget, from its start on"), "new", p.old is not None)
+    if p.matched:
+        other = _side("matched item" if r.duplicate_of else "resembled item", p.old, old,
                       missing, "old", p.new is not None)
-                if p.matched else '<section class="side" id="old"><h2>matched item</h2>'
-                '<p class="missing">none: unique, nothing in its window resembled it</p>'
-                "</section>")
-             + "</div>")
-    headers = "".join(f"<tr><td>{e(k)}</td><td>{e(v)}</td></tr>" for k, v in r.headers)
-    audit = (f'<pre id="audit">{e(json.dumps(r.audit, indent=1, ensure_ascii=False))}</pre>'
-             if r.audit is not None else '<p class="note">no audit record (audit topic off)</p>')
-    body = (head + legend + sides + '<div class="cols"><div><h2>Headers</h2>'
-            f'<table class="grid" id="headers">{headers}</table></div>'
-            f"<div><h2>Audit record</h2>{audit}</div></div>")
+    else:
+        other = html('<section class="side" id="old"><h2>matched item</h2><p class="missing">'
+                     "none: unique, nothing in its window resembled it</p></section>")
+    headers = join(html("<tr><td>{}</td><td>{}</td></tr>", k, v) for k, v in r.headers)
+    audit = (html('<pre id="audit" dir="auto">{}</pre>',
+                  plain(json.dumps(r.audit, indent=1, ensure_ascii=False)))
+             if r.audit is not None
+             else html('<p class="note">no audit record (audit topic off)</p>'))
+    body = html('{}{}<div class="pair">{}{}</div><div class="cols"><div><h2>Headers</h2>'
+                '<table class="grid" id="headers">{}</table></div>'
+                "<div><h2>Audit record</h2>{}</div></div>", head, legend, this, other, headers,
+                audit)
     return layout("pair", "decisions", body, footer)
 
 
-def not_found(what: str, footer: str) -> str:
-    return layout("not found", "", f'<h1>Not found</h1><p class="missing">{e(what)}</p>', footer)
+def not_found(what: Html, footer: Html) -> Html:
+    return layout("not found", "", html('<h1>Not found</h1><p class="missing">{}</p>', what),
+                  footer)
 
 
 # --- DLQ -------------------------------------------------------------------------------------
-def dlq_page(rows: list[DlqRow], reasons: dict[str, int], reason: str, footer: str) -> str:
-    links = " ".join(f'<a href="/dlq?{urlencode({"reason": k})}" '
-                     f'class="{"on" if k == reason else ""}">{e(k)} ({n})</a>'
-                     for k, n in sorted(reasons.items()))
-    body = (f'<h1>Dead letters</h1><p class="spans">reason: <a href="/dlq" '
-            f'class="{"" if reason else "on"}">all</a> {links}</p>'
-            + live("/fragment/dlq" + (f"?{urlencode({'reason': reason})}" if reason else ""),
-                   dlq_fragment(rows), "dlq"))
+def dlq_page(rows: list[DlqRow], reasons: dict[str, int], reason: str, footer: Html) -> Html:
+    links = join((html('<a href="{}" class="{}">{} ({})</a>', url("/dlq", {"reason": k}),
+                       "on" if k == reason else "", k, n) for k, n in sorted(reasons.items())),
+                 html(" "))
+    fragment = url("/fragment/dlq", {"reason": reason} if reason else None)
+    body = html('<h1>Dead letters</h1><p class="spans">reason: <a href="/dlq" class="{}">all</a>'
+                " {}</p>{}", "" if reason else "on", links,
+                live(fragment, dlq_fragment(rows), "dlq"))
     return layout("dlq", "dlq", body, footer)
 
 
-def dlq_fragment(rows: list[DlqRow]) -> str:
-    out = []
-    for r in rows:
-        out.append(
-            f'<tr class="row"><td class="t">{e(_time(r.decided_ms))}</td><td class="reason">'
-            f"{e(r.reason)}</td><td>{e(r.detail)}</td><td>{e(r.channel)}</td>"
-            f'<td>{e(r.source)}</td><td class="num">{r.size}</td>'
-            f'<td class="payload"><details data-key="{e(r.key)}"><summary>'
-            f'{e(" ".join(r.preview[:70].split()) or "(empty)")}</summary>'
-            f"<pre>{e(r.preview)}</pre></details></td>"
-            "</tr>")
-    empty = '<tr><td colspan="7">no rejected item</td></tr>'
-    return ('<table class="grid"><tr><th>rejected (UTC)</th><th>reason</th><th>detail</th>'
-            "<th>channel</th><th>source</th><th>bytes</th><th>payload (head)</th></tr>"
-            f'{"".join(out) or empty}</table>')
+def dlq_fragment(rows: list[DlqRow]) -> Html:
+    out = join(html(
+        '<tr class="row"><td class="t">{at}</td><td class="reason">{reason}</td>'
+        '<td>{detail}</td><td>{channel}</td><td>{source}</td><td class="num">{size}</td>'
+        '<td class="payload"><details data-key="{key}"><summary>{head}</summary>'
+        '<pre dir="auto">{preview}</pre></details></td></tr>',
+        at=_time(r.decided_ms), reason=r.reason, detail=r.detail, channel=r.channel,
+        source=r.source, size=r.size, key=r.key,
+        head=" ".join(r.preview[:70].split()) or "(empty)", preview=plain(r.preview))
+        for r in rows)
+    return html('<table class="grid"><tr><th>rejected (UTC)</th><th>reason</th><th>detail</th>'
+                "<th>channel</th><th>source</th><th>bytes</th><th>payload (head)</th></tr>"
+                "{}</table>", out or html('<tr><td colspan="7">no rejected item</td></tr>'))
 
 
-def footer(topics: list[str], group: str, started: float) -> str:
+def footer(topics: list[str], group: str, started: float) -> Html:
     at = datetime.fromtimestamp(started, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
-    return (f"reads {e(', '.join(topics))} (every worker's decisions) · lag of group "
-            f"{e(group)} · view started {at} UTC")
+    return html("reads {} (every worker's decisions) · lag of group {} · view started {} UTC",
+                ", ".join(topics), group, plain(at))

@@ -167,4 +167,4 @@ def dead_letters(state: ViewState, reason: str = "", limit: int = 200
                  ) -> tuple[list[DlqRow], Counter[str]]:
     with state.lock:
         rows = [r for r in state.dlq.newest() if not reason or r.reason == reason][:limit]
-        return rows, Counter(state.dlq_reasons)
+        return rows, Counter({k: c["n"] for k, c in state.dlq_reasons.counts.items()})

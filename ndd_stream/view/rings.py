@@ -75,7 +75,9 @@ class StoredText:
     cut: bool = False  # text was longer than TextStore.max_chars and was cut
 
     def size(self) -> int:
-        return sys.getsizeof(self.title) + sys.getsizeof(self.text) + 200
+        """Bytes of its Python objects (every field: all of them count against the budget)."""
+        return sum(sys.getsizeof(f) for f in (self.identity, self.title, self.text,
+                                              self.channel, self.time, self.position)) + 120
 
 
 class TextStore:

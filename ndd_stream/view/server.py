@@ -12,7 +12,6 @@ import threading
 import time
 from importlib import resources
 from typing import Any
-from urllib.parse import urlencode
 
 from aiohttp import web
 
@@ -21,7 +20,9 @@ from ndd_stream.settings import Settings
 from ndd_stream.view import pages, queries
 from ndd_stream.view.auth import basic_auth
 from ndd_stream.view.follow import Follower, LagProbe, fetch_text, output_topics
+from ndd_stream.view.guard import add_headers, host_rule
 from ndd_stream.view.highlight import mark_pair, unmarked
+from ndd_stream.view.html import EMPTY, Html, html
 from ndd_stream.view.model import Limits, ViewState
 from ndd_stream.view.rings import StoredText
 
@@ -99,17 +100,22 @@ class ViewServer:
             await self._runner.cleanup()
 
     def stop(self, timeout: float = 10.0) -> None:
+        """Stop everything; a second call does nothing."""
         self.follower.stop(timeout)
         self.probe.stop(timeout)
-        if self._loop is not None and self._thread is not None:
+        if self._loop is not None and self._thread is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout)
 
     # --- routes ------------------------------------------------------------------------------
     def make_app(self) -> web.Application:
+        """The routes, behind the login (a password set) or the Host rule (none: guard.py);
+        every response gets the security headers."""
         password = self.settings.view_password
-        app = web.Application(middlewares=[] if password is None else [
-            basic_auth(self.settings.view_user, password.get_secret_value())])
+        app = web.Application(middlewares=[
+            host_rule(self.host, self.settings.view_allowed_hosts) if password is None
+            else basic_auth(self.settings.view_user, password.get_secret_value())])
+        app.on_response_prepare.append(add_headers)
         app.add_routes([
             web.get("/", self.now), web.get("/fragment/now", self.now_fragment),
             web.get("/decisions", self.decisions),
@@ -138,7 +144,7 @@ class ViewServer:
 
     async def decisions(self, request: web.Request) -> web.Response:
         data, flt = self._decisions(request)
-        query = urlencode({k: v for k, v in request.query.items() if v})
+        query = {k: v for k, v in request.query.items() if v}
         return web.Response(text=pages.decisions_page(data, flt, query, self._footer),
                             content_type=HTML)
 
@@ -150,11 +156,11 @@ class ViewServer:
         key = request.query.get("key", "")
         found = queries.pair(self.state, key)
         if found is None:
-            return web.Response(text=pages.not_found(
-                f"no decision {key!r} is held by the view (it keeps the newest "
-                f"{self.state.limits.decisions})", self._footer), status=404, content_type=HTML)
+            return web.Response(text=pages.not_found(html(
+                "no decision {} is held by the view (it keeps the newest {})", key,
+                self.state.limits.decisions), self._footer), status=404, content_type=HTML)
         found = await self._settle(key, found)
-        missing = ""
+        missing = EMPTY
         if found.matched is not None and found.old is None:
             missing = await self._read_back(found)
         loop = asyncio.get_running_loop()
@@ -171,26 +177,27 @@ class ViewServer:
             found = queries.pair(self.state, key) or found
         return found
 
-    async def _read_back(self, found: queries.Pair) -> str:
-        """Fetch the matched text from Kafka when the view still knows where it is."""
+    async def _read_back(self, found: queries.Pair) -> Html:
+        """Fetch the matched text from Kafka when the view still knows where it is; else
+        why it is missing (the identity and channel come from the record: escaped)."""
         with self.state.lock:
             loc = self.state.locators.get(found.matched or "")
         if loc is None:
-            return (f"the matched item {found.matched} ({found.row.matched_channel or '?'}) is "
-                    "no longer held by the view: it was routed before the view's first record "
-                    f"or more than {self.state.limits.locators} items ago. Look it up in "
-                    f"{self.settings.unique_topic} or {self.settings.duplicate_topic} by its "
-                    "ndd-identity header.")
+            return html("the matched item {} ({}) is no longer held by the view: it was routed "
+                        "before the view's first record or more than {} items ago. Look it up "
+                        "in {} or {} by its ndd-identity header.", found.matched,
+                        found.row.matched_channel or "?", self.state.limits.locators,
+                        self.settings.unique_topic, self.settings.duplicate_topic)
         loop = asyncio.get_running_loop()
         text = await loop.run_in_executor(None, fetch_text, self.settings, self.state, loc)
         if text is None:
-            return (f"the matched item {found.matched} was at {loc.topic}[{loc.partition}]"
-                    f"@{loc.offset} but could not be read back (retention removed it, or the "
-                    "broker did not answer)")
+            return html("the matched item {} was at {}[{}]@{} but could not be read back "
+                        "(retention removed it, or the broker did not answer)", found.matched,
+                        loc.topic, loc.partition, loc.offset)
         found.old = text
-        return ""
+        return EMPTY
 
-    def _render_pair(self, found: queries.Pair, missing: str) -> str:
+    def _render_pair(self, found: queries.Pair, missing: Html) -> str:
         mode = self.state.fmt.extract
 
         def compared(t: StoredText | None) -> str | None:
@@ -206,8 +213,9 @@ class ViewServer:
         from_decision = only_new is not None or only_old is not None
         if new is not None and old is not None:
             marked_new, marked_old, from_decision = mark_pair(new, old, only_new, only_old)
-        elif new is not None:  # nothing to compare with: the text alone
-            marked_new = unmarked(new)
+        else:  # nothing to compare with: each text held alone
+            marked_new = None if new is None else unmarked(new)
+            marked_old = None if old is None else unmarked(old)
         return pages.pair_page(found, marked_new, marked_old, from_decision, missing,
                                self._footer)
 
