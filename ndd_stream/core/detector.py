@@ -274,7 +274,7 @@ class Detector:
         shared, doc_match = best
         size = max(sig.size, doc_match.size)
         if figs is not None and (self.config.novelty == "on" or not doc.markup):
-            novel = _novelty(doc, shared, int(sig.size), doc_match, figs)
+            novel = _novelty(doc, nf, shared, int(sig.size), doc_match, figs)
             if novel is not None:
                 return replace(unique(), similarity=novel.similarity, novel=novel), sig
         status = Status.EXACT_DUPLICATE if shared == size else Status.NEAR_DUPLICATE
@@ -438,11 +438,11 @@ class Detector:
 
 
 def _novelty(
-    doc: Document, shared: int, size: int, match: WindowDoc, figs: str
+    doc: Document, nf: str, shared: int, size: int, match: WindowDoc, figs: str
 ) -> Novelty | None:
     """The core.novelty verdict on the best match, as the decision's explanation."""
     verdict = judge(shared, size, match.size, figs, match.figures,
-                    lambda: declares_correction(doc.text))
+                    lambda: declares_correction(doc.text), nf, match.nf)
     if verdict is None:
         return None
     reason, only_new, only_old = verdict

@@ -1,0 +1,91 @@
+"""Figures as quantities: "8.7 mln" is 8,700,000 written to the nearest 100,000.
+
+Agencies write one figure many ways: ``8.7 mln dlrs`` and ``8,700,000``, ``1.46 billion``
+and ``1,459,193,000``, a result table in thousands and its rewrite in millions. The novelty
+rule (core.novelty) compares figures as quantities, so a copy that re-writes its figures
+is not a report with other figures.
+
+A figure token is the figure as written, with its scale word when one follows it, joined
+by ``_`` (``8.7_mln``; tokens are kept space-separated per window document). Its quantity
+is ``mantissa * 10**exponent`` where the exponent is that of the last written digit plus
+the scale's. Two tokens name **the same quantity** when they have the same key (digits
+without thousands commas, same scale), or when both are numbers and they agree once both
+are rounded to the last written digit of the coarser one, provided the coarser has two
+significant digits or a scale word: ``2.3_mln`` = ``2,303,000``, but ``8`` is not
+``8.25`` (a rate is not a rounding of another).
+
+Matching is a relation, not a pairing: a figure is shared when the other text has a figure
+of the same quantity. So the verdict does not depend on the order of the figures, and the
+brute-force reference (every pair compared) gives the same sets.
+"""
+
+from __future__ import annotations
+
+import re
+
+SCALES: dict[str, int] = {"thousand": 3, "mln": 6, "million": 6, "millions": 6,
+                          "bln": 9, "billion": 9, "billions": 9, "trillion": 12}
+"""Scale words that follow a figure, and their powers of ten."""
+
+_SCALED = re.compile(r"(\d+(?:[.,]\d+)*)(?:[ \t]*\r?\n?[ \t]*(" + "|".join(SCALES) + r")\b)?",
+                     re.IGNORECASE)
+_NUMBER = re.compile(r"\d+(?:,\d+)*(?:\.\d+)?")
+
+
+def tokens(text: str) -> dict[str, str]:
+    """The distinct figure tokens of ``text`` in order of first appearance, by key."""
+    out: dict[str, str] = {}
+    for m in _SCALED.finditer(text):
+        raw, scale = m.group(1), m.group(2)
+        token = f"{raw}_{scale.lower()}" if scale else raw
+        out.setdefault(key(token), token)
+    return out
+
+
+def key(token: str) -> str:
+    """What equal figures share: digits without thousands commas, and the scale's power."""
+    raw, _, scale = token.partition("_")
+    plain = raw.replace(",", "")
+    return f"{plain}e{SCALES.get(scale, 0)}" if scale else plain
+
+
+def written(token: str) -> str:
+    """The figure as it appears in the text (without the scale word)."""
+    return token.partition("_")[0]
+
+
+def quantity(token: str) -> tuple[int, int, int] | None:
+    """(mantissa, exponent of the last written digit, significant digits), or None when the
+    figure is not a plain number (``1.2.3``, a date ``3.4.87`` stays a string)."""
+    raw, _, scale = token.partition("_")
+    if not _NUMBER.fullmatch(raw):
+        return None
+    whole, _, frac = raw.replace(",", "").partition(".")
+    mantissa = int(whole + frac)
+    return mantissa, SCALES.get(scale, 0) - len(frac), len(str(mantissa))
+
+
+def same(a: str, b: str) -> bool:
+    """Do the two tokens name the same quantity (up to the rounding of the coarser)?"""
+    if key(a) == key(b):
+        return True
+    qa, qb = quantity(a), quantity(b)
+    if qa is None or qb is None:
+        return False
+    a_coarser = qa[1] >= qb[1]
+    (ma, ea, digits), (mb, eb, _) = (qa, qb) if a_coarser else (qb, qa)
+    if digits < 2 and "_" not in (a if a_coarser else b):  # a rounding, not a small integer
+        return False
+    step = 10 ** (ea - eb)
+    return ma != 0 and (2 * mb + step) // (2 * step) == ma
+
+
+def differing(new: list[str], old: list[str]) -> tuple[list[str], list[str]]:
+    """Tokens of ``new`` with no same quantity in ``old``, and of ``old`` with none in
+    ``new`` (exact keys first: the quantity test only runs on the few that differ)."""
+    keys_new, keys_old = {key(t) for t in new}, {key(t) for t in old}
+    rest_new = [t for t in new if key(t) not in keys_old]
+    rest_old = [t for t in old if key(t) not in keys_new]
+    only_new = [t for t in rest_new if not any(same(t, u) for u in old)]
+    only_old = [t for t in rest_old if not any(same(t, u) for u in new)]
+    return only_new, only_old
