@@ -38,10 +38,10 @@ _SCALES = {"thousand": 3, "mln": 6, "million": 6, "millions": 6, "bln": 9, "bill
 def figures(text: str) -> dict[str, tuple[str, int]]:
     """Figure key -> (as first written, power of its scale word)."""
     out: dict[str, tuple[str, int]] = {}
-    pattern = r"(\d+(?:[.,]\d+)*)(?:[ \t]*\r?\n?[ \t]*(" + "|".join(_SCALES) + r")\b)?"
+    pattern = r"(\d+(?:[.,]\d+)*)(?:[ \t-]*\r?\n?[ \t]*(" + "|".join(_SCALES) + r")\b)?"
     for m in re.finditer(pattern, text, re.IGNORECASE):
         power = _SCALES[m.group(2).lower()] if m.group(2) else 0
-        key = m.group(1).replace(",", "") + (f"e{power}" if m.group(2) else "")
+        key = m.group(1).replace(",", "")
         out.setdefault(key, (m.group(1), power if m.group(2) else -1))
     return out
 

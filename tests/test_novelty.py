@@ -34,15 +34,15 @@ def _decide(*texts: str, markup: bool = False, **config: object) -> list[Decisio
 
 
 def test_figures_are_kept_as_written_once_each() -> None:
-    assert figures("Net 1,914,388 vs 1914388; 58.8 mln, 4TH QTR 1987.") == (
-        "1,914,388 58.8_mln 4 1987")
+    assert figures("Net 1,914,388 vs 1914388; 58.8 mln, 4TH QTR 1987, a 108-billion-dlr") == (
+        "1,914,388 58.8_mln 4 1987 108_billion")
     assert figures("UNOCAL RAISES POSTINGS\nUnocal said 50 cts") == "^unocal 50"
 
 
 @pytest.mark.parametrize("a,b,same", [
     ("8.7_mln", "8,700,000", True), ("1.46_billion", "1,459,193,000", True),
     ("2.3_mln", "2,322,000", True), ("2.0_mln", "2,006,000", True),
-    ("1,250", "1250", True), ("50", "75", False), ("50", "50_mln", False),
+    ("1,250", "1250", True), ("50", "75", False), ("108", "108_billion", True),
     ("8", "8.25", False),  # one significant digit is not a rounding
     ("8.2", "8.25", False),  # 8.25 rounds (half up) to 8.3
     ("0.3", "0", False), ("3.4.87", "3.4.88", False),
@@ -182,7 +182,7 @@ def test_differing_equals_the_brute_force_reference(new: list[str], old: list[st
             scale, 0), unit
 
     def same(x: str, y: str) -> bool:
-        if quantities.key(x) == quantities.key(y):
+        if x.partition("_")[0].replace(",", "") == y.partition("_")[0].replace(",", ""):
             return True
         vx, vy = value(x), value(y)
         if vx is None or vy is None:

@@ -5,11 +5,12 @@ and ``1,459,193,000``, a result table in thousands and its rewrite in millions. 
 rule (core.novelty) compares figures as quantities, so a copy that re-writes its figures
 is not a report with other figures.
 
-A figure token is the figure as written, with its scale word when one follows it, joined
-by ``_`` (``8.7_mln``; tokens are kept space-separated per window document). Its quantity
-is ``mantissa * 10**exponent`` where the exponent is that of the last written digit plus
-the scale's. Two tokens name **the same quantity** when they have the same key (digits
-without thousands commas, same scale), or when both are numbers and they agree once both
+A figure token is the figure as written, with its scale word when one follows it (after
+spaces, a hyphen or a line break), joined by ``_`` (``8.7_mln``; tokens are kept
+space-separated per window document). Its quantity is ``mantissa * 10**exponent`` where the
+exponent is that of the last written digit plus the scale's. Two tokens name **the same
+quantity** when they are written alike (same digits without thousands commas, whatever the
+scale word: a table repeats ``1.7 mln vs 1.4``), or when both are numbers and they agree once both
 are rounded to the last written digit of the coarser one, provided the coarser has two
 significant digits or a scale word: ``2.3_mln`` = ``2,303,000``, but ``8`` is not
 ``8.25`` (a rate is not a rounding of another).
@@ -27,7 +28,7 @@ SCALES: dict[str, int] = {"thousand": 3, "mln": 6, "million": 6, "millions": 6,
                           "bln": 9, "billion": 9, "billions": 9, "trillion": 12}
 """Scale words that follow a figure, and their powers of ten."""
 
-_SCALED = re.compile(r"(\d+(?:[.,]\d+)*)(?:[ \t]*\r?\n?[ \t]*(" + "|".join(SCALES) + r")\b)?",
+_SCALED = re.compile(r"(\d+(?:[.,]\d+)*)(?:[ \t-]*\r?\n?[ \t]*(" + "|".join(SCALES) + r")\b)?",
                      re.IGNORECASE)
 _NUMBER = re.compile(r"\d+(?:,\d+)*(?:\.\d+)?")
 
@@ -43,10 +44,9 @@ def tokens(text: str) -> dict[str, str]:
 
 
 def key(token: str) -> str:
-    """What equal figures share: digits without thousands commas, and the scale's power."""
-    raw, _, scale = token.partition("_")
-    plain = raw.replace(",", "")
-    return f"{plain}e{SCALES.get(scale, 0)}" if scale else plain
+    """What figures written alike share: the digits as written, without thousands commas
+    (and without the scale word: ``108 billion`` repeated as ``108`` is the same figure)."""
+    return token.partition("_")[0].replace(",", "")
 
 
 def written(token: str) -> str:
