@@ -200,6 +200,17 @@ def test_differing_equals_the_brute_force_reference(new: list[str], old: list[st
     assert quantities.differing(old, new) == (ref[1], ref[0])
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["1", "25", "8.7", "1,250", ".", ",", " ", "-", "\n", "\r\n",
+                                 "\t", "mln", "MLN", "Million", "millions", "billion", "bln",
+                                 "thousand", "x", "dlrs", "٣", "é", "İ"]), max_size=25))
+def test_figure_tokens_equal_the_one_pattern_definition(parts: list[str]) -> None:
+    """The fast path (digit runs in one C pass, scale words found first, figures read
+    backwards) gives what one pattern over the whole text gives."""
+    text = "".join(parts)
+    assert quantities.tokens(text) == quantities.tokens_reference(text)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet="0123456789.,  ab\nmlnMLN$%٣é", max_size=60))
 def test_figure_tokens_are_distinct_by_key(text: str) -> None:

@@ -23,6 +23,7 @@ brute-force reference (every pair compared) gives the same sets.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 SCALES: dict[str, int] = {"thousand": 3, "mln": 6, "million": 6, "millions": 6,
                           "bln": 9, "billion": 9, "billions": 9, "trillion": 12}
@@ -31,15 +32,99 @@ SCALES: dict[str, int] = {"thousand": 3, "mln": 6, "million": 6, "millions": 6,
 _SCALED = re.compile(r"(\d+(?:[.,]\d+)*)(?:[ \t-]*\r?\n?[ \t]*(" + "|".join(SCALES) + r")\b)?",
                      re.IGNORECASE)
 _NUMBER = re.compile(r"\d+(?:,\d+)*(?:\.\d+)?")
+_FIGURE = re.compile(r"\d+(?:[.,]\d+)*")
+_FIGURE_ASCII = re.compile(rb"[0-9]+(?:[.,][0-9]+)*")  # \d on ASCII text
+_RUN_BYTES = bytes(c if c in b"0123456789.," else 0x20 for c in range(256))
+_SCALE_WORD = re.compile(r"(?:" + "|".join(SCALES) + r")\b")
+_STEMS = ("thousand", "mln", "million", "bln", "billion", "trillion")  # every scale starts so
+_RUN = frozenset("0123456789.,")
+_GAP_CHARS = frozenset(" \t-\r\n")  # what may stand between a figure and a scale word
+_GAP = re.compile(r"[ \t-]*\r?\n?[ \t]*")  # what may stand between a figure and its scale
 
 
 def tokens(text: str) -> dict[str, str]:
-    """The distinct figure tokens of ``text`` in order of first appearance, by key."""
-    out: dict[str, str] = {}
+    """The distinct figure tokens of ``text`` in order of first appearance, by key. A figure
+    carries the scale word of its first occurrence that has one."""
+    if not text.isascii():
+        return tokens_reference(text)
+    runs = _runs(text)
+    if not runs:
+        return {}
+    scaled = _scaled(text)
+    return {k: f"{raw}_{scaled[k]}" if k in scaled else raw for k, raw in runs.items()}
+
+
+def tokens_reference(text: str) -> dict[str, str]:
+    """:func:`tokens` by one pattern over the whole text (slower; the definition)."""
+    runs: dict[str, str] = {}
+    scaled: dict[str, str] = {}
     for m in _SCALED.finditer(text):
-        raw, scale = m.group(1), m.group(2)
-        token = f"{raw}_{scale.lower()}" if scale else raw
-        out.setdefault(key(token), token)
+        k = m.group(1).replace(",", "")
+        runs.setdefault(k, m.group(1))
+        if m.group(2):
+            scaled.setdefault(k, m.group(2).lower())
+    return {k: f"{raw}_{scaled[k]}" if k in scaled else raw for k, raw in runs.items()}
+
+
+def _runs(text: str) -> dict[str, str]:
+    """Key -> first spelling of every figure of ASCII ``text``: every character but digits
+    and separators becomes a space in one C pass, so the pattern only runs on the few runs
+    that are not plain digits (a figure never spans a space: the same result, ~4x faster)."""
+    seen: dict[str, str] = {}
+    for run in text.encode("ascii").translate(_RUN_BYTES).split():
+        run = run.strip(b".,")
+        if run.isdigit():
+            digits = run.decode("ascii")
+            seen.setdefault(digits, digits)
+        elif run:
+            for raw in _FIGURE_ASCII.findall(run):
+                seen.setdefault(raw.replace(b",", b"").decode("ascii"), raw.decode("ascii"))
+    return seen
+
+
+def _scaled(text: str) -> dict[str, str]:
+    """Key -> scale word, for the figures of ASCII ``text`` written with one. Scale words
+    are found first (one scan of the lower-cased text), then the figure is the last one of
+    the run of digits and separators before each, when only spaces, a hyphen or a line
+    break stand between them."""
+    low = text.lower()  # ASCII: the same positions
+    out: dict[str, str] = {}
+    for i in sorted(_places(low)):
+        m = _SCALE_WORD.match(low, i)
+        if m is None:
+            continue
+        j = i
+        while j and low[j - 1] in _GAP_CHARS:
+            j -= 1
+        end = j
+        while j and low[j - 1] in _RUN:
+            j -= 1
+        if j == end:
+            continue
+        # the maximal run text[j:end] holds the figure; figures never cross its ends
+        last = _last(_FIGURE.finditer(text, j, end))
+        if last is None or not _GAP.fullmatch(text, last.end(), i):
+            continue
+        out.setdefault(last.group().replace(",", ""), m.group())
+    return out
+
+
+def _places(low: str) -> list[int]:
+    """Where a scale word may begin: str.find per stem (a C search, ~3x faster than
+    scanning with the alternation, which has no literal prefix)."""
+    out = []
+    for stem in _STEMS:
+        i = low.find(stem)
+        while i >= 0:
+            out.append(i)
+            i = low.find(stem, i + 1)
+    return out
+
+
+def _last(matches: Iterator[re.Match[str]]) -> re.Match[str] | None:
+    out = None
+    for out in matches:  # noqa: B007 (the last one is wanted)
+        pass
     return out
 
 

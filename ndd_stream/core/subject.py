@@ -29,11 +29,29 @@ def subject(text: str) -> str:
     if m is None or not rest:
         return ""
     word = m.group()
-    if word.lower() not in rest.lower():  # in C; the pattern only runs when it may match
-        return ""
-    named = re.compile(r"(?<!\w)" + re.escape(word[0].upper()) + "(?i:" + re.escape(word[1:])
-                       + r")(?!\w)")
-    return normal_form(word) if named.search(rest) else ""
+    if not (text.isascii() and word.isascii()):
+        return normal_form(word) if _named(word).search(rest) else ""
+    # ASCII: find the word case-insensitively (in C), then check each place
+    lower, low = word.lower(), rest.lower()
+    capital = word[0].upper()
+    i = low.find(lower)
+    while i >= 0:
+        end = i + len(word)
+        if (rest[i] == capital and (i == 0 or not _is_word(rest[i - 1]))
+                and (end == len(rest) or not _is_word(rest[end]))):
+            return lower
+        i = low.find(lower, i + 1)
+    return ""
+
+
+def _is_word(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _named(word: str) -> re.Pattern[str]:
+    """The word capitalised (its first letter upper case, the rest in any case), whole."""
+    return re.compile(r"(?<!\w)" + re.escape(word[0].upper()) + "(?i:" + re.escape(word[1:])
+                      + r")(?!\w)")
 
 
 def other_subject(subject_new: str, nf_new: str, subject_old: str, nf_old: str) -> bool:
