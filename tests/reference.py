@@ -59,8 +59,8 @@ def _same(x: tuple[str, int], y: tuple[str, int]) -> bool:
     px, py = parsed(x), parsed(y)
     if px is None or py is None:
         return False
-    (cv, cu, scaled), (fv, _, _) = (px, py) if px[1] >= py[1] else (py, px)
-    if not scaled and len(str(int(cv / cu))) < 2:
+    (cv, cu, scaled), (fv, fu, fine_scaled) = (px, py) if px[1] >= py[1] else (py, px)
+    if not scaled and len(str(int(cv / cu))) < 2 and not (cu == fu and fine_scaled):
         return False
     return cv != 0 and math.floor(fv / cu + Fraction(1, 2)) == cv / cu
 

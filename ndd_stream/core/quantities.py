@@ -157,20 +157,65 @@ def same(a: str, b: str) -> bool:
     qa, qb = quantity(a), quantity(b)
     if qa is None or qb is None:
         return False
-    a_coarser = qa[1] >= qb[1]
-    (ma, ea, digits), (mb, eb, _) = (qa, qb) if a_coarser else (qb, qa)
-    if digits < 2 and "_" not in (a if a_coarser else b):  # a rounding, not a small integer
+    if qa[1] < qb[1]:
+        a, b, qa, qb = b, a, qb, qa
+    (ma, ea, digits), (mb, eb, _) = qa, qb
+    # the coarser (either, on a tie) must be a rounding, not a small integer
+    if digits < 2 and "_" not in a and not (ea == eb and "_" in b):
         return False
-    step = 10 ** (ea - eb)
-    return ma != 0 and (2 * mb + step) // (2 * step) == ma
+    return ma != 0 and _rounded(mb, eb, ea) == ma
+
+
+def _rounded(mantissa: int, exponent: int, to: int) -> int:
+    """The mantissa at exponent ``to`` >= ``exponent``, rounded half up."""
+    step = 10 ** (to - exponent)
+    return (2 * mantissa + step) // (2 * step)
 
 
 def differing(new: list[str], old: list[str]) -> tuple[list[str], list[str]]:
     """Tokens of ``new`` with no same quantity in ``old``, and of ``old`` with none in
-    ``new`` (exact keys first: the quantity test only runs on the few that differ)."""
+    ``new``. Exact keys first; then each remaining token is looked up by its rounding at
+    each exponent of the other side, so the cost is linear in the figures (an earnings
+    table compared pair by pair cost ~0.5 ms), with the verdict of :func:`same`."""
     keys_new, keys_old = {key(t) for t in new}, {key(t) for t in old}
     rest_new = [t for t in new if key(t) not in keys_old]
     rest_old = [t for t in old if key(t) not in keys_new]
-    only_new = [t for t in rest_new if not any(same(t, u) for u in old)]
-    only_old = [t for t in rest_old if not any(same(t, u) for u in new)]
-    return only_new, only_old
+    if not rest_new and not rest_old:
+        return [], []
+    parsed_new, parsed_old = _parsed(new), _parsed(old)
+    return ([t for t in rest_new if not _matched(t, parsed_old)],
+            [t for t in rest_old if not _matched(t, parsed_new)])
+
+
+_Parsed = dict[int, list[tuple[int, int, bool]]]  # exponent -> (mantissa, digits, scaled)
+
+
+def _parsed(tokens: list[str]) -> _Parsed:
+    out: _Parsed = {}
+    for t in tokens:
+        q = quantity(t)
+        if q is not None:
+            out.setdefault(q[1], []).append((q[0], q[2], "_" in t))
+    return out
+
+
+def _matched(token: str, other: _Parsed) -> bool:
+    """Has ``other`` a token of the same quantity as ``token`` (by quantity, keys apart)?"""
+    q = quantity(token)
+    if q is None:
+        return False
+    m, e, digits = q
+    scaled = "_" in token
+    for ex, entries in other.items():
+        if ex > e:  # the other is coarser: round this one to it
+            r = _rounded(m, e, ex)
+            if any(mo == r and mo != 0 and (d >= 2 or sc) for mo, d, sc in entries):
+                return True
+        elif ex < e:  # this one is coarser
+            if m != 0 and (digits >= 2 or scaled) and any(
+                    _rounded(mo, ex, e) == m for mo, _, _ in entries):
+                return True
+        elif m != 0 and any(mo == m and (digits >= 2 or scaled or sc)
+                            for mo, _, sc in entries):
+            return True
+    return False
