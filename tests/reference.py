@@ -36,13 +36,16 @@ _SCALES = {"thousand": 3, "mln": 6, "million": 6, "millions": 6, "bln": 9, "bill
 
 
 def figures(text: str) -> dict[str, tuple[str, int]]:
-    """Figure key -> (as first written, power of its scale word)."""
+    """Figure key -> (as first written, power of the scale word of its first occurrence that
+    has one; -1 when none has)."""
     out: dict[str, tuple[str, int]] = {}
     pattern = r"(\d+(?:[.,]\d+)*)(?:[ \t-]*\r?\n?[ \t]*(" + "|".join(_SCALES) + r")\b)?"
     for m in re.finditer(pattern, text, re.IGNORECASE):
-        power = _SCALES[m.group(2).lower()] if m.group(2) else 0
         key = m.group(1).replace(",", "")
-        out.setdefault(key, (m.group(1), power if m.group(2) else -1))
+        raw, power = out.get(key, (m.group(1), -1))
+        if power < 0 and m.group(2):
+            power = _SCALES[m.group(2).lower()]
+        out[key] = (raw, power)
     return out
 
 
@@ -75,6 +78,14 @@ def _subject(text: str) -> str:
     return normal_form(w) if re.search(pattern, rest) else ""
 
 
+def _headline(text: str) -> list[str]:
+    out: list[str] = []
+    for w in re.findall(r"[^\W_]+", text.split("\n")[0].lower()):
+        if w not in out:
+            out.append(w)
+    return out[:24]
+
+
 def novelty(doc: Document, other: Document, grams: set[str], other_grams: set[str]
             ) -> tuple[str, tuple[str, ...], tuple[str, ...]] | None:
     """The rule of docs/EVALUATION.md, straight from its wording."""
@@ -91,6 +102,13 @@ def novelty(doc: Document, other: Document, grams: set[str], other_grams: set[st
     if (s_new and s_old and s_new not in normal_form(other.text)
             and s_old not in normal_form(doc.text) and not correction):
         return "subject", (s_new,), (s_old,)
+    h_new, h_old = _headline(doc.text), _headline(other.text)
+    shared_grams = len(grams & other_grams)
+    if (h_new and h_old and shared_grams / max(len(grams), len(other_grams)) < 0.5
+            and len(set(h_new) & set(h_old)) / len(set(h_new) | set(h_old)) < 0.2
+            and not correction):
+        return ("headline", tuple(w for w in h_new if w not in h_old),
+                tuple(w for w in h_old if w not in h_new))
     changed = min(len(only_new), len(only_old))
     shared = len(mine) - len(only_new)
     if changed and not correction and changed / (changed + shared) > 1 / 5:

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 from ndd_stream.core import quantities
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Decision, Document, Status
+from ndd_stream.core.headline import headline_words, new_headline
 from ndd_stream.core.normalize import normal_form
-from ndd_stream.core.novelty import figures, judge
+from ndd_stream.core.novelty import facts, figures, judge
 from ndd_stream.core.subject import subject
 from ndd_stream.settings import Settings
 from ndd_stream.worker.records import decision_headers, header_map
@@ -34,9 +35,14 @@ def _decide(*texts: str, markup: bool = False, **config: object) -> list[Decisio
 
 
 def test_figures_are_kept_as_written_once_each() -> None:
-    assert figures("Net 1,914,388 vs 1914388; 58.8 mln, 4TH QTR 1987, a 108-billion-dlr") == (
-        "1,914,388 58.8_mln 4 1987 108_billion")
-    assert figures("UNOCAL RAISES POSTINGS\nUnocal said 50 cts") == "^unocal 50"
+    text = "ARBOR NET\nNet 1,914,388 vs 1914388; 58.8 mln, 4TH QTR 1987, a 108-billion-dlr"
+    assert figures(text) == "#arbor,net 1,914,388 58.8_mln 4 1987 108_billion"
+    assert figures("UNOCAL RAISES POSTINGS\nUnocal said 50 cts") == (
+        "^unocal #unocal,raises,postings 50")
+    parsed = facts("^unocal #unocal,raises 50 8.7_mln")
+    assert (parsed.subject, parsed.headline, parsed.figures) == (
+        "unocal", ["unocal", "raises"], ["50", "8.7_mln"])
+    assert facts("1,250 7").figures == ["1,250", "7"]  # a record of an earlier release
 
 
 @pytest.mark.parametrize("a,b,same", [
@@ -71,6 +77,34 @@ def test_another_subject_is_a_new_report_unless_named_in_both() -> None:
     assert second.novel.detail.startswith("another subject: murphy")
     rewrite = unocal.replace("UNOCAL RAISES", "OIL COMPANY RAISES")  # names Unocal in the body
     assert _decide(unocal, rewrite)[1].is_duplicate
+
+
+def test_headline_words_and_the_follow_up_test() -> None:
+    assert headline_words("DIXONS WON'T EXTEND OFFER, DIXONS SAYS\nbody") == [
+        "dixons", "won", "t", "extend", "offer", "says"]
+    words_a, words_b = ["dixons", "extends", "offer"], ["dixons", "drops", "bid", "plan"]
+    # shared 1 of 6 words (< 1/5? no: 5 * 1 < 6 is true); doc_q 4/10 < 1/2
+    assert new_headline(words_a, words_b, 4, 10, 8)
+    assert not new_headline(words_a, words_b, 5, 10, 8)  # doc_q exactly 1/2: a re-slug
+    assert not new_headline(words_a, ["dixons", "extends", "bid"], 4, 10, 8)  # 2 of 4 shared
+    assert not new_headline([], words_b, 4, 10, 8)  # unknown headline (earlier record)
+
+
+def test_follow_up_under_a_new_headline_is_new() -> None:
+    story = ("The Bank of Norland said it would hold talks with creditor banks next week on "
+             "rescheduling the country's foreign debt, according to officials in the capital. ")
+    first = "NORLAND TO HOLD DEBT TALKS\n" + story * 2
+    follow = ("CREDITORS REJECT RESCHEDULING PLAN\n" + story + "Creditor banks rejected "
+              "the proposal on Friday, bankers in London said, and asked for a new plan "
+              "before any further meeting could be arranged between the two sides. ")
+    second = _decide(first, follow)[1]
+    assert second.novel is not None and second.novel.reason == "headline", second
+    assert "creditors" in second.novel.only_new
+    assert second.novel.detail.startswith("a follow-up: new headline words creditors")
+    same_headline = follow.replace("CREDITORS REJECT RESCHEDULING PLAN", "NORLAND TO HOLD "
+                                   "DEBT TALKS, CREDITORS SAY")
+    assert _decide(first, same_headline)[1].novel is None or (
+        _decide(first, same_headline)[1].novel.reason != "headline")
 
 
 def test_figures_written_differently_are_the_same_report() -> None:
@@ -133,6 +167,11 @@ def test_rule_is_exact_integer_arithmetic() -> None:
     assert judge(10, 10, 10, "^sun 1", "^usx 1", False, "sunraises", "usxsunraises") is None
     assert judge(10, 10, 10, "^sun 1", "^usx 1", True, "sunraises", "usxraises") is None
     assert judge(10, 10, 10, "^sun 1", "1", False, "sunraises", "usxraises") is None
+    # headlines: doc_q 4/10 < 1/2 with overlap 4/8 >= 1/2; 0 of 4 headline words shared
+    assert judge(4, 10, 8, "#a,b 1", "#c,d 1", False) == ("headline", ("a", "b"), ("c", "d"))
+    assert judge(4, 10, 8, "#a,b 1", "#c,d 1", True) is None  # a declared correction
+    assert judge(5, 10, 8, "#a,b 1", "#c,d 1", False) is None  # doc_q 1/2
+    assert judge(4, 10, 8, "#a,b 1", "1", False) is None  # the match's headline unknown
 
 
 def test_headers_and_audit_follow_the_contract() -> None:

@@ -13,13 +13,17 @@ when one of these holds, checked in this order:
 2. ``subject``: the two are about another subject (core.subject): each item's first line
    begins with a name the item repeats, and neither name occurs in the other item. Two
    companies' crude postings or two issuers' bonds share template and figures, not names.
-3. ``figures``: the figures differ in both directions (A has figures B lacks *and* B has
+3. ``headline``: a follow-up (core.headline): the texts differ in half (doc_q < 1/2) and the
+   headlines share under a fifth of their words. A follow-up repeats the story under a new
+   headline; a re-sent or re-edited copy keeps most of its headline.
+4. ``figures``: the figures differ in both directions (A has figures B lacks *and* B has
    figures A lacks), and the changed ones are more than a fifth of the figures compared:
    ``changed / (changed + shared) > MAX_CHANGED_SHARE`` = 1/5 with ``changed = min(|only A|,
    |only B|)`` and ``shared = |A| - |only A|``. A correction of a detail changes one figure
    among many; a report of another day or issuer changes most of them.
    An item that declares itself a correction (the word corrected, corrects or correction)
-   may change any number of figures, or its subject: it is still the same report.
+   may change any number of figures, its subject or its headline: it is still the same
+   report.
 
 Figures are quantities (core.quantities): a run of digits with inner ``.`` or ``,`` and the
 scale word after it (``mln``, ``billion``...), compared up to the rounding of the coarser
@@ -27,9 +31,9 @@ scale word after it (``mln``, ``billion``...), compared up to the rounding of th
 quantity. Figures only in A (and not B) alone never make A new: an expanded copy adds
 detail; figures only in B alone neither: a shortened copy drops some.
 
-The rule is a pure function of the two items' facts (subject and figure tokens), their
-normal forms, the correction flag and the three q-gram set sizes, in integer arithmetic,
-so the detector's decision equals a brute-force reference.
+The rule is a pure function of the two items' facts (subject, headline words and figure
+tokens), their normal forms, the correction flag and the three q-gram set sizes, in integer
+arithmetic, so the detector's decision equals a brute-force reference.
 """
 
 from __future__ import annotations
@@ -39,13 +43,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ndd_stream.core import quantities
+from ndd_stream.core.headline import headline_words, new_headline
 from ndd_stream.core.subject import other_subject, subject
 
 MIN_OVERLAP = (1, 2)  # a fraction: at least half of the shorter text is shared
 MAX_CHANGED_SHARE = (1, 5)  # a fraction: at most one figure in five changed
 MAX_LISTED = 20  # only_new / only_old lists are capped (audit records stay small)
 
-REASONS = ("new_content", "subject", "figures")
+REASONS = ("new_content", "subject", "headline", "figures")
 """Reason codes (header ``ndd-novel``): see the module docstring."""
 
 _CORRECTION = re.compile(r"\bcorrect(?:ed|s|ion)\b", re.IGNORECASE)
@@ -78,21 +83,38 @@ class Novelty:
 
 
 def figures(text: str) -> str:
-    """The facts of ``text`` kept per window document and persisted: its subject
-    (``^word``, core.subject; absent when it has none) and its distinct figure tokens
-    (core.quantities) in order of first appearance, joined by single spaces. Records
-    written before subjects and scale words (no ``^``, no ``_``) read as figures alone."""
+    """The facts of ``text`` kept per window document and persisted, space-separated: its
+    subject (``^word``, core.subject; absent when it has none), its headline words
+    (``#w1,w2,...``, core.headline) and its distinct figure tokens (core.quantities) in
+    order of first appearance. Records written before subjects, headlines and scale words
+    (no ``^``, ``#`` or ``_``) read as figures alone."""
+    parts = []
     subj = subject(text)
-    figs = " ".join(quantities.tokens(text).values())
-    return f"^{subj} {figs}" if subj else figs
+    if subj:
+        parts.append("^" + subj)
+    words = headline_words(text)
+    if words:
+        parts.append("#" + ",".join(words))
+    parts.extend(quantities.tokens(text).values())
+    return " ".join(parts)
 
 
-def facts(joined: str) -> tuple[str, list[str]]:
-    """(subject, figure tokens) of a :func:`figures` string."""
+@dataclass(frozen=True, slots=True)
+class Facts:
+    subject: str  # "" when none (or unknown)
+    headline: list[str]  # [] when none (or unknown)
+    figures: list[str]
+
+
+def facts(joined: str) -> Facts:
+    """The parts of a :func:`figures` string."""
     parts = joined.split()
+    subj, words = "", []
     if parts and parts[0].startswith("^"):
-        return parts[0][1:], parts[1:]
-    return "", parts
+        subj, parts = parts[0][1:], parts[1:]
+    if parts and parts[0].startswith("#"):
+        words, parts = parts[0][1:].split(","), parts[1:]
+    return Facts(subj, words, parts)
 
 
 def figure_key(raw: str) -> str:
@@ -127,8 +149,8 @@ def judge(
         return "new_content", only_new, only_old
     if figures_old is None:
         return None
-    subject_new, figs_new = facts(figures_new)
-    subject_old, figs_old = facts(figures_old)
+    new, old = facts(figures_new), facts(figures_old)
+    figs_new, figs_old = new.figures, old.figures
     corrected = correction if not callable(correction) else None
 
     def is_correction() -> bool:
@@ -137,8 +159,12 @@ def judge(
             corrected = bool(correction()) if callable(correction) else bool(correction)
         return corrected
 
-    if other_subject(subject_new, nf_new, subject_old, nf_old) and not is_correction():
-        return "subject", (subject_new,), (subject_old,)
+    if other_subject(new.subject, nf_new, old.subject, nf_old) and not is_correction():
+        return "subject", (new.subject,), (old.subject,)
+    if (new_headline(new.headline, old.headline, shared_qgrams, size_new, size_old)
+            and not is_correction()):
+        return ("headline", tuple(w for w in new.headline if w not in old.headline),
+                tuple(w for w in old.headline if w not in new.headline))
     only_new_t, only_old_t = quantities.differing(figs_new, figs_old)
     changed = min(len(only_new_t), len(only_old_t))
     if not changed or is_correction():
@@ -156,6 +182,9 @@ def detail_line(reason: str, only_new: tuple[str, ...], only_old: tuple[str, ...
     if reason == "subject":
         return (f"another subject: {only_new[0] if only_new else '?'} "
                 f"(the earlier item's is {only_old[0] if only_old else '?'})")
+    if reason == "headline":
+        return (f"a follow-up: new headline words {' '.join(only_new[:6]) or '-'} over a text "
+                "that differs in half")
     if reason == "figures":
         pairs = ", ".join(f"{o} -> {n}" for o, n in zip(only_old[:4], only_new[:4],
                                                        strict=False))
@@ -165,5 +194,5 @@ def detail_line(reason: str, only_new: tuple[str, ...], only_old: tuple[str, ...
 
 
 def _differing(new: str, old: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    only_new, only_old = quantities.differing(facts(new)[1], facts(old)[1])
+    only_new, only_old = quantities.differing(facts(new).figures, facts(old).figures)
     return tuple(map(quantities.written, only_new)), tuple(map(quantities.written, only_old))
