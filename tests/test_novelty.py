@@ -199,6 +199,24 @@ def test_setting_reaches_the_detector(monkeypatch: pytest.MonkeyPatch) -> None:
         Settings()
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["Sun", "SUN", "sun", "Suns", "Sunco", "Ab", "USX", "usx's",
+                                 " ", "\n", ",", "3RD", "_", "é", "Éclat", "ÉCLAT", "x"]),
+                max_size=12))
+def test_subject_fast_path_equals_the_pattern(parts: list[str]) -> None:
+    """The ASCII search (find, then check case and word boundaries) gives what the
+    pattern "first letter upper case, the rest in any case, a whole word" gives."""
+    from ndd_stream.core.subject import _named
+
+    text = "".join(parts)
+    first, _, rest = text.partition("\n")
+    m = re.search(r"[^\W\d_]{2,}", first)
+    want = ""
+    if m is not None and rest and _named(m.group()).search(rest):
+        want = normal_form(m.group())
+    assert subject(text) == want
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(["8.7_mln", "8,700,000", "8,749,999", "2.3_mln", "2,303,000",
                                  "1.46_billion", "1,459,193,000", "50", "75", "8", "8.25",
