@@ -125,8 +125,9 @@ class Settings(BaseSettings):
     )
     novelty: NoveltyMode = Field(
         "auto",
-        description="Judge the best doc_q match: a report with other figures, or sharing "
-        "under half of the shorter text, is routed unique and explained (ndd-novel headers). "
+        description="Judge the best doc_q match: a report with other figures, about another "
+        "subject, or sharing under half of the shorter text, is routed unique and explained "
+        "(ndd-novel headers). "
         "auto: for plain-text items, not for HTML ones; on; off (doc_q alone). See "
         "docs/EVALUATION.md.",
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 from ndd_stream.core.document import Document
 from ndd_stream.core.normalize import normal_form
@@ -30,26 +31,86 @@ def qgram_set(nf: str, q: int) -> set[str]:
     return {nf[i : i + q] for i in range(len(nf) - q + 1)}
 
 
-def figures(text: str) -> dict[str, str]:
-    """Figure (commas dropped) -> how it is first written in ``text``."""
-    out: dict[str, str] = {}
-    for raw in re.findall(r"\d+(?:[.,]\d+)*", text):
-        out.setdefault(raw.replace(",", ""), raw)
+_SCALES = {"thousand": 3, "mln": 6, "million": 6, "millions": 6, "bln": 9, "billion": 9,
+           "billions": 9, "trillion": 12}
+
+
+def figures(text: str) -> dict[str, tuple[str, int]]:
+    """Figure key -> (as first written, power of the scale word of its first occurrence that
+    has one; -1 when none has)."""
+    out: dict[str, tuple[str, int]] = {}
+    pattern = r"(\d+(?:[.,]\d+)*)(?:[ \t-]*\r?\n?[ \t]*(" + "|".join(_SCALES) + r")\b)?"
+    for m in re.finditer(pattern, text, re.IGNORECASE):
+        key = m.group(1).replace(",", "")
+        raw, power = out.get(key, (m.group(1), -1))
+        if power < 0 and m.group(2):
+            power = _SCALES[m.group(2).lower()]
+        out[key] = (raw, power)
     return out
+
+
+def _same(x: tuple[str, int], y: tuple[str, int]) -> bool:
+    """Same quantity up to the rounding of the coarser (exact fractions)."""
+    def parsed(f: tuple[str, int]) -> tuple[Fraction, Fraction, bool] | None:
+        raw, power = f
+        plain = raw.replace(",", "")
+        if not re.fullmatch(r"\d+(?:,\d+)*(?:\.\d+)?", raw):
+            return None
+        scale = Fraction(10) ** max(power, 0)
+        unit = scale / Fraction(10) ** len(plain.partition(".")[2])
+        return Fraction(plain) * scale, unit, power >= 0
+    px, py = parsed(x), parsed(y)
+    if px is None or py is None:
+        return False
+    (cv, cu, scaled), (fv, fu, fine_scaled) = (px, py) if px[1] >= py[1] else (py, px)
+    if not scaled and len(str(int(cv / cu))) < 2 and not (cu == fu and fine_scaled):
+        return False
+    return cv != 0 and math.floor(fv / cu + Fraction(1, 2)) == cv / cu
+
+
+def _subject(text: str) -> str:
+    first, _, rest = text.partition("\n")
+    m = re.search(r"[^\W\d_]{2,}", first)
+    if m is None:
+        return ""
+    w = m.group()
+    pattern = r"(?<!\w)" + re.escape(w[0].upper()) + "(?i:" + re.escape(w[1:]) + r")(?!\w)"
+    return normal_form(w) if re.search(pattern, rest) else ""
+
+
+def _headline(text: str) -> list[str]:
+    out: list[str] = []
+    for w in re.findall(r"[^\W_]+", text.split("\n")[0].lower()):
+        if w not in out:
+            out.append(w)
+    return out[:24]
 
 
 def novelty(doc: Document, other: Document, grams: set[str], other_grams: set[str]
             ) -> tuple[str, tuple[str, ...], tuple[str, ...]] | None:
     """The rule of docs/EVALUATION.md, straight from its wording."""
     mine, theirs = figures(doc.text), figures(other.text)
-    only_new = tuple(raw for key, raw in mine.items() if key not in theirs)
-    only_old = tuple(raw for key, raw in theirs.items() if key not in mine)
+    only_new = tuple(f[0] for k, f in mine.items()
+                     if not any(k == j or _same(f, g) for j, g in theirs.items()))
+    only_old = tuple(g[0] for j, g in theirs.items()
+                     if not any(k == j or _same(f, g) for k, f in mine.items()))
     shorter = min(len(grams), len(other_grams))
     if shorter and len(grams & other_grams) / shorter < 0.5:
         return "new_content", only_new, only_old
-    changed = min(len(only_new), len(only_old))
-    shared = len(set(mine) & set(theirs))
     correction = re.search(r"\b(corrected|corrects|correction)\b", doc.text.lower())
+    s_new, s_old = _subject(doc.text), _subject(other.text)
+    if (s_new and s_old and s_new not in normal_form(other.text)
+            and s_old not in normal_form(doc.text) and not correction):
+        return "subject", (s_new,), (s_old,)
+    h_new, h_old = _headline(doc.text), _headline(other.text)
+    shared_grams = len(grams & other_grams)
+    if (h_new and h_old and shared_grams / max(len(grams), len(other_grams)) < 0.5
+            and len(set(h_new) & set(h_old)) / len(set(h_new) | set(h_old)) < 0.2
+            and not correction):
+        return ("headline", tuple(w for w in h_new if w not in h_old),
+                tuple(w for w in h_old if w not in h_new))
+    changed = min(len(only_new), len(only_old))
+    shared = len(mine) - len(only_new)
     if changed and not correction and changed / (changed + shared) > 1 / 5:
         return "figures", only_new, only_old
     return None

@@ -185,16 +185,21 @@ def test_ties_go_to_the_earliest_item() -> None:
 
 @st.composite
 def templated_streams(draw: st.DrawFn) -> list[Document]:
-    """Reports of one template with other figures, repeats, corrections and cuts: the
-    cases the novelty rule decides (figures, new_content, declared corrections)."""
+    """Reports of one template with other figures, subjects and headlines, repeats,
+    corrections and cuts: the cases the novelty rule decides (figures as quantities, subject,
+    headline, new_content, declared corrections)."""
     rnd = random.Random(draw(st.integers(0, 2**32)))
     template = ("Net {0} vs {1} mln , sales {2} vs {3} , shr {4} cts vs {5} cts , "
                 "the board met in rome today and the bank said rates {6}")
     docs: list[Document] = []
     for i in range(draw(st.integers(1, 25))):
-        figs = [rnd.choice(["1,250", "1250", "58.8", "58.7", "12.5", "7", "3", "2026", "0.5"])
-                for _ in range(7)]
+        figs = [rnd.choice(["1,250", "1250", "58.8", "58.7", "12.5", "7", "3", "2026", "0.5",
+                            "8,700,000", "8.7", "1,459,193,000"]) for _ in range(7)]
         text = template.format(*figs)
+        if rnd.random() < 0.7:
+            text = (rnd.choice(["ARBOR DRUGS NET", "SUN RAISES CRUDE POSTINGS", "ARBOR NET UP",
+                                "CREDITORS REJECT RESCHEDULING PLAN"]) + "\n" + text
+                    + rnd.choice(["", " Arbor said.", " Sun said.", " 1.46 billion dlrs"]))
         if docs and rnd.random() < 0.4:
             text = rnd.choice(docs).text
             if rnd.random() < 0.5:

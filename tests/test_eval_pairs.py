@@ -73,6 +73,10 @@ def test_pairs_report(stream: tuple[Path, Path], tmp_path: Path,
     doc_q_alone = {row["threshold"]: row["doc_q"] for row in report["sweep"]}
     assert doc_q_alone[0.3]["counts"] == {"tp": 1, "fp": 1}
     assert "Band-weighted precision" in capsys.readouterr().out
+    # the routing is right on every labelled pair: so is every resample
+    assert report["bootstrap"]["precision"] == {"low": 1.0, "median": 1.0, "high": 1.0}
+    assert report["bootstrap"]["meets_target"] == 1.0
+    assert "Stratified bootstrap" in (out / "pairs-report.md").read_text()
 
 
 def test_band_weighting_is_items_per_labelled_pair() -> None:

@@ -8,9 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ndd_stream.core import quantities
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Decision, Document, Status
-from ndd_stream.core.novelty import figures, judge
+from ndd_stream.core.headline import headline_words, new_headline
+from ndd_stream.core.normalize import normal_form
+from ndd_stream.core.novelty import facts, figures, judge
+from ndd_stream.core.subject import subject
 from ndd_stream.settings import Settings
 from ndd_stream.worker.records import decision_headers, header_map
 
@@ -31,7 +35,83 @@ def _decide(*texts: str, markup: bool = False, **config: object) -> list[Decisio
 
 
 def test_figures_are_kept_as_written_once_each() -> None:
-    assert figures("Net 1,914,388 vs 1914388; 58.8 mln, 4TH QTR 1987.") == "1,914,388 58.8 4 1987"
+    text = "ARBOR NET\nNet 1,914,388 vs 1914388; 58.8 mln, 4TH QTR 1987, a 108-billion-dlr"
+    assert figures(text) == "#arbor,net 1,914,388 58.8_mln 4 1987 108_billion"
+    assert figures("UNOCAL RAISES POSTINGS\nUnocal said 50 cts") == (
+        "^unocal #unocal,raises,postings 50")
+    parsed = facts("^unocal #unocal,raises 50 8.7_mln")
+    assert (parsed.subject, parsed.headline, parsed.figures) == (
+        "unocal", ["unocal", "raises"], ["50", "8.7_mln"])
+    assert facts("1,250 7").figures == ["1,250", "7"]  # a record of an earlier release
+
+
+@pytest.mark.parametrize("a,b,same", [
+    ("8.7_mln", "8,700,000", True), ("1.46_billion", "1,459,193,000", True),
+    ("2.3_mln", "2,322,000", True), ("2.0_mln", "2,006,000", True),
+    ("1,250", "1250", True), ("50", "75", False), ("108", "108_billion", True),
+    ("8", "8.25", False),  # one significant digit is not a rounding
+    ("8.2", "8.25", False),  # 8.25 rounds (half up) to 8.3
+    ("0.3", "0", False), ("3.4.87", "3.4.88", False),
+])
+def test_quantities_agree_up_to_the_coarser_rounding(a: str, b: str, same: bool) -> None:
+    assert quantities.same(a, b) is same
+    assert quantities.same(b, a) is same
+
+
+def test_subject_is_the_first_word_named_again() -> None:
+    assert subject("UNOCAL RAISED CRUDE OIL POSTINGS\nUnocal said it raised") == "unocal"
+    assert subject("USX UNIT TO RAISE POSTINGS\nUSX's subsidiary said") == "usx"
+    assert subject("HOSUING STARTS FALL\nHousing starts fell") == ""  # a typo: not named
+    assert subject(" 3RD QTR LOSS\nShr loss 28 cts") == ""
+    assert subject("One line only") == ""
+
+
+def test_another_subject_is_a_new_report_unless_named_in_both() -> None:
+    unocal = ("UNOCAL RAISES CRUDE POSTINGS 50 CTS\nUnocal said it raised its postings for "
+              "crude oil by 50 cts a barrel, effective June 17, to 19 dlrs a barrel for West "
+              "Texas Intermediate and 19.35 dlrs for Light Louisiana Sweet.")
+    murphy = unocal.replace("UNOCAL", "MURPHY OIL").replace("Unocal", "Murphy Oil")
+    second = _decide(unocal, murphy)[1]
+    assert second.novel is not None and second.novel.reason == "subject"
+    assert (second.novel.only_new, second.novel.only_old) == (("murphy",), ("unocal",))
+    assert second.novel.detail.startswith("another subject: murphy")
+    rewrite = unocal.replace("UNOCAL RAISES", "OIL COMPANY RAISES")  # names Unocal in the body
+    assert _decide(unocal, rewrite)[1].is_duplicate
+
+
+def test_headline_words_and_the_follow_up_test() -> None:
+    assert headline_words("DIXONS WON'T EXTEND OFFER, DIXONS SAYS\nbody") == [
+        "dixons", "won", "t", "extend", "offer", "says"]
+    words_a, words_b = ["dixons", "extends", "offer"], ["dixons", "drops", "bid", "plan"]
+    # shared 1 of 6 words (< 1/5? no: 5 * 1 < 6 is true); doc_q 4/10 < 1/2
+    assert new_headline(words_a, words_b, 4, 10, 8)
+    assert not new_headline(words_a, words_b, 5, 10, 8)  # doc_q exactly 1/2: a re-slug
+    assert not new_headline(words_a, ["dixons", "extends", "bid"], 4, 10, 8)  # 2 of 4 shared
+    assert not new_headline([], words_b, 4, 10, 8)  # unknown headline (earlier record)
+
+
+def test_follow_up_under_a_new_headline_is_new() -> None:
+    story = ("The Bank of Norland said it would hold talks with creditor banks next week on "
+             "rescheduling the country's foreign debt, according to officials in the capital. ")
+    first = "NORLAND TO HOLD DEBT TALKS\n" + story * 2
+    follow = ("CREDITORS REJECT RESCHEDULING PLAN\n" + story + "Creditor banks rejected "
+              "the proposal on Friday, bankers in London said, and asked for a new plan "
+              "before any further meeting could be arranged between the two sides. ")
+    second = _decide(first, follow)[1]
+    assert second.novel is not None and second.novel.reason == "headline", second
+    assert "creditors" in second.novel.only_new
+    assert second.novel.detail.startswith("a follow-up: new headline words creditors")
+    same_headline = follow.replace("CREDITORS REJECT RESCHEDULING PLAN", "NORLAND TO HOLD "
+                                   "DEBT TALKS, CREDITORS SAY")
+    assert _decide(first, same_headline)[1].novel is None or (
+        _decide(first, same_headline)[1].novel.reason != "headline")
+
+
+def test_figures_written_differently_are_the_same_report() -> None:
+    base = EARNINGS.format("58.8")
+    rounded = base.replace("Net 1,914,388 vs 1,906,095", "Net 1.9 mln vs 1.9 mln").replace(
+        "Net 2,961,718 vs 2,817,439", "Net 2.96 mln vs 2.82 mln")
+    assert _decide(base, rounded)[1].is_duplicate
 
 
 def test_templated_report_with_other_figures_is_new() -> None:
@@ -80,6 +160,18 @@ def test_rule_is_exact_integer_arithmetic() -> None:
     assert judge(3, 10, 8, "", None, False) == ("new_content", (), ())
     assert judge(5, 10, 10, "1", None, False) is None  # figures of the match unknown (v1)
     assert judge(10, 10, 10, "1,250 7", "1250 8", False) == ("figures", ("7",), ("8",))
+    assert judge(10, 10, 10, "8.7_mln 7", "8,700,000 8", False) == ("figures", ("7",), ("8",))
+    # subjects: each absent from the other's normal form; named in it; a correction
+    assert judge(10, 10, 10, "^sun 1", "^usx 1", False, "sunraises", "usxraises") == (
+        "subject", ("sun",), ("usx",))
+    assert judge(10, 10, 10, "^sun 1", "^usx 1", False, "sunraises", "usxsunraises") is None
+    assert judge(10, 10, 10, "^sun 1", "^usx 1", True, "sunraises", "usxraises") is None
+    assert judge(10, 10, 10, "^sun 1", "1", False, "sunraises", "usxraises") is None
+    # headlines: doc_q 4/10 < 1/2 with overlap 4/8 >= 1/2; 0 of 4 headline words shared
+    assert judge(4, 10, 8, "#a,b 1", "#c,d 1", False) == ("headline", ("a", "b"), ("c", "d"))
+    assert judge(4, 10, 8, "#a,b 1", "#c,d 1", True) is None  # a declared correction
+    assert judge(5, 10, 8, "#a,b 1", "#c,d 1", False) is None  # doc_q 1/2
+    assert judge(4, 10, 8, "#a,b 1", "1", False) is None  # the match's headline unknown
 
 
 def test_headers_and_audit_follow_the_contract() -> None:
@@ -108,10 +200,81 @@ def test_setting_reaches_the_detector(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.text(alphabet="0123456789.,  ab\n$%٣é", max_size=60))
-def test_figures_fast_path_equals_the_pattern(text: str) -> None:
-    """The ASCII fast path gives what scanning the whole text with the pattern gives."""
-    seen: dict[str, str] = {}
-    for raw in re.findall(r"\d+(?:[.,]\d+)*", text):
-        seen.setdefault(raw.replace(",", ""), raw)
-    assert figures(text) == " ".join(seen.values())
+@given(st.lists(st.sampled_from(["Sun", "SUN", "sun", "Suns", "Sunco", "Ab", "USX", "usx's",
+                                 " ", "\n", ",", "3RD", "_", "é", "Éclat", "ÉCLAT", "x"]),
+                max_size=12))
+def test_subject_fast_path_equals_the_pattern(parts: list[str]) -> None:
+    """The ASCII search (find, then check case and word boundaries) gives what the
+    pattern "first letter upper case, the rest in any case, a whole word" gives."""
+    from ndd_stream.core.subject import _named
+
+    text = "".join(parts)
+    first, _, rest = text.partition("\n")
+    m = re.search(r"[^\W\d_]{2,}", first)
+    want = ""
+    if m is not None and rest and _named(m.group()).search(rest):
+        want = normal_form(m.group())
+    assert subject(text) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["8.7_mln", "8,700,000", "8,749,999", "2.3_mln", "2,303,000",
+                                 "1.46_billion", "1,459,193,000", "50", "75", "8", "8.25",
+                                 "3.4.87", "0.3", "0", "1,250", "1250", "12_thousand",
+                                 "5_thousand", "0.005", "5000"]),
+                max_size=8, unique=True), st.lists(st.sampled_from(
+    ["8.7_mln", "8,700,000", "2.3_mln", "2,322,000", "1.5_billion", "50", "75_mln",
+     "8.2", "1,250", "12,000", "0", "0.005_mln", "5", "4,990"]), max_size=8, unique=True))
+def test_differing_equals_the_brute_force_reference(new: list[str], old: list[str]) -> None:
+    """Only-in-one figures: the fast path (exact keys first) equals comparing every pair
+    by value with exact rational arithmetic; the relation is symmetric."""
+    from fractions import Fraction
+
+    def value(t: str) -> tuple[Fraction, Fraction] | None:
+        raw, _, scale = t.partition("_")
+        if raw.count(".") > 1:
+            return None
+        unit = Fraction(10) ** (quantities.SCALES.get(scale, 0)
+                                - len(raw.partition(".")[2]))
+        return Fraction(raw.replace(",", "")) * Fraction(10) ** quantities.SCALES.get(
+            scale, 0), unit
+
+    def same(x: str, y: str) -> bool:
+        if x.partition("_")[0].replace(",", "") == y.partition("_")[0].replace(",", ""):
+            return True
+        vx, vy = value(x), value(y)
+        if vx is None or vy is None:
+            return False
+        (cv, cu, c), (fv, fu, f) = ((*vx, x), (*vy, y)) if vx[1] >= vy[1] else (
+            (*vy, y), (*vx, x))
+        if len(str(int(cv / cu))) < 2 and "_" not in c and not (cu == fu and "_" in f):
+            return False
+        rounded = (fv / cu + Fraction(1, 2)).__floor__()
+        return cv != 0 and rounded == cv / cu
+
+    ref = ([t for t in new if not any(same(t, u) for u in old)],
+           [t for t in old if not any(same(t, u) for u in new)])
+    assert quantities.differing(new, old) == ref
+    assert quantities.differing(old, new) == (ref[1], ref[0])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["1", "25", "8.7", "1,250", ".", ",", " ", "-", "\n", "\r\n",
+                                 "\t", "mln", "MLN", "Million", "millions", "billion", "bln",
+                                 "thousand", "x", "dlrs", "٣", "é", "İ"]), max_size=25))
+def test_figure_tokens_equal_the_one_pattern_definition(parts: list[str]) -> None:
+    """The fast path (digit runs in one C pass, scale words found first, figures read
+    backwards) gives what one pattern over the whole text gives."""
+    text = "".join(parts)
+    assert quantities.tokens(text) == quantities.tokens_reference(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0123456789.,  ab\nmlnMLN$%٣é", max_size=60))
+def test_figure_tokens_are_distinct_by_key(text: str) -> None:
+    """Every figure run of the text is found, once per key, in order of first appearance."""
+    toks = list(quantities.tokens(text).values())
+    assert len({quantities.key(t) for t in toks}) == len(toks)
+    runs = [m.replace(",", "") for m in re.findall(r"\d+(?:[.,]\d+)*", text)]
+    assert {quantities.written(t).replace(",", "") for t in toks} == set(runs)
+    assert normal_form("x") == "x"

@@ -28,7 +28,8 @@ _DETECTION_OPTIONS: dict[str, dict[str, Any]] = {
     "scope": {"help": "comparison scope: channel (default), global, or a field name"},
     "extract": {"choices": EXTRACT_MODES, "help": "text extraction mode (default main)"},
     "novelty": {"choices": NOVELTY_MODES, "help": "judge the best match: a templated report "
-                "with other figures is routed unique (default auto: plain text yes, HTML no)"},
+                "with other figures or subject is routed unique (default auto: plain text "
+                "yes, HTML no)"},
     "id_field": {"help": "identity field (default id)"},
     "channel_field": {"help": "channel field (default channel)"},
     "title_field": {"help": "title field (default title; empty for none)"},

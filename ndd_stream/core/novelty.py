@@ -10,22 +10,30 @@ when one of these holds, checked in this order:
    (overlap |A ∩ B| / min(|A|, |B|) < ``MIN_OVERLAP`` = 1/2). A shortened, truncated or expanded
    copy contains, or is contained in, the other; two reports that merely share a template
    or a topic do not. Only bites when doc_q < 0.5 (doc_q <= overlap).
-2. ``figures``: the figures differ in both directions (A has figures B lacks *and* B has
+2. ``subject``: the two are about another subject (core.subject): each item's first line
+   begins with a name the item repeats, and neither name occurs in the other item. Two
+   companies' crude postings or two issuers' bonds share template and figures, not names.
+3. ``headline``: a follow-up (core.headline): the texts differ in half (doc_q < 1/2) and the
+   headlines share under a fifth of their words. A follow-up repeats the story under a new
+   headline; a re-sent or re-edited copy keeps most of its headline.
+4. ``figures``: the figures differ in both directions (A has figures B lacks *and* B has
    figures A lacks), and the changed ones are more than a fifth of the figures compared:
    ``changed / (changed + shared) > MAX_CHANGED_SHARE`` = 1/5 with ``changed = min(|only A|,
-   |only B|)`` and ``shared = |A ∩ B|`` over the figure sets. A correction of a detail
-   changes one figure among many; a report of another day or issuer changes most of them.
+   |only B|)`` and ``shared = |A| - |only A|``. A correction of a detail changes one figure
+   among many; a report of another day or issuer changes most of them.
    An item that declares itself a correction (the word corrected, corrects or correction)
-   may change any number of figures: it is still the same report.
+   may change any number of figures, its subject or its headline: it is still the same
+   report.
 
-Figures are the maximal runs of (decimal) digits with inner ``.`` or ``,`` separators as they appear
-in the item's text (``1,660,300``, ``58.8``, ``1987``); they are compared without the
-thousands commas. Figures only in A (and not B) alone never make A new: an expanded copy
-adds detail; figures only in B alone neither: a shortened copy drops some.
+Figures are quantities (core.quantities): a run of digits with inner ``.`` or ``,`` and the
+scale word after it (``mln``, ``billion``...), compared up to the rounding of the coarser
+(``8.7 mln`` = ``8,700,000``). A figure is "only in A" when B has no figure of the same
+quantity. Figures only in A (and not B) alone never make A new: an expanded copy adds
+detail; figures only in B alone neither: a shortened copy drops some.
 
-The rule is a pure function of the two texts' figure lists, the correction flag and the
-three q-gram set sizes, in integer arithmetic, so the detector's decision equals a
-brute-force reference.
+The rule is a pure function of the two items' facts (subject, headline words and figure
+tokens), their normal forms, the correction flag and the three q-gram set sizes, in integer
+arithmetic, so the detector's decision equals a brute-force reference.
 """
 
 from __future__ import annotations
@@ -34,16 +42,17 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ndd_stream.core import quantities
+from ndd_stream.core.headline import headline_words, new_headline
+from ndd_stream.core.subject import other_subject, subject
+
 MIN_OVERLAP = (1, 2)  # a fraction: at least half of the shorter text is shared
 MAX_CHANGED_SHARE = (1, 5)  # a fraction: at most one figure in five changed
 MAX_LISTED = 20  # only_new / only_old lists are capped (audit records stay small)
 
-REASONS = ("new_content", "figures")
+REASONS = ("new_content", "subject", "headline", "figures")
 """Reason codes (header ``ndd-novel``): see the module docstring."""
 
-_FIGURE = re.compile(r"\d+(?:[.,]\d+)*")
-_FIGURE_ASCII = re.compile(rb"[0-9]+(?:[.,][0-9]+)*")  # \d on ASCII text
-_RUNS = bytes(c if c in b"0123456789.," else 0x20 for c in range(256))
 _CORRECTION = re.compile(r"\bcorrect(?:ed|s|ion)\b", re.IGNORECASE)
 
 
@@ -74,35 +83,43 @@ class Novelty:
 
 
 def figures(text: str) -> str:
-    """The distinct figures of ``text`` in order of first appearance, as written, joined by
-    single spaces (the compact form kept per window document and persisted)."""
-    if text.isascii():
-        return _ascii_figures(text.encode("ascii"))
-    seen: dict[str, str] = {}
-    for raw in _FIGURE.findall(text):
-        seen.setdefault(figure_key(raw), raw)
-    return " ".join(seen.values())
+    """The facts of ``text`` kept per window document and persisted, space-separated: its
+    subject (``^word``, core.subject; absent when it has none), its headline words
+    (``#w1,w2,...``, core.headline) and its distinct figure tokens (core.quantities) in
+    order of first appearance. Records written before subjects, headlines and scale words
+    (no ``^``, ``#`` or ``_``) read as figures alone."""
+    parts = []
+    subj = subject(text)
+    if subj:
+        parts.append("^" + subj)
+    words = headline_words(text)
+    if words:
+        parts.append("#" + ",".join(words))
+    parts.extend(quantities.tokens(text).values())
+    return " ".join(parts)
 
 
-def _ascii_figures(data: bytes) -> str:
-    """:func:`figures` of ASCII text, ~4x faster (it runs on every item): every character
-    but digits and separators becomes a space in one C pass, so the pattern only runs on the
-    few runs that are not plain digits. A figure never spans a space, so the result is the
-    same as scanning the whole text."""
-    seen: dict[bytes, bytes] = {}
-    for run in data.translate(_RUNS).split():
-        run = run.strip(b".,")
-        if run.isdigit():
-            seen.setdefault(run, run)
-        elif run:
-            for raw in _FIGURE_ASCII.findall(run):
-                seen.setdefault(raw.replace(b",", b""), raw)
-    return b" ".join(seen.values()).decode("ascii")
+@dataclass(frozen=True, slots=True)
+class Facts:
+    subject: str  # "" when none (or unknown)
+    headline: list[str]  # [] when none (or unknown)
+    figures: list[str]
+
+
+def facts(joined: str) -> Facts:
+    """The parts of a :func:`figures` string."""
+    parts = joined.split()
+    subj, words = "", []
+    if parts and parts[0].startswith("^"):
+        subj, parts = parts[0][1:], parts[1:]
+    if parts and parts[0].startswith("#"):
+        words, parts = parts[0][1:].split(","), parts[1:]
+    return Facts(subj, words, parts)
 
 
 def figure_key(raw: str) -> str:
-    """What two figures are compared on: the figure without thousands commas."""
-    return raw.replace(",", "")
+    """What two figures written alike are compared on: without thousands commas."""
+    return quantities.key(raw)
 
 
 def declares_correction(text: str) -> bool:
@@ -118,30 +135,56 @@ def judge(
     figures_new: str,
     figures_old: str | None,
     correction: bool | Callable[[], bool],
+    nf_new: str = "",
+    nf_old: str = "",
 ) -> tuple[str, tuple[str, ...], tuple[str, ...]] | None:
-    """The reason A is a new report and the differing figures (as written in A, in B), or
-    None when A repeats B. ``figures_old`` None: B's figures are unknown (a record of state
-    layout v1), so only the overlap is judged. ``correction`` may be a callable, asked only
-    when figures changed (it scans A's text)."""
+    """The reason A is a new report and what differs (figures as written in A, in B; or
+    the two subjects), or None when A repeats B. ``figures_old`` None: B's facts are
+    unknown (a record of state layout v1), so only the overlap is judged. ``correction``
+    may be a callable, asked only when facts changed (it scans A's text). ``nf_new`` and
+    ``nf_old`` are the normal forms, searched for the other item's subject."""
     num, den = MIN_OVERLAP
     if size_new and size_old and shared_qgrams * den < num * min(size_new, size_old):
         only_new, only_old = _differing(figures_new, figures_old or "")
         return "new_content", only_new, only_old
     if figures_old is None:
         return None
-    only_new, only_old = _differing(figures_new, figures_old)
-    changed = min(len(only_new), len(only_old))
-    if not changed or (correction() if callable(correction) else correction):
+    new, old = facts(figures_new), facts(figures_old)
+    figs_new, figs_old = new.figures, old.figures
+    corrected = correction if not callable(correction) else None
+
+    def is_correction() -> bool:
+        nonlocal corrected
+        if corrected is None:
+            corrected = bool(correction()) if callable(correction) else bool(correction)
+        return corrected
+
+    if other_subject(new.subject, nf_new, old.subject, nf_old) and not is_correction():
+        return "subject", (new.subject,), (old.subject,)
+    if (new_headline(new.headline, old.headline, shared_qgrams, size_new, size_old)
+            and not is_correction()):
+        return ("headline", tuple(w for w in new.headline if w not in old.headline),
+                tuple(w for w in old.headline if w not in new.headline))
+    only_new_t, only_old_t = quantities.differing(figs_new, figs_old)
+    changed = min(len(only_new_t), len(only_old_t))
+    if not changed or is_correction():
         return None
-    shared = len(_keys(figures_new)) - len(only_new)
+    shared = len(figs_new) - len(only_new_t)
     num, den = MAX_CHANGED_SHARE
     if changed * den > num * (changed + shared):
-        return "figures", only_new, only_old
+        return ("figures", tuple(map(quantities.written, only_new_t)),
+                tuple(map(quantities.written, only_old_t)))
     return None
 
 
 def detail_line(reason: str, only_new: tuple[str, ...], only_old: tuple[str, ...]) -> str:
     """One short human line for the ``ndd-novel-detail`` header."""
+    if reason == "subject":
+        return (f"another subject: {only_new[0] if only_new else '?'} "
+                f"(the earlier item's is {only_old[0] if only_old else '?'})")
+    if reason == "headline":
+        return (f"a follow-up: new headline words {' '.join(only_new[:6]) or '-'} over a text "
+                "that differs in half")
     if reason == "figures":
         pairs = ", ".join(f"{o} -> {n}" for o, n in zip(only_old[:4], only_new[:4],
                                                        strict=False))
@@ -150,11 +193,6 @@ def detail_line(reason: str, only_new: tuple[str, ...], only_old: tuple[str, ...
     return "shares less than half of the shorter text: a different report on the same topic"
 
 
-def _keys(joined: str) -> dict[str, str]:
-    return {figure_key(raw): raw for raw in joined.split()} if joined else {}
-
-
 def _differing(new: str, old: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    a, b = _keys(new), _keys(old)
-    return (tuple(raw for key, raw in a.items() if key not in b),
-            tuple(raw for key, raw in b.items() if key not in a))
+    only_new, only_old = quantities.differing(facts(new).figures, facts(old).figures)
+    return tuple(map(quantities.written, only_new)), tuple(map(quantities.written, only_old))

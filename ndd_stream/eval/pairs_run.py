@@ -27,6 +27,7 @@ from ndd_stream.core.detector import DEFAULT_THRESHOLD, Detector, DetectorConfig
 from ndd_stream.core.document import Decision, Document
 from ndd_stream.core.extract import DEFAULT_EXTRACT, ExtractMode
 from ndd_stream.core.items import ItemFormat, parse_object
+from ndd_stream.eval.bootstrap import BootstrapResult, Outcome, stratified_bootstrap
 from ndd_stream.eval.pairs import (
     BAND_EDGES,
     Pair,
@@ -70,6 +71,7 @@ class PairsResult:
     sweep: list[dict[str, Any]] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    bootstrap: BootstrapResult | None = None  # at the operating threshold
 
 
 def documents(config: PairsConfig) -> list[Document]:
@@ -128,7 +130,24 @@ def run_pairs(config: PairsConfig) -> PairsResult:
         novel_reasons=dict(Counter(d.novel.reason for d in operating if d.novel)),
         sweep=sweep, failures=failures(pairs, operating),
         seconds=time.perf_counter() - start,
+        bootstrap=stratified_bootstrap(outcomes(pairs, routed, best), weights,
+                                       target=TARGET),
     )
+
+
+TARGET = (0.95, 0.90)
+"""Precision and recall the issue asks of held-out pairs: the bootstrap reports the share of
+resamples that meet both."""
+
+
+def outcomes(pairs: Sequence[Pair], routed: set[str], best: dict[str, float]) -> list[Outcome]:
+    """The labelled (dup or not) pairs inside the bands, with their routing."""
+    out = []
+    for p in pairs:
+        k = band_of(best.get(p.a, 0.0))
+        if p.label != "unsure" and k is not None:
+            out.append(Outcome(k, p.label == "dup", p.a in routed))
+    return out
 
 
 def failures(pairs: Sequence[Pair], decisions: Sequence[Decision]) -> list[str]:
@@ -164,6 +183,7 @@ def markdown(result: PairsResult) -> str:
         f"duplicate; judged new: {result.novel_reasons or 'none'}). Detector vs derived "
         f"routing agreement: {result.agreement:.4f}.",
         "",
+        *_bootstrap_lines(result.bootstrap),
         "| doc_q band | stream items | labelled pairs | weight per pair |",
         "|---|---:|---:|---:|",
     ]
@@ -181,6 +201,15 @@ def markdown(result: PairsResult) -> str:
     return "\n".join(lines)
 
 
+def _bootstrap_lines(b: BootstrapResult | None) -> list[str]:
+    if b is None:
+        return []
+    share = (f"; resamples meeting P >= {TARGET[0]} and R >= {TARGET[1]}: {b.meets:.2f}"
+             if b.meets is not None else "")
+    return [f"Stratified bootstrap ({b.resamples} resamples within bands, central "
+            f"{b.level:.0%}): precision {b.precision}, recall {b.recall}{share}.", ""]
+
+
 def as_json(result: PairsResult) -> dict[str, Any]:
     c = result.config
     return {
@@ -193,5 +222,6 @@ def as_json(result: PairsResult) -> dict[str, Any]:
         "at_threshold": result.at_default.as_dict(), "agreement": result.agreement,
         "routed_duplicate": result.routed_duplicate, "novel_reasons": result.novel_reasons,
         "sweep": result.sweep, "failures": result.failures,
+        "bootstrap": result.bootstrap.as_dict() if result.bootstrap else None,
         "seconds": round(result.seconds, 1),
     }

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from ndd_stream.eval.methods.base import Method
 from ndd_stream.eval.methods.ddd import DDD
 from ndd_stream.eval.methods.imatch import IMatch, KolczIMatch
+from ndd_stream.eval.methods.lsi import LSI
 from ndd_stream.eval.methods.shingling import Shingling
 from ndd_stream.eval.methods.signcd import NCD, SigNCD
 from ndd_stream.eval.methods.simhash import SimHash, TfIdfSimHash
@@ -36,6 +37,7 @@ FACTORIES: dict[str, Callable[[], Method]] = {
     "minhash-lsh": _minhash_lsh,
     "simhash": SimHash,
     "simhash-tfidf": TfIdfSimHash,
+    "lsi": LSI,
     "imatch": IMatch,
     "imatch-kolcz": KolczIMatch,
     "spotsigs": SpotSigs,

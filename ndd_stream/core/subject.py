@@ -1,0 +1,60 @@
+"""The subject of a report: who or what a templated report is about.
+
+Two companies raising crude postings by the same 50 cts, two issuers' eurobonds with the
+same terms, two filings for a 500 mln dlr shelf: the texts share their template and often
+every figure, and differ in the name the report is about. Headlines (and first lines of
+agency text) begin with that name: ``UNOCAL RAISED CRUDE OIL POSTINGS``, ``SUN RAISES
+CRUDE POSTINGS``, ``RJR NABISCO FILES ...``.
+
+The **subject** of an item is the first word of its first line (two letters or more) when
+the rest of the item names it too, capitalised (``Unocal said ...``): a headline word that
+the story never names again (``HOUSING``, a typo, ``3RD``) is not taken for a subject.
+Two items have **another subject** when each one's subject appears nowhere in the other's
+normal form: a rewrite of one story names its subject in both, whatever its headline.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ndd_stream.core.normalize import normal_form
+
+_FIRST_WORD = re.compile(r"[^\W\d_]{2,}")
+
+
+def subject(text: str) -> str:
+    """The subject word of ``text`` in normal form, or "" when it has none."""
+    first, _, rest = text.partition("\n")
+    m = _FIRST_WORD.search(first)
+    if m is None or not rest:
+        return ""
+    word = m.group()
+    if not (text.isascii() and word.isascii()):
+        return normal_form(word) if _named(word).search(rest) else ""
+    # ASCII: find the word case-insensitively (in C), then check each place
+    lower, low = word.lower(), rest.lower()
+    capital = word[0].upper()
+    i = low.find(lower)
+    while i >= 0:
+        end = i + len(word)
+        if (rest[i] == capital and (i == 0 or not _is_word(rest[i - 1]))
+                and (end == len(rest) or not _is_word(rest[end]))):
+            return lower
+        i = low.find(lower, i + 1)
+    return ""
+
+
+def _is_word(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _named(word: str) -> re.Pattern[str]:
+    """The word capitalised (its first letter upper case, the rest in any case), whole."""
+    return re.compile(r"(?<!\w)" + re.escape(word[0].upper()) + "(?i:" + re.escape(word[1:])
+                      + r")(?!\w)")
+
+
+def other_subject(subject_new: str, nf_new: str, subject_old: str, nf_old: str) -> bool:
+    """Each item has a subject, and neither subject occurs in the other item's normal form."""
+    return bool(subject_new and subject_old and subject_new not in nf_old
+                and subject_old not in nf_new)
