@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from ndd_stream import jsonio
 from ndd_stream.core.document import Document
 from ndd_stream.core.items import Invalid, ItemFormat, parse_item, parse_timestamp
 
@@ -87,6 +88,48 @@ def test_main_extraction_keeps_prose_and_drops_navigation() -> None:
     assert "approved the new harbour plan" in text
     assert "Privacy" not in text and "Home" not in text and "Photo" not in text
     assert extract_text("short plain item", "main") == "short plain item"
+
+
+def _nested(page: str, depth: int) -> str:
+    return "<div>" * depth + page + "</div>" * depth
+
+
+def test_html_past_the_nesting_limit_is_extracted_as_flat_text() -> None:
+    """Past ``max_html_depth`` main-content extraction (quadratic in the depth) is not run:
+    the flat visible text is kept, navigation and all; below it the page is structured."""
+    from ndd_stream.core.extract import extract_text
+
+    prose = ("The city council approved the new harbour plan on Monday after a long debate "
+             "that lasted well into the night, officials said.")
+    menu = " ".join(f"<a href='/{n}'>Section{n}</a>" for n in range(20))  # 20 words
+    page = f"<nav>Home {menu}</nav><article><p>{prose}</p><p>{prose} Again.</p></article>"
+    deep = _nested(page, 40)
+    structured = extract_text(deep, "main", max_depth=64)
+    assert "harbour plan" in structured and "Home" not in structured
+    flat = extract_text(deep, "main", max_depth=32)
+    assert "harbour plan" in flat and "Home" in flat
+    assert "Home" in extract_text(deep, "tags", max_depth=32)
+    fmt = ItemFormat(max_html_depth=32)
+    raw = jsonio.dumps({"text": deep, "timestamp": 0})
+    assert isinstance(doc := parse_item(raw, fmt, "p"), Document) and "Home" in doc.text
+
+
+def test_pathological_html_up_to_the_size_cap_is_told_too_deep() -> None:
+    """The shapes that made extraction quadratic (deep nesting, unclosed blocks) and pages
+    with so many tags that elements x depth passes the work budget take the flat path;
+    a real page's depth (the Gold Set's: 8-60) does not."""
+    from resiliparse.parse.html import HTMLTree
+
+    from ndd_stream.core.extract import too_deep
+
+    def told(markup: str, limit: int = 128) -> bool:
+        return too_deep(HTMLTree.parse(markup), markup, limit)
+
+    assert told(_nested("hello world", 400_000))
+    assert told("<div>x " * 280_000)
+    assert told("<span>x</span>" * 300_000)  # flat, but 600,000 tags
+    assert not told(_nested("<p>hello world</p>" * 50, 60))
+    assert told(_nested("<p>hello world</p>", 60), limit=32)
 
 
 def test_markup_is_told_from_agency_angle_brackets() -> None:

@@ -15,7 +15,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ndd_stream.core.document import Document
-from ndd_stream.core.extract import DEFAULT_EXTRACT, ExtractMode, extract_text, looks_like_markup
+from ndd_stream.core.extract import (
+    DEFAULT_EXTRACT,
+    DEFAULT_MAX_HTML_DEPTH,
+    ExtractMode,
+    extract_text,
+    looks_like_markup,
+)
 from ndd_stream.jsonio import JSONDecodeError, loads
 
 REASONS = (
@@ -42,6 +48,7 @@ class ItemFormat:
     text_fields: tuple[str, ...] = ("text", "body", "content")
     timestamp_fields: tuple[str, ...] = ("timestamp", "published_at")
     extract: ExtractMode = DEFAULT_EXTRACT
+    max_html_depth: int = DEFAULT_MAX_HTML_DEPTH  # deeper HTML is extracted as flat text
     scope: str = "channel"  # "channel", "global", or another field's name
     scope_map: dict[str, str] = field(default_factory=dict)
     max_item_bytes: int = 2_000_000
@@ -115,7 +122,7 @@ def parse_object(
         if not isinstance(value, str):
             return Invalid("bad_field_type", f"{name!r} must be a string")
         parts.append(value)
-    text = compose_text(parts, fmt.extract)
+    text = compose_text(parts, fmt.extract, fmt.max_html_depth)
     if not text.strip():
         return Invalid("empty_text", "no text after extraction")
     ts = _timestamp(obj, fmt, fallback_timestamp)
@@ -136,11 +143,12 @@ def parse_object(
     )
 
 
-def compose_text(parts: Sequence[str], mode: ExtractMode) -> str:
+def compose_text(parts: Sequence[str], mode: ExtractMode,
+                 max_depth: int = DEFAULT_MAX_HTML_DEPTH) -> str:
     """The text an item is judged on: each of its fields (title first, then body)
     extracted per ``mode`` and joined by newlines. ``ndd-stream eval`` calls this too,
     so the evaluation decides on exactly the stream's text."""
-    return "\n".join(extract_text(part, mode) for part in parts)
+    return "\n".join(extract_text(part, mode, max_depth) for part in parts)
 
 
 def scope_of(obj: dict[str, Any], fmt: ItemFormat) -> str:

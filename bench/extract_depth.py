@@ -1,0 +1,105 @@
+"""Worst-case extraction time of one hostile HTML item (docs/RELIABILITY.md, "Security").
+
+Pathological pages (deep nesting, unclosed blocks, many elements, adoption-agency ``<a>``,
+nested tables) up to the 2 MB item cap, through ``extract_text`` in ``main`` and ``tags``
+mode, one call each (the worst of ``--repeat``). The baseline is the extraction as it was
+before the nesting limit (resiliparse's main-content extractor and selectolax on the raw
+string), measured in the same run at the depths it survives (``--baseline-depths``): it
+grows with the square of the depth, so 2 MB of nesting would take hours.
+
+    python -m bench.extract_depth                       # bench/results/extract_depth.md
+    python -m bench.extract_depth --baseline-depths 2000 8000
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from resiliparse.extract.html2text import extract_plain_text
+from selectolax.lexbor import LexborHTMLParser
+
+from ndd_stream.core.extract import ExtractMode, extract_text, prose_blocks
+
+CAP = 2_000_000
+
+PATTERNS: dict[str, Callable[[int], str]] = {
+    "nested div": lambda n: "<div>" * n + "hello world " * 10 + "</div>" * n,
+    "unclosed div": lambda n: "<div>x " * n,
+    "100 deep, then wide": lambda n: "<div>" * 100 + "<span>x</span>" * n,
+    "flat spans": lambda n: "<span>x</span>" * n,
+    "unclosed a": lambda n: "<a>x " * n,
+    "nested tables": lambda n: "<table><tr><td>x " * n,
+}
+
+
+def largest(pattern: Callable[[int], str], cap: int = CAP) -> str:
+    """The pattern repeated as often as fits in ``cap`` characters."""
+    lo, hi = 1, 2
+    while len(pattern(hi)) <= cap:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if len(pattern(mid)) <= cap else (lo, mid)
+    return pattern(lo)
+
+
+def baseline(markup: str, mode: ExtractMode) -> str:
+    """Extraction before the nesting limit (commit e8fa78f), for the same-run comparison."""
+    if mode == "main":
+        text = extract_plain_text(markup, main_content=True)
+        return prose_blocks(text)
+    tree = LexborHTMLParser(markup)
+    root = tree.body or tree.root
+    return (root.text(separator=" ") or "") if root is not None else ""
+
+
+def worst(fn: Callable[[str, ExtractMode], object], markup: str, mode: ExtractMode,
+          repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn(markup, mode)
+        times.append(time.perf_counter() - started)
+    return max(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--baseline-depths", type=int, nargs="*", default=[2000, 8000, 16000])
+    parser.add_argument("--out", type=Path, default=Path("bench/results/extract_depth.md"))
+    args = parser.parse_args()
+    lines = [f"# Extraction of hostile HTML items ({platform.node()}, {platform.processor()}, "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
+             "Same run; worst of each repeat, seconds per item.", "",
+             "## Nested div: before (no limit) and after, by depth", "",
+             "| depth | bytes | before main | after main | before tags | after tags |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    for depth in args.baseline_depths:
+        markup = PATTERNS["nested div"](depth)
+        row = [f"{depth:,}", f"{len(markup):,}"]
+        modes: tuple[ExtractMode, ...] = ("main", "tags")
+        for mode in modes:
+            row.append(f"{worst(baseline, markup, mode, 1):.3f}")
+            row.append(f"{worst(extract_text, markup, mode, args.repeat):.3f}")
+        lines.append("| " + " | ".join(row) + " |")
+        print(lines[-1], flush=True)
+    lines += ["", f"## After: the largest item under the {CAP:,}-byte cap", "",
+              "| pattern | bytes | main | tags |", "|---|---:|---:|---:|"]
+    for name, pattern in PATTERNS.items():
+        markup = largest(pattern)
+        main_s = worst(extract_text, markup, "main", args.repeat)
+        tags_s = worst(extract_text, markup, "tags", args.repeat)
+        lines.append(f"| {name} | {len(markup):,} | {main_s:.3f} | {tags_s:.3f} |")
+        print(lines[-1], flush=True)
+    args.out.write_text("\n".join(lines) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
