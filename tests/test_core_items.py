@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ndd_stream import jsonio
@@ -140,3 +142,79 @@ def test_markup_is_told_from_agency_angle_brackets() -> None:
     page = b'{"id": 2, "text": "<div>Net rose</div><br>", "timestamp": 0}'
     assert isinstance(doc := parse_item(wire, fmt, "p"), Document) and not doc.markup
     assert isinstance(doc := parse_item(page, fmt, "p"), Document) and doc.markup
+
+
+STORY = "the harbour plan was approved by the city council on monday after a long debate"
+
+
+@pytest.mark.parametrize("empty", ["", " ", "\t\n", "\u3000"])
+def test_an_empty_id_is_no_identity_and_never_shared(empty: str) -> None:
+    """``"id": ""`` (or blank) means no id: the source position is the identity, as for a
+    missing id, so two different items with it are never taken for one redelivered item."""
+    from ndd_stream.core.detector import Detector, DetectorConfig
+
+    detector = Detector(DetectorConfig())
+    decisions = []
+    for n, text in enumerate((STORY, "an entirely different story about the football cup "
+                              "final and the goals scored in extra time")):
+        raw = jsonio.dumps({"id": empty, "text": text, "timestamp": 1_700_000_000})
+        doc = parse_item(raw, FMT, f"raw[0]@{n}")
+        assert isinstance(doc, Document) and doc.identity == f"raw[0]@{n}"
+        decisions.append(detector.decide(doc))
+    assert [d.status.value for d in decisions] == ["unique", "unique"]
+    assert not any(d.replayed for d in decisions)
+
+
+def test_integer_ids_beyond_64_bits_are_exact_identities() -> None:
+    """orjson reads integers beyond 64 bits as floats, which would merge neighbours."""
+    ids = [12345678901234567890123, 12345678901234567890124, 2**64, -(2**63) - 1,
+           int("9" * 400)]
+    got = []
+    for n, ident in enumerate(ids):
+        raw = b'{"id": %d, "text": "story", "timestamp": 1}' % ident
+        doc = parse_item(raw, FMT, f"raw[0]@{n}")
+        assert isinstance(doc, Document), doc
+        got.append(doc.identity)
+    assert got == [str(i) for i in ids]
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [(b"1.5", "not a number with a fraction or exponent (1.5)"),
+     (b"1e30", "not a number with a fraction or exponent"),
+     (b"true", "not a boolean"), (b'{"a": 1}', "not an object"), (b"[1]", "not an array")])
+def test_an_unusable_id_is_refused_naming_its_type(value: bytes, says: str) -> None:
+    result = parse_item(b'{"id": ' + value + b', "text": "story", "timestamp": 1}', FMT, "p")
+    assert isinstance(result, Invalid) and result.reason == "bad_field_type", result
+    assert says in result.detail
+
+
+def test_giant_ids_channels_and_scopes_are_refused() -> None:
+    """They travel in the headers of every routed record: unbounded, one record could pass
+    the producer's request limit."""
+    from ndd_stream.core.items import MAX_KEY_CHARS
+
+    fmt = ItemFormat(max_item_bytes=100_000, scope="desk")
+    ok = "x" * MAX_KEY_CHARS
+    for field in ("id", "channel", "desk"):
+        fine = parse_item(jsonio.dumps({field: ok, "text": "story", "timestamp": 1}), fmt, "p")
+        assert isinstance(fine, Document), (field, fine)
+        raw = jsonio.dumps({field: ok + "y", "text": "story", "timestamp": 1})
+        result = parse_item(raw, fmt, "p")
+        assert isinstance(result, Invalid) and result.reason == "bad_field_type", field
+        assert f"more than {MAX_KEY_CHARS}" in result.detail
+
+
+def test_offline_dedup_gives_an_empty_id_its_line(tmp_path: Path) -> None:
+    from ndd_stream.core.detector import DetectorConfig
+    from ndd_stream.dedup import dedup_file
+
+    source = tmp_path / "in.jsonl"
+    lines = [{"id": "", "text": STORY, "timestamp": 1_700_000_000},
+             {"id": " ", "text": STORY + " and more", "timestamp": 1_700_000_001}]
+    source.write_bytes(b"".join(jsonio.dumps(line) + b"\n" for line in lines))
+    out = tmp_path / "out.jsonl"
+    dedup_file(source, out, DetectorConfig(), FMT)
+    rows = [jsonio.loads(line) for line in out.read_bytes().splitlines()]
+    assert [r["identity"] for r in rows] == ["line:1", "line:2"]
+    assert rows[1]["status"] == "near_duplicate" and rows[1]["duplicate_of"] == "line:1"
