@@ -14,6 +14,7 @@ decided; /metrics must count every reason; the worker must still be running.
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from collections import Counter
@@ -152,6 +153,8 @@ EXPECTED = {  # fuzz category -> the outcomes it may have (reason, or status/pol
     "future": {"future_timestamp", "bad_timestamp"},
     "late": {"unique/late"},
     "tombstone": {"not_json"},
+    "hostile_id": {"decided", "decided/short", "bad_field_type"},
+    "hostile_text": {"decided", "decided/short", "bad_field_type"},
 }
 
 
@@ -185,6 +188,40 @@ def test_every_fuzz_category_ends_in_its_documented_place() -> None:
 
 
 # --- through the worker -------------------------------------------------------------------
+
+
+def declared_id(value: bytes | None) -> str | None:
+    """The identity a record's producer declared: its id, unless missing, blank or unusable
+    (read by the standard library, which keeps integers beyond 64 bits exact)."""
+    try:
+        obj = jsonio.loads(value or b"")  # orjson: nesting to 1,024 levels
+    except ValueError:
+        obj = None
+    if obj is None or (isinstance(obj, dict) and isinstance(obj.get("id"), float)):
+        try:
+            obj = json.loads(value or b"")
+        except (ValueError, RecursionError):
+            return None
+    ident = obj.get("id") if isinstance(obj, dict) else None
+    if isinstance(ident, bool) or not isinstance(ident, str | int):
+        return None
+    return str(ident) if str(ident).strip() else None
+
+
+def _identity_problems(item: FuzzItem, position: tuple[str, int, int], out: Any,
+                       earlier: set[str]) -> list[str]:
+    """No decision taken from another item's identity: a decided record carries its own
+    declared id, or else its own source position; it is a replay only of an id declared
+    by an earlier record."""
+    own = declared_id(item.value)
+    want = own if own is not None else "{}[{}]@{}".format(*position)
+    problems = []
+    if out.identity != want:
+        problems.append(f"{item.category} {position}: identity {out.identity!r}, want {want!r}")
+    if out.replayed and (own is None or own not in earlier):
+        problems.append(f"{item.category} {position}: replayed without an earlier id {own!r}")
+    return problems
+
 
 KAFKA_TS_MS = 1_772_380_800_000  # 2026-03-01 16:00 UTC, whole seconds (exact as float)
 
@@ -228,6 +265,7 @@ def test_ten_thousand_fuzzed_records_through_the_worker(
         by_source.setdefault(rec.source, []).append(rec)
     wrong: list[str] = []
     reasons: Counter[str] = Counter()
+    declared: set[str] = set()  # ids declared by the records before this one
     for item, position, expected in zip(stream, positions, want, strict=True):
         copies = by_source.get(position, [])
         if len(copies) != 1:
@@ -243,11 +281,14 @@ def test_ten_thousand_fuzzed_records_through_the_worker(
         else:
             d = expected.decision
             assert d is not None
+            wrong += _identity_problems(item, position, out, declared)
             got = (out.status, out.duplicate_of, out.policy or "")
             if got != (d.status.value, d.duplicate_of, d.policy.value) or out.value != (
                     item.value):
                 wrong.append(f"{item.category} {position}: {got}, want "
                              f"{(d.status.value, d.duplicate_of, d.policy.value)}")
+        if (ident := declared_id(item.value)) is not None:
+            declared.add(ident)
     assert not wrong, f"{len(wrong)} wrong outcomes, e.g. {wrong[:8]}"
 
     decided = n - sum(reasons.values())
