@@ -154,7 +154,8 @@ def test_produce_usage_errors(tmp_path: Path) -> None:
     path.write_bytes(b"{}\n")
     assert produce_cmd(settings_of(raw_topics=""), path, console=console) == EXIT_USAGE
     assert produce_cmd(settings, path, rate=0, console=console) == EXIT_USAGE
-    assert "not a file" in out.getvalue() and "no topic" in out.getvalue()
+    assert f"{tmp_path / 'missing.jsonl'}: No such file or directory" in out.getvalue()
+    assert "no topic" in out.getvalue()
 
 
 def test_produce_to_an_unreachable_cluster_says_so_in_one_line(tmp_path: Path) -> None:

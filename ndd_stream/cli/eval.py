@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ndd_stream.cli.errors import file_error
 from ndd_stream.core.detector import DEFAULT_THRESHOLD, NOVELTY_MODES
 from ndd_stream.core.extract import DEFAULT_EXTRACT, EXTRACT_MODES
 from ndd_stream.eval.corpus import JsonlFields
@@ -169,7 +170,10 @@ def _run(args: argparse.Namespace) -> int:
     )
     try:
         result = run(config)
-    except (FileNotFoundError, ValueError) as exc:
+    except OSError as exc:  # named by ndd_stream.files: the corpus, or a file in it
+        print(f"ndd-stream eval: error: {file_error(exc, args.corpus)}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
         print(f"ndd-stream eval: error: {exc}", file=sys.stderr)
         return 2
     paths = write_reports(result, args.output)
@@ -194,7 +198,7 @@ def _run_pairs(args: argparse.Namespace, thresholds: tuple[float, ...] | None) -
     from ndd_stream.jsonio import dumps
 
     if args.extract not in EXTRACT_MODES:
-        print(f"ndd-stream eval: --pairs needs one of the stream's extraction modes "
+        print(f"ndd-stream eval: error: --pairs needs one of the stream's extraction modes "
               f"{', '.join(EXTRACT_MODES)}", file=sys.stderr)
         return 2
     config = PairsConfig(stream=args.corpus, pairs=args.pairs, threshold=args.ddd_threshold,
@@ -203,8 +207,11 @@ def _run_pairs(args: argparse.Namespace, thresholds: tuple[float, ...] | None) -
                          min_body=args.min_body)
     try:
         result = run_pairs(config)
-    except (FileNotFoundError, ValueError, OSError) as exc:
-        print(f"ndd-stream eval: {exc}", file=sys.stderr)
+    except OSError as exc:  # named by ndd_stream.files: the corpus or the pairs
+        print(f"ndd-stream eval: error: {file_error(exc, args.corpus)}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"ndd-stream eval: error: {exc}", file=sys.stderr)
         return 2
     args.output.mkdir(parents=True, exist_ok=True)
     text = markdown(result)
