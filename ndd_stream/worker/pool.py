@@ -14,6 +14,13 @@ revoked partition: the batch in flight finishes with the state it started with, 
 records of a partition this worker no longer owns (fetched before the rebalance and
 still in the agent's hands) are not decided; their new owner decides them.
 
+Decisions never hold the event loop for long (/health, timers and the consumer's
+heartbeats run on it): an item larger than :data:`OFFLOAD_BYTES` is decided in the pool's
+one decision thread while the loop awaits it (extraction is bounded and linear, so the
+GIL is never held for long either: docs/RELIABILITY.md, Security), and after every
+:data:`YIELD_SECONDS` of decisions made inline the loop gets a turn. The batch lock still
+serializes decisions: one thread, one item at a time, in offset order.
+
 The pool touches the broker only through ``send`` and a ``kafka.reads.Log`` (ranges of
 the scoped topic, the changelog), so its logic runs on an in-memory log in unit tests.
 """
@@ -21,6 +28,7 @@ the scoped topic, the changelog), so its logic runs on an in-memory log in unit 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -42,6 +50,13 @@ log = logging.getLogger("ndd_stream.worker")
 Send = Callable[[OutRecord], Awaitable[Awaitable[Any]]]
 """Hand a record to the producer; the returned awaitable resolves on delivery (to the
 record's metadata: its ``offset``)."""
+
+
+OFFLOAD_BYTES = 32_768
+"""Items larger than this are decided off the event loop (a 2 MB item takes up to ~0.5 s;
+one of 32 KB a few ms, less than the thread hand-off is worth below it)."""
+YIELD_SECONDS = 0.05
+"""Inline decisions run at most this long before the event loop gets a turn."""
 
 
 class BrokerLostData(RuntimeError):
@@ -71,6 +86,8 @@ class DeciderPool:
         self.owned: set[int] | None = None
         self.lock = asyncio.Lock()
         self.order = InOrder(partial(read_range, log), metrics, "decided")
+        self._decide = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ndd-decide")
+        self._in_flight: concurrent.futures.Future[Any] | None = None
 
     async def assign(self, partitions: Sequence[int]) -> None:
         """A rebalance gave this worker ``partitions``: close the others, open these."""
@@ -149,6 +166,11 @@ class DeciderPool:
         return decider
 
     def close(self, partitions: Sequence[int] | None = None) -> None:
+        """Close ``partitions`` (None: all). A decision whose batch was cancelled (a
+        stop, a rebalance) may still run in the decision thread: it is waited for (at
+        most one item's bounded time), so no store closes under it."""
+        if self._in_flight is not None and not self._in_flight.done():
+            concurrent.futures.wait([self._in_flight])
         for partition in list(self.deciders if partitions is None else partitions):
             decider = self.deciders.pop(partition, None)
             if decider is not None:
@@ -188,14 +210,24 @@ class DeciderPool:
             await self.ensure(partition)  # revoked ones are left to their new owner
         run = await self.order.arrange(mine, until)
         pending: list[Awaitable[Any]] = []
+        turn = time.perf_counter()  # when the event loop last had a turn
         for item in run:
             decider = self.deciders[item.partition]
             ts = item.timestamp
             source = Source(item.topic, item.partition, item.offset,
                             int(ts * 1000) if ts is not None else None)
             started = time.perf_counter()
-            outcome = decider.process(item.value, item.key, item.headers, source)
+            if item.value is not None and len(item.value) > OFFLOAD_BYTES:
+                self._in_flight = self._decide.submit(
+                    decider.process, item.value, item.key, item.headers, source)
+                outcome = await asyncio.wrap_future(self._in_flight)
+                turn = time.perf_counter()
+            else:
+                outcome = decider.process(item.value, item.key, item.headers, source)
             self.metrics.latency.observe(time.perf_counter() - started)
+            if time.perf_counter() - turn > YIELD_SECONDS:
+                await asyncio.sleep(0)
+                turn = time.perf_counter()
             self._count(decider, outcome, source)
             for record in outcome.records:
                 pending.append(await send(record))
