@@ -290,6 +290,54 @@ def fuzz_stream(n: int, seed: int = 1, max_item_bytes: int = 16_384) -> list[Fuz
     return out
 
 
+# --- hypothesis: hostile items ----------------------------------------------------------
+
+HOSTILE_SNIPPETS = (
+    "<script>alert(1)</script>", "x<img src=x onerror=alert(1)>", "</title><svg onload=1>",
+    "\u202e\u2066reversed\u2069", "\u200f\u061c", "\x1b]0;pwned\x07\x1b[2J", "\x9b31m\x7f",
+    "\x00\x01\x08", "&lt;b&gt;&#0;", "raw[0]@1", "🙂", "e\u0301", "\ufeff",
+)
+
+
+def hostile_items(max_item_bytes: int) -> Any:
+    """A hypothesis strategy of raw items (bytes) a careless or hostile producer sends:
+    markup, bidi and control characters in every field; huge fields near the size cap; HTML
+    nested past the extraction's depth limit; empty, blank, giant and 64+-bit ids; fields
+    of the wrong type. Encoded by the standard library (it writes integers of any size)."""
+    import json
+
+    from hypothesis import strategies as st
+
+    words = st.lists(st.sampled_from(["harbour", "council", "plan", "vote", "rate", "bank",
+                                      "said", "on", "monday", "the", "new"]),
+                     min_size=1, max_size=30).map(" ".join)
+    hostile = st.lists(st.sampled_from(HOSTILE_SNIPPETS) | words | st.text(max_size=20),
+                       min_size=1, max_size=6).map(" ".join)
+
+    def nested(text: str, depth: int) -> str:
+        return "<div>" * depth + text + "</div>" * depth
+
+    text = (hostile | words
+            | st.builds(nested, words, st.integers(100, max(100, (max_item_bytes - 800) // 11))))
+    ident = (st.sampled_from(["", " ", "\t\n", "\u3000", "\u202e", "x" * 1024, "y" * 1025])
+             | st.integers(-(2**80), 2**80) | hostile | st.booleans() | st.floats()
+             | st.lists(st.integers(), max_size=2) | st.none())
+    obj = st.fixed_dictionaries(
+        {"text": text},
+        optional={"id": ident, "channel": hostile | st.sampled_from(["", "a", "b"]) | st.integers(),
+                  "title": hostile | st.integers(),
+                  "timestamp": st.sampled_from([1_772_352_000, "2026-03-01T09:00:00Z", "soon"])})
+
+    def encode(item: dict[str, Any], fill: bool) -> bytes:
+        raw = json.dumps(item, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        if fill and len(raw) < max_item_bytes:  # the text padded to just under the cap
+            item = {**item, "text": item["text"] + " " * (max_item_bytes - len(raw) - 1)}
+            raw = json.dumps(item, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        return raw
+
+    return st.builds(encode, obj, st.booleans())
+
+
 def reference_outcomes(
     values: Sequence[bytes | None], positions: Sequence[str], kafka_ts: Sequence[float],
     config: DetectorConfig, fmt: ItemFormat, now: float | None = None,

@@ -22,11 +22,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fuzz_items import CATEGORIES, FuzzItem, fuzz_stream, iter_categories, reference_outcomes
+from fuzz_items import (
+    CATEGORIES,
+    FuzzItem,
+    fuzz_stream,
+    hostile_items,
+    iter_categories,
+    reference_outcomes,
+)
 from harness.kafka import Reader, SettingsFactory, create_topics
 from harness.scenarios import Feeder
 from harness.worker import WorkerProcess, events_named, metric_sum, scrape
 from hypothesis import HealthCheck, given, settings
+from hypothesis import settings as settings_
 from hypothesis import strategies as st
 
 from ndd_stream import jsonio
@@ -302,6 +310,63 @@ def test_ten_thousand_fuzzed_records_through_the_worker(
           f"reasons={dict(sorted(reasons.items()))} policies={dict(policies)} "
           f"categories={dict(iter_categories(stream))}")
     assert len(reasons) == len(REASONS) - 1  # every reason but missing_timestamp (Kafka ts)
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(420)
+def test_hypothesis_hostile_items_through_the_worker(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    """Batches of hostile items (tests/fuzz_items.hostile_items) drawn by hypothesis go
+    through one real worker: each record comes out exactly once, dead-lettered with the
+    reason ``parse_item`` gives or decided under its own identity (its declared id, or else
+    its own source position), replayed only for an id declared by an earlier record; the
+    worker keeps running."""
+    settings = make_settings(partitions=2, max_item_bytes=FMT.max_item_bytes)
+    create_topics(settings)
+    fmt = settings.item_format()
+    reader = Reader.outputs(settings)
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    declared: set[str] = set()
+    seen = {"records": 0, "dlq": 0, "batches": 0}
+
+    @settings_(max_examples=20, deadline=None, database=None,
+               suppress_health_check=list(HealthCheck))
+    @given(st.lists(hostile_items(FMT.max_item_bytes), min_size=5, max_size=30))
+    def batch_comes_out_right(batch: list[bytes]) -> None:
+        positions = Feeder(settings, batch, rate=5000, partition=0,
+                           timestamps_ms=[KAFKA_TS_MS] * len(batch)).start().join(timeout=60)
+        assert reader.wait_for(positions, timeout=120, alive=worker.alive), worker.log_tail()
+        by_source: dict[tuple[str, int, int], list[Any]] = {}
+        for rec in reader.records:
+            by_source.setdefault(rec.source, []).append(rec)
+        wrong: list[str] = []
+        for value, position in zip(batch, positions, strict=True):
+            copies = by_source.get(position, [])
+            assert len(copies) == 1, (position, len(copies), value[:200])
+            out = copies[0]
+            want = parse_item(value, fmt, "{}[{}]@{}".format(*position),
+                              fallback_timestamp=KAFKA_TS_MS / 1000, now=time.time())
+            if isinstance(want, Invalid):
+                assert out.reason == want.reason, (out.reason, want, value[:200])
+                seen["dlq"] += 1
+            else:
+                assert out.reason is None, (out.reason, value[:200])
+                wrong += _identity_problems(FuzzItem("hostile", value), position, out, declared)
+            if (ident := declared_id(value)) is not None:
+                declared.add(ident)
+        assert not wrong, wrong
+        seen["records"] += len(batch)
+        seen["batches"] += 1
+
+    try:
+        batch_comes_out_right()
+        alive = worker.alive()
+    finally:
+        worker.stop()
+        reader.close()
+    assert alive, worker.log_tail()
+    print(f"hypothesis through the worker: {seen}")
 
 
 @pytest.mark.timeout(180)
