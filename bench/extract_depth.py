@@ -14,6 +14,7 @@ grows with the square of the depth, so 2 MB of nesting would take hours.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import time
 from collections.abc import Callable
@@ -73,9 +74,12 @@ def main() -> int:
     parser.add_argument("--baseline-depths", type=int, nargs="*", default=[2000, 8000, 16000])
     parser.add_argument("--out", type=Path, default=Path("bench/results/extract_depth.md"))
     args = parser.parse_args()
-    lines = [f"# Extraction of hostile HTML items ({platform.node()}, {platform.processor()}, "
-             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
-             "Same run; worst of each repeat, seconds per item.", "",
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    lines = [f"# Extraction of hostile HTML items ({platform.node()}, {os.cpu_count()} cores, "
+             f"load average {load} at the start, {when})",
+             "", "Same run; worst of each repeat, seconds per item (`python -m "
+             "bench.extract_depth`). 'before': extraction without the nesting limit.", "",
              "## Nested div: before (no limit) and after, by depth", "",
              "| depth | bytes | before main | after main | before tags | after tags |",
              "|---:|---:|---:|---:|---:|---:|"]
