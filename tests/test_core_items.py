@@ -132,6 +132,7 @@ def test_pathological_html_up_to_the_size_cap_is_told_too_deep() -> None:
     assert told("<span>x</span>" * 300_000)  # flat, but 600,000 tags
     assert not told(_nested("<p>hello world</p>" * 50, 60))
     assert told(_nested("<p>hello world</p>", 60), limit=32)
+    assert not told(_nested("x", 500), limit=100_000)  # the setting's maximum: no huge query
 
 
 def test_markup_is_told_from_agency_angle_brackets() -> None:

@@ -14,8 +14,8 @@ Bounded work per item. resiliparse's main-content extractor (and selectolax's pa
 take time growing with the square of the nesting depth: 50,000 nested ``<div>`` cost 95 s.
 So a page is first parsed by resiliparse's linear-time parser, and past the nesting limit
 (``max_html_depth``, or a depth at which elements x depth would pass
-:data:`WORK_BUDGET`) it is extracted as flat text (all visible text, linear time): the
-same text a shallow page gives in ``tags`` mode, then its prose blocks in ``main`` mode.
+:data:`WORK_BUDGET`) it is extracted as flat text: all its visible text, by resiliparse's
+plain-text extraction (linear time), then in ``main`` mode its prose blocks.
 """
 
 from __future__ import annotations
@@ -68,9 +68,12 @@ def too_deep(tree: HTMLTree, markup: str, max_depth: int) -> bool:
     :data:`WORK_BUDGET` (or than :data:`MIN_STRUCTURED_DEPTH`). One CSS query of child
     combinators: C code whose cost is bounded by elements x that depth, at most about
     0.1 s for a 2 MB page."""
-    limit = min(max_depth, WORK_BUDGET // max(1, markup.count("<")))
+    tags = markup.count("<")
+    limit = min(max_depth, WORK_BUDGET // max(1, tags))
     if limit < min(max_depth, MIN_STRUCTURED_DEPTH):
         return True
+    if tags <= limit:  # fewer elements than levels: cannot nest that deep
+        return False
     document = tree.document
     if document is None:
         return False
