@@ -330,7 +330,7 @@ def test_hypothesis_hostile_items_through_the_worker(
     declared: set[str] = set()
     seen = {"records": 0, "dlq": 0, "batches": 0}
 
-    @settings_(max_examples=20, deadline=None, database=None,
+    @settings_(max_examples=20, deadline=None, database=None, derandomize=True,
                suppress_health_check=list(HealthCheck))
     @given(st.lists(hostile_items(FMT.max_item_bytes), min_size=5, max_size=30))
     def batch_comes_out_right(batch: list[bytes]) -> None:
