@@ -116,23 +116,38 @@ def test_html_past_the_nesting_limit_is_extracted_as_flat_text() -> None:
     assert isinstance(doc := parse_item(raw, fmt, "p"), Document) and "Home" in doc.text
 
 
-def test_pathological_html_up_to_the_size_cap_is_told_too_deep() -> None:
-    """The shapes that made extraction quadratic (deep nesting, unclosed blocks) and pages
-    with so many tags that elements x depth passes the work budget take the flat path;
-    a real page's depth (the Gold Set's: 8-60) does not."""
+def test_pathological_html_up_to_the_size_cap_takes_a_linear_path() -> None:
+    """The shapes that made extraction quadratic (deep nesting, unclosed blocks): with so
+    many tags that elements x depth would pass the work budget, the page is not parsed
+    but stripped in slices; below that, nesting past the limit is told by one query. A
+    real page's depth (the Gold Set's: 8-60) is neither."""
     from resiliparse.parse.html import HTMLTree
 
-    from ndd_stream.core.extract import too_deep
+    from ndd_stream.core.extract import extract_text, too_deep, too_many_tags
 
     def told(markup: str, limit: int = 128) -> bool:
         return too_deep(HTMLTree.parse(markup), markup, limit)
 
-    assert told(_nested("hello world", 400_000))
-    assert told("<div>x " * 280_000)
-    assert told("<span>x</span>" * 300_000)  # flat, but 600,000 tags
+    for huge in (_nested("hello world", 180_000), "<div>x " * 280_000,
+                 "<span>x</span>" * 130_000):
+        assert too_many_tags(huge)
+    assert "hello world" in extract_text(_nested("hello world", 180_000), "main")
+    assert told(_nested("hello world", 5_000))
+    assert told("<div>x " * 5_000)
+    assert not too_many_tags(_nested("<p>hello world</p>" * 50, 60))
     assert not told(_nested("<p>hello world</p>" * 50, 60))
     assert told(_nested("<p>hello world</p>", 60), limit=32)
     assert not told(_nested("x", 500), limit=100_000)  # the setting's maximum: no huge query
+
+
+def test_sliced_text_keeps_the_visible_text() -> None:
+    from ndd_stream.core.extract import SLICE_CHARS, sliced_text
+
+    page = ("<html><head><style>p {}</style><script>var x = 1;</script></head><body>"
+            "<p>Hello &amp; world</p><div>two <b>bold</b> words</div><!-- hidden --></body>")
+    assert sliced_text(page) == "Hello & world\ntwo bold words"
+    long = "<p>word &amp;</p>" * (SLICE_CHARS // 4) + "<p>end</p>"  # over four slices
+    assert sliced_text(long).splitlines() == ["word &"] * (SLICE_CHARS // 4) + ["end"]
 
 
 def test_markup_is_told_from_agency_angle_brackets() -> None:
