@@ -120,7 +120,7 @@ class Settings(BaseSettings):
         ge=1,
         le=100_000,
         description="HTML nesting deeper than this (or so deep that elements x depth passes "
-        "4 million) is extracted as flat text, in linear time: main-content extraction grows "
+        "2 million) is extracted as flat text, in linear time: main-content extraction grows "
         "with the square of the depth (docs/RELIABILITY.md, Security).",
     )
     scope: str = Field(

@@ -276,7 +276,8 @@ def stop_on_signals() -> Iterator[threading.Event]:
         yield stop
     finally:
         for sig, old in previous.items():
-            signal.signal(sig, old)
+            if old is not None:  # None: a handler installed from C, not restorable
+                signal.signal(sig, old)
 
 
 def _close_within(consumer: Consumer, seconds: float) -> None:
