@@ -128,6 +128,8 @@ def files(tmp_path: Path) -> dict[str, str]:
     (["eval", "{good}", "--pairs", "{dir}"], "ndd-stream eval: error: {dir}: Is a directory"),
     (["eval", "{good}", "--pairs", "{binary}"],
      "ndd-stream eval: error: {binary}: not a UTF-8 text file (byte 0xff at offset 1)"),
+    (["eval", "{good}", "-o", "/dev/full"],
+     "ndd-stream eval: error: -o /dev/full: not a directory"),
     (["produce", MEM], "error: /proc/self/mem: Input/output error"),
     (["produce", "{dir}"], "error: {dir}: Is a directory"),
     (["demo", "--plain", "--feed", MEM], "error: --feed /proc/self/mem: Input/output error"),
