@@ -2,10 +2,12 @@
 
 Pathological pages (deep nesting, unclosed blocks, many elements, adoption-agency ``<a>``,
 nested tables) up to the 2 MB item cap, through ``extract_text`` in ``main`` and ``tags``
-mode, one call each (the worst of ``--repeat``). The baseline is the extraction as it was
-before the nesting limit (resiliparse's main-content extractor and selectolax on the raw
-string), measured in the same run at the depths it survives (``--baseline-depths``): it
-grows with the square of the depth, so 2 MB of nesting would take hours.
+mode, one call each (the worst of ``--repeat``), and the longest the GIL was held meanwhile
+(what a worker's event loop waits at most behind a decision thread). The baseline is the
+extraction as it was before the nesting limit (resiliparse's main-content extractor and
+selectolax on the raw string), measured in the same run at the depths it survives
+(``--baseline-depths``): it grows with the square of the depth, so 2 MB of nesting would
+take hours.
 
     python -m bench.extract_depth                       # bench/results/extract_depth.md
     python -m bench.extract_depth --baseline-depths 2000 8000
@@ -16,14 +18,24 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import random
+import string
+import tempfile
+import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from resiliparse.extract.html2text import extract_plain_text
 from selectolax.lexbor import LexborHTMLParser
 
+from ndd_stream import jsonio
+from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.extract import ExtractMode, extract_text, prose_blocks
+from ndd_stream.core.items import ItemFormat
+from ndd_stream.worker.deciding import OutputTopics, PartitionDecider
+from ndd_stream.worker.records import Source
 
 CAP = 2_000_000
 
@@ -68,6 +80,55 @@ def worst(fn: Callable[[str, ExtractMode], object], markup: str, mode: ExtractMo
     return max(times)
 
 
+def longest_hold(target: Callable[[], object]) -> float:
+    """The longest the GIL was held while ``target`` ran in a thread: the longest a
+    worker's event loop waits behind a decision (a 2 ms sleeper measures the gaps)."""
+    worker = threading.Thread(target=target)
+    last = time.perf_counter()
+    worker.start()
+    longest = 0.0
+    while worker.is_alive():
+        time.sleep(0.002)
+        now = time.perf_counter()
+        longest, last = max(longest, now - last), now
+    return longest
+
+
+def decisions(repeat: int) -> list[str]:
+    """A worker's whole decision of each 2 MB item (parse, extraction, detection, state),
+    as its decision thread runs it: seconds and the longest GIL hold."""
+    rnd = random.Random(1)
+    words = ["".join(rnd.choice(string.ascii_lowercase) for _ in range(rnd.randint(2, 9)))
+             for _ in range(50_000)]
+    prose = " ".join(rnd.choice(words) for _ in range(300_000))
+    texts = {name: largest(pattern, CAP - 100) for name, pattern in PATTERNS.items()}
+    texts["plain words"] = prose[: CAP - 100]
+    texts["words in <p>"] = ("<p>" + prose)[: CAP - 100]
+    lines = ["", "## After: a worker's whole decision of each 2 MB item", "",
+             "| item | bytes | decision | longest GIL hold |", "|---|---:|---:|---:|"]
+    with tempfile.TemporaryDirectory() as tmp:
+        decider = PartitionDecider(0, Path(tmp) / "p0", DetectorConfig(threshold=0.3),
+                                   ItemFormat(), OutputTopics("u", "d", "dlq", "dec", "cl"))
+        try:
+            offset = 0
+            for name, text in texts.items():
+                seconds, hold = 0.0, 0.0
+                for _ in range(repeat):
+                    offset += 1
+                    raw = jsonio.dumps({"id": f"{name}-{offset}", "channel": "c",
+                                        "text": text, "timestamp": 1_772_380_800})
+                    source = Source("raw", 0, offset, None)
+                    started = time.perf_counter()
+                    hold = max(hold, longest_hold(
+                        partial(decider.process, raw, None, [], source)))
+                    seconds = max(seconds, time.perf_counter() - started)
+                lines.append(f"| {name} | {len(raw):,} | {seconds:.3f} | {hold:.3f} |")
+                print(lines[-1], flush=True)
+        finally:
+            decider.close()
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
@@ -93,13 +154,18 @@ def main() -> int:
         lines.append("| " + " | ".join(row) + " |")
         print(lines[-1], flush=True)
     lines += ["", f"## After: the largest item under the {CAP:,}-byte cap", "",
-              "| pattern | bytes | main | tags |", "|---|---:|---:|---:|"]
+              "| pattern | bytes | main | tags | longest GIL hold (main) |",
+              "|---|---:|---:|---:|---:|"]
     for name, pattern in PATTERNS.items():
         markup = largest(pattern)
         main_s = worst(extract_text, markup, "main", args.repeat)
         tags_s = worst(extract_text, markup, "tags", args.repeat)
-        lines.append(f"| {name} | {len(markup):,} | {main_s:.3f} | {tags_s:.3f} |")
+        hold = max(longest_hold(partial(extract_text, markup, "main"))
+                   for _ in range(args.repeat))
+        lines.append(f"| {name} | {len(markup):,} | {main_s:.3f} | {tags_s:.3f} | "
+                     f"{hold:.3f} |")
         print(lines[-1], flush=True)
+    lines += decisions(args.repeat)
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
     return 0
