@@ -53,7 +53,7 @@ record's metadata: its ``offset``)."""
 
 
 OFFLOAD_BYTES = 32_768
-"""Items larger than this are decided off the event loop (a 2 MB item takes up to ~0.5 s;
+"""Items larger than this are decided off the event loop (a 2 MB item takes up to ~0.2 s;
 one of 32 KB a few ms, less than the thread hand-off is worth below it)."""
 YIELD_SECONDS = 0.05
 """Inline decisions run at most this long before the event loop gets a turn."""
