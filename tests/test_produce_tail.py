@@ -280,11 +280,9 @@ def _tail_stop_seconds(bootstrap: str, topic: str, signum: int = signal.SIGINT) 
     printed that record (so the handler is installed and the poll loop runs), and return
     how long it took to exit with 0 and its summary line. Bounded: fails after 15 s, with
     every thread's stack (SIGUSR1) in the message."""
-    script = (
+    script = (  # the command line's own path (its handler ends the process on a signal)
         "import faulthandler, signal, sys; faulthandler.register(signal.SIGUSR1, all_threads=True);"
-        "from ndd_stream.cli.io_commands import tail; "
-        "from ndd_stream.settings import Settings;"
-        "sys.exit(tail(Settings()))"
+        "from ndd_stream.cli.main import main; sys.exit(main(['tail']))"
     )
     env = {**os.environ, "NDD_BROKERS": bootstrap, "NDD_UNIQUE_TOPIC": topic,
            "PYTHONPATH": str(ROOT), "COLUMNS": "200"}

@@ -17,6 +17,7 @@ Exit codes: 0 success, 1 the cluster differs from the definitions or data was lo
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from confluent_kafka import KafkaException
@@ -187,6 +188,7 @@ def tail(
     timeout: float | None = None,
     *,
     console: Console | None = None,
+    stop: threading.Event | None = None,
 ) -> int:
     """Follow an output topic (default: the unique topic) and print records readably.
 
@@ -206,6 +208,7 @@ def tail(
             max_messages=max_messages,
             timeout=timeout,
             console=console,
+            stop=stop,
         )
     except KeyboardInterrupt:
         return EXIT_OK

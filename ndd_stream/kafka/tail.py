@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -245,9 +245,9 @@ def consume_records(
 
 
 #: How long Ctrl-C waits for the consumer to close before the tail exits anyway.
-CLOSE_SECONDS = 1.0
+CLOSE_SECONDS = 0.5
 #: Longest wait in one poll: how soon a stop request is seen.
-POLL_SECONDS = 0.2
+POLL_SECONDS = 0.1
 
 
 @contextmanager
@@ -306,11 +306,13 @@ def print_tail(
     max_messages: int | None = None,
     timeout: float | None = None,
     console: Console | None = None,
+    stop: threading.Event | None = None,
 ) -> int:
-    """Print records of ``topics`` readably until a bound, Ctrl-C or SIGTERM; the count
-    printed. Every text from the record is shown through :func:`printable`."""
+    """Print records of ``topics`` readably until a bound, Ctrl-C or SIGTERM (or ``stop``,
+    when the caller handles the signals); the count printed. Every text from the record
+    is shown through :func:`printable`."""
     console = console or Console()
-    with stop_on_signals() as stop:
+    with nullcontext(stop) if stop is not None else stop_on_signals() as flag:
         return consume_records(
             settings,
             topics,
@@ -318,5 +320,5 @@ def print_tail(
             max_messages=max_messages,
             timeout=timeout,
             on_record=lambda record: console.print(render_record(settings, record)),
-            stop=stop,
+            stop=flag,
         )
