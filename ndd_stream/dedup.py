@@ -13,10 +13,10 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterable
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -24,6 +24,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Decision
 from ndd_stream.core.items import Invalid, ItemFormat, decode_object, order_time_ms, parse_item
+from ndd_stream.files import NamedSink, named, named_lines
 from ndd_stream.jsonio import dumps_line
 
 
@@ -52,9 +53,13 @@ def decision_record(line: int, decision: Decision) -> dict[str, Any]:
     return record
 
 
+class Sink(Protocol):
+    def write(self, data: bytes, /) -> int: ...
+
+
 def run_dedup(
-    source: IO[bytes],
-    sink: IO[bytes],
+    source: Iterable[bytes],
+    sink: Sink,
     config: DetectorConfig,
     fmt: ItemFormat,
     errors: IO[str] | None = None,
@@ -118,9 +123,27 @@ def dedup_file(
     path: Path, output: Path | None, config: DetectorConfig, fmt: ItemFormat,
     event_order: bool = False,
 ) -> DedupSummary:
-    """The CLI entry: file in, decisions to ``output`` (stdout if None), summary to stderr."""
-    sink_cm = open(output, "wb") if output else nullcontext(sys.stdout.buffer)  # noqa: SIM115
-    with open(path, "rb") as source, sink_cm as sink:
-        summary = run_dedup(source, sink, config, fmt, errors=sys.stderr,
-                            progress_total=path.stat().st_size, event_order=event_order)
+    """The CLI entry: file in, decisions to ``output`` (stdout if None), summary to stderr.
+
+    An OSError of a read or a write names its file (as one from ``open`` does): Python
+    leaves the filename of ``/proc/self/mem``'s EIO or ``/dev/full``'s ENOSPC empty."""
+    with open(path, "rb") as source:
+        file = open(output, "wb") if output else None  # noqa: SIM115 - closed below
+        sink = NamedSink(file or sys.stdout.buffer, output or "<stdout>")
+        try:
+            summary = run_dedup(named_lines(source, path), sink, config, fmt,
+                                errors=sys.stderr, progress_total=path.stat().st_size,
+                                event_order=event_order)
+            sink.flush()  # a full disk shows here, named, not in an unnamed close()
+        except BaseException:
+            if file is not None:
+                with suppress(OSError):  # the error in flight says what went wrong
+                    file.close()
+            raise
+        if file is not None:
+            try:
+                file.close()
+            except OSError as exc:
+                raise named(exc, output) from exc
     return summary
+

@@ -21,7 +21,7 @@ from ndd_stream.core.detector import (
     DetectorConfig,
     NoveltyMode,
 )
-from ndd_stream.core.extract import DEFAULT_EXTRACT, ExtractMode
+from ndd_stream.core.extract import DEFAULT_EXTRACT, DEFAULT_MAX_HTML_DEPTH, ExtractMode
 from ndd_stream.core.items import ItemFormat
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
@@ -114,6 +114,14 @@ class Settings(BaseSettings):
         description="Text extraction: raw (as is), tags (strip HTML), main (HTML: the page's "
         "main content by resiliparse, then only its prose blocks, dropping short lines such "
         "as bylines, menus and share links; plain text: its prose blocks).",
+    )
+    max_html_depth: int = Field(
+        DEFAULT_MAX_HTML_DEPTH,
+        ge=1,
+        le=100_000,
+        description="HTML nesting deeper than this (or so deep that elements x depth passes "
+        "2 million) is extracted as flat text, in linear time: main-content extraction grows "
+        "with the square of the depth (docs/RELIABILITY.md, Security).",
     )
     scope: str = Field(
         "channel",
@@ -309,6 +317,7 @@ class Settings(BaseSettings):
             text_fields=tuple(self.text_fields),
             timestamp_fields=tuple(self.timestamp_fields),
             extract=self.extract,
+            max_html_depth=self.max_html_depth,
             scope=self.scope,
             scope_map=dict(self.scope_map),
             max_item_bytes=self.max_item_bytes,

@@ -46,6 +46,19 @@ def pytest_runtest_makereport(
         report.longrepr = f"NDD_CI=1 and a required tool is missing: {reason}"
 
 
+def slow_enabled(config: pytest.Config) -> bool:
+    expr = str(config.getoption("markexpr") or "")
+    return os.environ.get("NDD_RELIABILITY_SLOW") == "1" or (
+        "slow" in expr and "not slow" not in expr)
+
+
+@pytest.fixture
+def long_run(request: pytest.FixtureRequest) -> None:
+    """Skips a long variant (marked slow) unless ``-m slow`` or NDD_RELIABILITY_SLOW=1."""
+    if not slow_enabled(request.config):
+        pytest.skip("long variant: run with -m slow or NDD_RELIABILITY_SLOW=1")
+
+
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
     """The session's Tansu broker; skips (does not fail) only if there is no binary."""

@@ -108,7 +108,6 @@ class _Gen:
             b"plain prose, " + raw[10:60],
             b"{", b"}", b"", b"   ", b"\n", b"NaN", b"Infinity", b'{"a":1,}', b"{'id': 1}",
             b'{"id": "x", "text": "t", "timestamp": NaN}',
-            b'{"id": 99999999999999999999999999, "text": "t"}',  # beyond 64-bit
             b'{"id": "x", "text": "\\ud800 lone surrogate", "timestamp": 1}',
             b"\x00\x00\x00",
         ])
@@ -231,12 +230,46 @@ class _Gen:
     def tombstone(self) -> None:
         return None
 
+    def hostile_id(self) -> bytes:
+        # Empty and blank ids (no identity: the source position), integers beyond 64 bits
+        # (exact), ids at and past the length limit, markup and terminal controls.
+        obj = self.good_obj()
+        obj["id"] = self.rnd.choice([
+            "", " ", "\t\n", "\u3000", "\u202e", "\x1b[2J", "<img src=x onerror=alert(1)>",
+            2**64 + self.rnd.randint(0, 3), -(2**63) - 1, "x" * 1024, "y" * 1025, "z" * 8000])
+        if not isinstance(obj["id"], int) and self.rnd.random() < 0.5:
+            obj["text"] = self.text(obj["channel"])  # often a fresh story: never a replay
+        ident = obj["id"]
+        if isinstance(ident, int):  # orjson writes no integer beyond 64 bits
+            obj["id"] = "__ID__"
+            return self.enc(obj).replace(b'"__ID__"', str(ident).encode())
+        return self.enc(obj)
+
+    def hostile_text(self) -> bytes:
+        # Markup, bidi and terminal controls in every text field; huge fields near the cap;
+        # HTML nested past the extraction's depth limit.
+        obj = self.good_obj()
+        evil = self.rnd.choice([
+            "<script>alert(1)</script>", "x<img src=x onerror=alert(1)>", "\u202e\u2066evil",
+            "\x1b]0;title\x07\x1b[31mred", "\x9b31m", "\x7f\x00", "</textarea><svg onload=1>"])
+        field = self.rnd.choice(["title", "text", "channel"])
+        obj[field] = evil + " " + str(obj.get(field, ""))
+        roll = self.rnd.random()
+        if roll < 0.25:
+            depth = self.rnd.randint(200, max(200, (self.max - 2_000) // 11))  # under the cap
+            obj["text"] = "<div>" * depth + obj["text"] + "</div>" * depth
+        elif roll < 0.4:  # a field just under the size cap
+            room = self.max - len(self.enc(obj)) - 2
+            obj["text"] += (" " + "lorem ipsum dolor " * (self.max // 18 + 1))[:max(0, room)]
+        return self.enc(obj)
+
 
 CATEGORIES: dict[str, float] = {  # category -> weight
     "good": 30, "random_bytes": 6, "invalid_utf8": 5, "not_json": 6, "wrong_shape": 4,
     "wrong_types": 6, "missing_text": 4, "empty_text": 4, "oversized": 3, "deep": 3,
     "bad_timestamp": 6, "absurd_epoch": 3, "future": 3, "late": 4, "no_id": 3,
     "no_timestamp": 2, "resent_id": 3, "odd_text": 4, "extra_fields": 2, "tombstone": 1,
+    "hostile_id": 4, "hostile_text": 4,
 }
 
 
@@ -255,6 +288,54 @@ def fuzz_stream(n: int, seed: int = 1, max_item_bytes: int = 16_384) -> list[Fuz
         key = gen.rnd.choice([None, b"", gen.rnd.randbytes(8), b"ch0"])
         out.append(FuzzItem(category, value, key))
     return out
+
+
+# --- hypothesis: hostile items ----------------------------------------------------------
+
+HOSTILE_SNIPPETS = (
+    "<script>alert(1)</script>", "x<img src=x onerror=alert(1)>", "</title><svg onload=1>",
+    "\u202e\u2066reversed\u2069", "\u200f\u061c", "\x1b]0;pwned\x07\x1b[2J", "\x9b31m\x7f",
+    "\x00\x01\x08", "&lt;b&gt;&#0;", "raw[0]@1", "🙂", "e\u0301", "\ufeff",
+)
+
+
+def hostile_items(max_item_bytes: int) -> Any:
+    """A hypothesis strategy of raw items (bytes) a careless or hostile producer sends:
+    markup, bidi and control characters in every field; huge fields near the size cap; HTML
+    nested past the extraction's depth limit; empty, blank, giant and 64+-bit ids; fields
+    of the wrong type. Encoded by the standard library (it writes integers of any size)."""
+    import json
+
+    from hypothesis import strategies as st
+
+    words = st.lists(st.sampled_from(["harbour", "council", "plan", "vote", "rate", "bank",
+                                      "said", "on", "monday", "the", "new"]),
+                     min_size=1, max_size=30).map(" ".join)
+    hostile = st.lists(st.sampled_from(HOSTILE_SNIPPETS) | words | st.text(max_size=20),
+                       min_size=1, max_size=6).map(" ".join)
+
+    def nested(text: str, depth: int) -> str:
+        return "<div>" * depth + text + "</div>" * depth
+
+    text = (hostile | words
+            | st.builds(nested, words, st.integers(100, max(100, (max_item_bytes - 800) // 11))))
+    ident = (st.sampled_from(["", " ", "\t\n", "\u3000", "\u202e", "x" * 1024, "y" * 1025])
+             | st.integers(-(2**80), 2**80) | hostile | st.booleans() | st.floats()
+             | st.lists(st.integers(), max_size=2) | st.none())
+    obj = st.fixed_dictionaries(
+        {"text": text},
+        optional={"id": ident, "channel": hostile | st.sampled_from(["", "a", "b"]) | st.integers(),
+                  "title": hostile | st.integers(),
+                  "timestamp": st.sampled_from([1_772_352_000, "2026-03-01T09:00:00Z", "soon"])})
+
+    def encode(item: dict[str, Any], fill: bool) -> bytes:
+        raw = json.dumps(item, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        if fill and len(raw) < max_item_bytes:  # the text padded to just under the cap
+            item = {**item, "text": item["text"] + " " * (max_item_bytes - len(raw) - 1)}
+            raw = json.dumps(item, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        return raw
+
+    return st.builds(encode, obj, st.booleans())
 
 
 def reference_outcomes(

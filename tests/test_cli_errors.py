@@ -91,8 +91,60 @@ def test_config_is_accepted_after_the_subcommand_too(
     config.write_text("NDD_Q=99\n", encoding="utf-8")
     assert _fails(["dedup", "x", "--config", str(config)], capsys)[-1] == (
         f"ndd-stream dedup: error: invalid settings: NDD_Q=99 (in {config}): allowed [1, 16]")
-    assert _fails(["dedup", "x", "--config", str(tmp_path / "none")], capsys)[-1] == (
-        f"ndd-stream dedup: error: --config {tmp_path / 'none'}: no such file")
+    assert _fails(["dedup", "x", "--config", str(tmp_path / "none")], capsys) == [
+        f"ndd-stream dedup: error: --config {tmp_path / 'none'}: No such file or directory"]
+
+
+# Unreadable, unwritable and binary files, and directories. The tests may run as root, for
+# whom chmod 000 reads fine: /proc/self/mem fails every read with EIO (after a successful
+# open, so the OSError names no file), /dev/full every write with ENOSPC.
+MEM = "/proc/self/mem"
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, str]:
+    good = tmp_path / "in.jsonl"
+    good.write_text('{"id": 1, "text": "a story", "timestamp": 1}\n'
+                    '{"id": 2, "text": "another story", "timestamp": 2}\n', encoding="utf-8")
+    binary = tmp_path / "binary.dat"
+    binary.write_bytes(b"\x00\xff\xfe\x00 not text")
+    return {"good": str(good), "binary": str(binary), "dir": str(tmp_path)}
+
+
+@pytest.mark.parametrize(("argv", "want"), [
+    (["dedup", MEM], "ndd-stream dedup: error: /proc/self/mem: Input/output error"),
+    (["dedup", "{good}", "-o", "/dev/full"],
+     "ndd-stream dedup: error: /dev/full: No space left on device"),
+    (["dedup", "{good}", "-o", "{dir}"], "ndd-stream dedup: error: {dir}: Is a directory"),
+    (["--config", MEM, "dedup", "{good}"],
+     "ndd-stream dedup: error: --config /proc/self/mem: Input/output error"),
+    (["--config", "{dir}", "dedup", "{good}"],
+     "ndd-stream dedup: error: --config {dir}: Is a directory"),
+    (["--config", "{binary}", "dedup", "{good}"],
+     "ndd-stream dedup: error: --config {binary}: not a UTF-8 text file (byte 0xff at offset 1)"),
+    (["eval", MEM], "ndd-stream eval: error: /proc/self/mem: Input/output error"),
+    (["eval", "{good}", "--pairs", MEM],
+     "ndd-stream eval: error: /proc/self/mem: Input/output error"),
+    (["eval", "{good}", "--pairs", "{dir}"], "ndd-stream eval: error: {dir}: Is a directory"),
+    (["eval", "{good}", "--pairs", "{binary}"],
+     "ndd-stream eval: error: {binary}: not a UTF-8 text file (byte 0xff at offset 1)"),
+    (["eval", "{good}", "-o", "/dev/full"],
+     "ndd-stream eval: error: -o /dev/full: not a directory"),
+    (["produce", MEM], "error: /proc/self/mem: Input/output error"),
+    (["produce", "{dir}"], "error: {dir}: Is a directory"),
+    (["demo", "--plain", "--feed", MEM], "error: --feed /proc/self/mem: Input/output error"),
+    (["demo", "--plain", "--feed", "{dir}"], "error: --feed {dir}: Is a directory"),
+])
+def test_file_errors_are_one_line_naming_the_file(
+    argv: list[str], want: str, files: dict[str, str], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = [a.format(**files) for a in argv]
+    if argv[0] == "demo":
+        argv += ["--data-dir", str(tmp_path / "runs")]
+    assert _fails(argv, capsys) == [want.format(**files)]
+    assert not (tmp_path / "runs").exists()  # a failed demo --feed leaves no run directory
+    assert capsys.readouterr().out == ""  # errors go to stderr
 
 
 def test_worker_help_shows_defaults_as_typed(capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from ndd_stream import jsonio
 from ndd_stream.core.document import Document
 from ndd_stream.core.items import Invalid, ItemFormat, parse_item, parse_timestamp
 
@@ -89,6 +92,64 @@ def test_main_extraction_keeps_prose_and_drops_navigation() -> None:
     assert extract_text("short plain item", "main") == "short plain item"
 
 
+def _nested(page: str, depth: int) -> str:
+    return "<div>" * depth + page + "</div>" * depth
+
+
+def test_html_past_the_nesting_limit_is_extracted_as_flat_text() -> None:
+    """Past ``max_html_depth`` main-content extraction (quadratic in the depth) is not run:
+    the flat visible text is kept, navigation and all; below it the page is structured."""
+    from ndd_stream.core.extract import extract_text
+
+    prose = ("The city council approved the new harbour plan on Monday after a long debate "
+             "that lasted well into the night, officials said.")
+    menu = " ".join(f"<a href='/{n}'>Section{n}</a>" for n in range(20))  # 20 words
+    page = f"<nav>Home {menu}</nav><article><p>{prose}</p><p>{prose} Again.</p></article>"
+    deep = _nested(page, 40)
+    structured = extract_text(deep, "main", max_depth=64)
+    assert "harbour plan" in structured and "Home" not in structured
+    flat = extract_text(deep, "main", max_depth=32)
+    assert "harbour plan" in flat and "Home" in flat
+    assert "Home" in extract_text(deep, "tags", max_depth=32)
+    fmt = ItemFormat(max_html_depth=32)
+    raw = jsonio.dumps({"text": deep, "timestamp": 0})
+    assert isinstance(doc := parse_item(raw, fmt, "p"), Document) and "Home" in doc.text
+
+
+def test_pathological_html_up_to_the_size_cap_takes_a_linear_path() -> None:
+    """The shapes that made extraction quadratic (deep nesting, unclosed blocks): with so
+    many tags that elements x depth would pass the work budget, the page is not parsed
+    but stripped in slices; below that, nesting past the limit is told by one query. A
+    real page's depth (the Gold Set's: 8-60) is neither."""
+    from resiliparse.parse.html import HTMLTree
+
+    from ndd_stream.core.extract import extract_text, too_deep, too_many_tags
+
+    def told(markup: str, limit: int = 128) -> bool:
+        return too_deep(HTMLTree.parse(markup), markup, limit)
+
+    for huge in (_nested("hello world", 180_000), "<div>x " * 280_000,
+                 "<span>x</span>" * 130_000):
+        assert too_many_tags(huge)
+    assert "hello world" in extract_text(_nested("hello world", 180_000), "main")
+    assert told(_nested("hello world", 5_000))
+    assert told("<div>x " * 5_000)
+    assert not too_many_tags(_nested("<p>hello world</p>" * 50, 60))
+    assert not told(_nested("<p>hello world</p>" * 50, 60))
+    assert told(_nested("<p>hello world</p>", 60), limit=32)
+    assert not told(_nested("x", 500), limit=100_000)  # the setting's maximum: no huge query
+
+
+def test_sliced_text_keeps_the_visible_text() -> None:
+    from ndd_stream.core.extract import SLICE_CHARS, sliced_text
+
+    page = ("<html><head><style>p {}</style><script>var x = 1;</script></head><body>"
+            "<p>Hello &amp; world</p><div>two <b>bold</b> words</div><!-- hidden --></body>")
+    assert sliced_text(page) == "Hello & world\ntwo bold words"
+    long = "<p>word &amp;</p>" * (SLICE_CHARS // 4) + "<p>end</p>"  # over four slices
+    assert sliced_text(long).splitlines() == ["word &"] * (SLICE_CHARS // 4) + ["end"]
+
+
 def test_markup_is_told_from_agency_angle_brackets() -> None:
     """HTML sets Document.markup (the novelty rule's auto mode reads it); agency text that
     writes company names in angle brackets does not."""
@@ -97,3 +158,79 @@ def test_markup_is_told_from_agency_angle_brackets() -> None:
     page = b'{"id": 2, "text": "<div>Net rose</div><br>", "timestamp": 0}'
     assert isinstance(doc := parse_item(wire, fmt, "p"), Document) and not doc.markup
     assert isinstance(doc := parse_item(page, fmt, "p"), Document) and doc.markup
+
+
+STORY = "the harbour plan was approved by the city council on monday after a long debate"
+
+
+@pytest.mark.parametrize("empty", ["", " ", "\t\n", "\u3000"])
+def test_an_empty_id_is_no_identity_and_never_shared(empty: str) -> None:
+    """``"id": ""`` (or blank) means no id: the source position is the identity, as for a
+    missing id, so two different items with it are never taken for one redelivered item."""
+    from ndd_stream.core.detector import Detector, DetectorConfig
+
+    detector = Detector(DetectorConfig())
+    decisions = []
+    for n, text in enumerate((STORY, "an entirely different story about the football cup "
+                              "final and the goals scored in extra time")):
+        raw = jsonio.dumps({"id": empty, "text": text, "timestamp": 1_700_000_000})
+        doc = parse_item(raw, FMT, f"raw[0]@{n}")
+        assert isinstance(doc, Document) and doc.identity == f"raw[0]@{n}"
+        decisions.append(detector.decide(doc))
+    assert [d.status.value for d in decisions] == ["unique", "unique"]
+    assert not any(d.replayed for d in decisions)
+
+
+def test_integer_ids_beyond_64_bits_are_exact_identities() -> None:
+    """orjson reads integers beyond 64 bits as floats, which would merge neighbours."""
+    ids = [12345678901234567890123, 12345678901234567890124, 2**64, -(2**63) - 1,
+           int("9" * 400)]
+    got = []
+    for n, ident in enumerate(ids):
+        raw = b'{"id": %d, "text": "story", "timestamp": 1}' % ident
+        doc = parse_item(raw, FMT, f"raw[0]@{n}")
+        assert isinstance(doc, Document), doc
+        got.append(doc.identity)
+    assert got == [str(i) for i in ids]
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [(b"1.5", "not a number with a fraction or exponent (1.5)"),
+     (b"1e30", "not a number with a fraction or exponent"),
+     (b"true", "not a boolean"), (b'{"a": 1}', "not an object"), (b"[1]", "not an array")])
+def test_an_unusable_id_is_refused_naming_its_type(value: bytes, says: str) -> None:
+    result = parse_item(b'{"id": ' + value + b', "text": "story", "timestamp": 1}', FMT, "p")
+    assert isinstance(result, Invalid) and result.reason == "bad_field_type", result
+    assert says in result.detail
+
+
+def test_giant_ids_channels_and_scopes_are_refused() -> None:
+    """They travel in the headers of every routed record: unbounded, one record could pass
+    the producer's request limit."""
+    from ndd_stream.core.items import MAX_KEY_CHARS
+
+    fmt = ItemFormat(max_item_bytes=100_000, scope="desk")
+    ok = "x" * MAX_KEY_CHARS
+    for field in ("id", "channel", "desk"):
+        fine = parse_item(jsonio.dumps({field: ok, "text": "story", "timestamp": 1}), fmt, "p")
+        assert isinstance(fine, Document), (field, fine)
+        raw = jsonio.dumps({field: ok + "y", "text": "story", "timestamp": 1})
+        result = parse_item(raw, fmt, "p")
+        assert isinstance(result, Invalid) and result.reason == "bad_field_type", field
+        assert f"more than {MAX_KEY_CHARS}" in result.detail
+
+
+def test_offline_dedup_gives_an_empty_id_its_line(tmp_path: Path) -> None:
+    from ndd_stream.core.detector import DetectorConfig
+    from ndd_stream.dedup import dedup_file
+
+    source = tmp_path / "in.jsonl"
+    lines = [{"id": "", "text": STORY, "timestamp": 1_700_000_000},
+             {"id": " ", "text": STORY + " and more", "timestamp": 1_700_000_001}]
+    source.write_bytes(b"".join(jsonio.dumps(line) + b"\n" for line in lines))
+    out = tmp_path / "out.jsonl"
+    dedup_file(source, out, DetectorConfig(), FMT)
+    rows = [jsonio.loads(line) for line in out.read_bytes().splitlines()]
+    assert [r["identity"] for r in rows] == ["line:1", "line:2"]
+    assert rows[1]["status"] == "near_duplicate" and rows[1]["duplicate_of"] == "line:1"

@@ -158,4 +158,6 @@ def test_demo_fails_cleanly_on_a_missing_feed(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, env=_clean_env(),
     )
     assert proc.returncode == 2
-    assert "no such file" in proc.stdout
+    missing = tmp_path / "nope.jsonl"
+    assert proc.stderr.strip() == f"error: --feed {missing}: No such file or directory"
+    assert proc.stdout == ""

@@ -25,18 +25,6 @@ pytestmark = [pytest.mark.broker]
 SEED = int(os.environ.get("NDD_RELIABILITY_SEED", "20260301"))
 
 
-def slow_enabled(config: pytest.Config) -> bool:
-    expr = str(config.getoption("markexpr") or "")
-    return os.environ.get("NDD_RELIABILITY_SLOW") == "1" or (
-        "slow" in expr and "not slow" not in expr)
-
-
-@pytest.fixture
-def long_run(request: pytest.FixtureRequest) -> None:
-    if not slow_enabled(request.config):
-        pytest.skip("long variant: run with -m slow or NDD_RELIABILITY_SLOW=1")
-
-
 @pytest.mark.timeout(420)
 def test_random_kill_9_while_streaming_loses_nothing_and_keeps_decisions(
     make_settings: SettingsFactory, tmp_path: Path

@@ -14,6 +14,7 @@ decided; /metrics must count every reason; the worker must still be running.
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from collections import Counter
@@ -21,11 +22,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fuzz_items import CATEGORIES, FuzzItem, fuzz_stream, iter_categories, reference_outcomes
+from fuzz_items import (
+    CATEGORIES,
+    FuzzItem,
+    fuzz_stream,
+    hostile_items,
+    iter_categories,
+    reference_outcomes,
+)
 from harness.kafka import Reader, SettingsFactory, create_topics
 from harness.scenarios import Feeder
 from harness.worker import WorkerProcess, events_named, metric_sum, scrape
 from hypothesis import HealthCheck, given, settings
+from hypothesis import settings as settings_
 from hypothesis import strategies as st
 
 from ndd_stream import jsonio
@@ -152,6 +161,8 @@ EXPECTED = {  # fuzz category -> the outcomes it may have (reason, or status/pol
     "future": {"future_timestamp", "bad_timestamp"},
     "late": {"unique/late"},
     "tombstone": {"not_json"},
+    "hostile_id": {"decided", "decided/short", "bad_field_type"},
+    "hostile_text": {"decided", "decided/short", "bad_field_type"},
 }
 
 
@@ -185,6 +196,40 @@ def test_every_fuzz_category_ends_in_its_documented_place() -> None:
 
 
 # --- through the worker -------------------------------------------------------------------
+
+
+def declared_id(value: bytes | None) -> str | None:
+    """The identity a record's producer declared: its id, unless missing, blank or unusable
+    (read by the standard library, which keeps integers beyond 64 bits exact)."""
+    try:
+        obj = jsonio.loads(value or b"")  # orjson: nesting to 1,024 levels
+    except ValueError:
+        obj = None
+    if obj is None or (isinstance(obj, dict) and isinstance(obj.get("id"), float)):
+        try:
+            obj = json.loads(value or b"")
+        except (ValueError, RecursionError):
+            return None
+    ident = obj.get("id") if isinstance(obj, dict) else None
+    if isinstance(ident, bool) or not isinstance(ident, str | int):
+        return None
+    return str(ident) if str(ident).strip() else None
+
+
+def _identity_problems(item: FuzzItem, position: tuple[str, int, int], out: Any,
+                       earlier: set[str]) -> list[str]:
+    """No decision taken from another item's identity: a decided record carries its own
+    declared id, or else its own source position; it is a replay only of an id declared
+    by an earlier record."""
+    own = declared_id(item.value)
+    want = own if own is not None else "{}[{}]@{}".format(*position)
+    problems = []
+    if out.identity != want:
+        problems.append(f"{item.category} {position}: identity {out.identity!r}, want {want!r}")
+    if out.replayed and (own is None or own not in earlier):
+        problems.append(f"{item.category} {position}: replayed without an earlier id {own!r}")
+    return problems
+
 
 KAFKA_TS_MS = 1_772_380_800_000  # 2026-03-01 16:00 UTC, whole seconds (exact as float)
 
@@ -228,6 +273,7 @@ def test_ten_thousand_fuzzed_records_through_the_worker(
         by_source.setdefault(rec.source, []).append(rec)
     wrong: list[str] = []
     reasons: Counter[str] = Counter()
+    declared: set[str] = set()  # ids declared by the records before this one
     for item, position, expected in zip(stream, positions, want, strict=True):
         copies = by_source.get(position, [])
         if len(copies) != 1:
@@ -243,11 +289,14 @@ def test_ten_thousand_fuzzed_records_through_the_worker(
         else:
             d = expected.decision
             assert d is not None
+            wrong += _identity_problems(item, position, out, declared)
             got = (out.status, out.duplicate_of, out.policy or "")
             if got != (d.status.value, d.duplicate_of, d.policy.value) or out.value != (
                     item.value):
                 wrong.append(f"{item.category} {position}: {got}, want "
                              f"{(d.status.value, d.duplicate_of, d.policy.value)}")
+        if (ident := declared_id(item.value)) is not None:
+            declared.add(ident)
     assert not wrong, f"{len(wrong)} wrong outcomes, e.g. {wrong[:8]}"
 
     decided = n - sum(reasons.values())
@@ -261,6 +310,63 @@ def test_ten_thousand_fuzzed_records_through_the_worker(
           f"reasons={dict(sorted(reasons.items()))} policies={dict(policies)} "
           f"categories={dict(iter_categories(stream))}")
     assert len(reasons) == len(REASONS) - 1  # every reason but missing_timestamp (Kafka ts)
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(420)
+def test_hypothesis_hostile_items_through_the_worker(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    """Batches of hostile items (tests/fuzz_items.hostile_items) drawn by hypothesis go
+    through one real worker: each record comes out exactly once, dead-lettered with the
+    reason ``parse_item`` gives or decided under its own identity (its declared id, or else
+    its own source position), replayed only for an id declared by an earlier record; the
+    worker keeps running."""
+    settings = make_settings(partitions=2, max_item_bytes=FMT.max_item_bytes)
+    create_topics(settings)
+    fmt = settings.item_format()
+    reader = Reader.outputs(settings)
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    declared: set[str] = set()
+    seen = {"records": 0, "dlq": 0, "batches": 0}
+
+    @settings_(max_examples=20, deadline=None, database=None, derandomize=True,
+               suppress_health_check=list(HealthCheck))
+    @given(st.lists(hostile_items(FMT.max_item_bytes), min_size=5, max_size=30))
+    def batch_comes_out_right(batch: list[bytes]) -> None:
+        positions = Feeder(settings, batch, rate=5000, partition=0,
+                           timestamps_ms=[KAFKA_TS_MS] * len(batch)).start().join(timeout=60)
+        assert reader.wait_for(positions, timeout=120, alive=worker.alive), worker.log_tail()
+        by_source: dict[tuple[str, int, int], list[Any]] = {}
+        for rec in reader.records:
+            by_source.setdefault(rec.source, []).append(rec)
+        wrong: list[str] = []
+        for value, position in zip(batch, positions, strict=True):
+            copies = by_source.get(position, [])
+            assert len(copies) == 1, (position, len(copies), value[:200])
+            out = copies[0]
+            want = parse_item(value, fmt, "{}[{}]@{}".format(*position),
+                              fallback_timestamp=KAFKA_TS_MS / 1000, now=time.time())
+            if isinstance(want, Invalid):
+                assert out.reason == want.reason, (out.reason, want, value[:200])
+                seen["dlq"] += 1
+            else:
+                assert out.reason is None, (out.reason, value[:200])
+                wrong += _identity_problems(FuzzItem("hostile", value), position, out, declared)
+            if (ident := declared_id(value)) is not None:
+                declared.add(ident)
+        assert not wrong, wrong
+        seen["records"] += len(batch)
+        seen["batches"] += 1
+
+    try:
+        batch_comes_out_right()
+        alive = worker.alive()
+    finally:
+        worker.stop()
+        reader.close()
+    assert alive, worker.log_tail()
+    print(f"hypothesis through the worker: {seen}")
 
 
 @pytest.mark.timeout(180)

@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
+import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 from harness.kafka import Reader, SettingsFactory, create_topics, make_settings
-from harness.scenarios import feed_all, news_lines
+from harness.scenarios import FEED_START, feed_all, news_lines
 from harness.worker import WorkerProcess, events_named
 
+from bench.extract_depth import PATTERNS, largest
+from ndd_stream import jsonio
 from ndd_stream.kafka.config import REDACTED, describe, librdkafka_config, redact
 from ndd_stream.worker.logs import JsonFormatter
 
@@ -107,3 +111,63 @@ def test_refused_credentials_fail_loudly_without_printing_them(
     assert code == 3, worker.log_tail()
     assert [e["level"] for e in events_named(log_path, "fatal")] == ["CRITICAL"]
     assert SECRET not in log_path.read_text(errors="replace")
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(420)
+def test_health_answers_within_1_s_while_2_mb_pathological_html_is_decided(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    """The items that made main-content extraction quadratic (50,000 nested divs blocked
+    a worker's event loop for 71 s), each at the 2 MB size cap: every one is decided (not
+    dead-lettered), and /health, asked every 50 ms meanwhile, answers each time within 1 s."""
+    settings = make_settings(partitions=2)
+    create_topics(settings)
+    cap = settings.max_item_bytes
+    lines = []
+    for name, pattern in PATTERNS.items():
+        item = {"id": f"hostile-{name}", "channel": "hostile", "timestamp": FEED_START + 600}
+        room = cap - len(jsonio.dumps({**item, "text": ""}))
+        lines.append(jsonio.dumps({**item, "text": largest(pattern, room)}))
+        assert cap - 100 < len(lines[-1]) <= cap
+    reader = Reader.outputs(settings)
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    answered: list[float] = []
+    failed: list[str] = []
+    stop = threading.Event()
+
+    def probe(port: int) -> None:
+        while not stop.is_set():
+            asked = time.monotonic()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
+                    r.read()
+                answered.append(time.monotonic() - asked)
+            except OSError as exc:
+                failed.append(f"{time.monotonic() - asked:.2f} s: {exc}")
+            stop.wait(0.05)
+
+    try:
+        warm = feed_all(settings, news_lines(20, seed=7, id_prefix="w-"), timeout=60)
+        assert reader.wait_for(warm, timeout=120, alive=worker.alive), worker.log_tail()
+        port = worker.web_port()
+        assert port is not None
+        prober = threading.Thread(target=probe, args=(port,), daemon=True)
+        prober.start()
+        positions = feed_all(settings, lines, timeout=120)
+        done = reader.wait_for(positions, timeout=300, alive=worker.alive)
+        stop.set()
+        prober.join(timeout=5)
+    finally:
+        stop.set()
+        worker.stop()
+        reader.close()
+    assert done, worker.log_tail()
+    routed = [r for r in reader.records if r.source in set(positions)]
+    assert len(routed) == len(lines)
+    assert all(r.reason is None and r.status is not None for r in routed), [
+        (r.identity, r.status, r.reason) for r in routed]
+    assert not failed, failed
+    assert len(answered) >= 5 and max(answered) < 1.0, answered
+    print(f"/health during {len(lines)} 2 MB hostile items: {len(answered)} answers, "
+          f"max {max(answered):.3f} s")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
@@ -21,6 +23,40 @@ from ndd_stream.settings import Settings
 
 class UsageError(Exception):
     """A user error: shown as ``ndd-stream CMD: error: MESSAGE``, exit code 2."""
+
+
+class FileError(UsageError):
+    """A user's file cannot be read or written: one line, no usage (the options are fine)."""
+
+
+def file_error(exc: OSError | UnicodeDecodeError, path: object, what: str = "") -> FileError:
+    """One line for a user's file that cannot be read or written: the option (``what``),
+    the path and the reason. An OSError raised by a read or write (not by ``open``) has
+    no filename (Python shows ``None``): ``path`` names the file then."""
+    prefix = f"{what} " if what else ""
+    if isinstance(exc, UnicodeDecodeError):
+        return FileError(f"{prefix}{path}: not a UTF-8 text file (byte "
+                         f"0x{exc.object[exc.start]:02x} at offset {exc.start})")
+    if exc.strerror is None:  # raised with a message of its own ("corpus not found: X")
+        return FileError(f"{prefix}{exc}")
+    name = exc.filename if exc.filename is not None else path
+    return FileError(f"{prefix}{name}: {exc.strerror}")
+
+
+@contextmanager
+def user_file(path: object, what: str = "") -> Iterator[None]:
+    """Turn an OSError (or a UnicodeDecodeError) inside into a :class:`UsageError` naming
+    ``path``: the one place user files get their one-line error."""
+    try:
+        yield
+    except (OSError, UnicodeDecodeError) as exc:
+        raise file_error(exc, path, what) from None
+
+
+def read_text(path: Path, what: str = "") -> str:
+    """A user's UTF-8 text file, whole; any problem is a one-line :class:`UsageError`."""
+    with user_file(path, what):
+        return path.read_bytes().decode("utf-8")
 
 
 def allowed_values(field: str) -> str | None:

@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ndd_stream.cli.errors import file_error, user_file
 from ndd_stream.core.detector import DEFAULT_THRESHOLD, NOVELTY_MODES
 from ndd_stream.core.extract import DEFAULT_EXTRACT, EXTRACT_MODES
 from ndd_stream.eval.corpus import JsonlFields
@@ -137,6 +138,9 @@ def _run(args: argparse.Namespace) -> int:
     except (argparse.ArgumentTypeError, ValueError) as exc:
         print(f"ndd-stream eval: error: {exc}", file=sys.stderr)
         return 2
+    if args.output.exists() and not args.output.is_dir():  # before the work, not after
+        print(f"ndd-stream eval: error: -o {args.output}: not a directory", file=sys.stderr)
+        return 2
     if args.pairs is not None:
         return _run_pairs(args, thresholds if args.thresholds else None)
     for name in args.methods:
@@ -169,10 +173,14 @@ def _run(args: argparse.Namespace) -> int:
     )
     try:
         result = run(config)
-    except (FileNotFoundError, ValueError) as exc:
+    except OSError as exc:  # named by ndd_stream.files: the corpus, or a file in it
+        print(f"ndd-stream eval: error: {file_error(exc, args.corpus)}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
         print(f"ndd-stream eval: error: {exc}", file=sys.stderr)
         return 2
-    paths = write_reports(result, args.output)
+    with user_file(args.output, "-o"):
+        paths = write_reports(result, args.output)
     if "plot" not in paths:
         print("note: no plot (matplotlib not installed; pip install 'ndd-stream[eval]')",
               file=sys.stderr)
@@ -194,7 +202,7 @@ def _run_pairs(args: argparse.Namespace, thresholds: tuple[float, ...] | None) -
     from ndd_stream.jsonio import dumps
 
     if args.extract not in EXTRACT_MODES:
-        print(f"ndd-stream eval: --pairs needs one of the stream's extraction modes "
+        print(f"ndd-stream eval: error: --pairs needs one of the stream's extraction modes "
               f"{', '.join(EXTRACT_MODES)}", file=sys.stderr)
         return 2
     config = PairsConfig(stream=args.corpus, pairs=args.pairs, threshold=args.ddd_threshold,
@@ -203,13 +211,17 @@ def _run_pairs(args: argparse.Namespace, thresholds: tuple[float, ...] | None) -
                          min_body=args.min_body)
     try:
         result = run_pairs(config)
-    except (FileNotFoundError, ValueError, OSError) as exc:
-        print(f"ndd-stream eval: {exc}", file=sys.stderr)
+    except OSError as exc:  # named by ndd_stream.files: the corpus or the pairs
+        print(f"ndd-stream eval: error: {file_error(exc, args.corpus)}", file=sys.stderr)
         return 2
-    args.output.mkdir(parents=True, exist_ok=True)
+    except ValueError as exc:
+        print(f"ndd-stream eval: error: {exc}", file=sys.stderr)
+        return 2
     text = markdown(result)
-    (args.output / "pairs-report.md").write_text(text, encoding="utf-8")
-    (args.output / "pairs-report.json").write_bytes(dumps(as_json(result)))
+    with user_file(args.output, "-o"):
+        args.output.mkdir(parents=True, exist_ok=True)
+        (args.output / "pairs-report.md").write_text(text, encoding="utf-8")
+        (args.output / "pairs-report.json").write_bytes(dumps(as_json(result)))
     print(text)
     print(f"reports: {args.output / 'pairs-report.md'}, {args.output / 'pairs-report.json'}",
           file=sys.stderr)

@@ -17,6 +17,7 @@ Exit codes: 0 success, 1 the cluster differs from the definitions or data was lo
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from confluent_kafka import KafkaException
@@ -24,6 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ndd_stream.cli.errors import file_error
 from ndd_stream.kafka.config import KafkaConfigError
 from ndd_stream.kafka.probe import broker_error, unreachable_message
 from ndd_stream.kafka.produce import ProduceCounts, produce_file
@@ -139,8 +141,12 @@ def produce(
     if not target:
         console.print("[bold red]error:[/] no topic: give --topic or set NDD_RAW_TOPICS")
         return EXIT_USAGE
-    if not path.is_file():
-        console.print(f"[bold red]error:[/] {path} is not a file")
+    try:  # before the broker is asked: an unreadable file is the user's to fix first
+        with path.open("rb") as fh:
+            fh.read(1)
+    except OSError as exc:
+        console.print(f"[bold red]error:[/] {escape(str(file_error(exc, path)))}",
+                      soft_wrap=True)
         return EXIT_USAGE
     if rate is not None and rate <= 0:
         console.print("[bold red]error:[/] --rate must be positive")
@@ -151,6 +157,10 @@ def produce(
         counts = produce_file(settings, path, target, rate=rate, flush_timeout=flush_timeout)
     except KafkaConfigError as exc:
         console.print(f"[bold red]error:[/] {exc}")
+        return EXIT_USAGE
+    except OSError as exc:  # a read error mid-file (named by iter_lines)
+        console.print(f"[bold red]error:[/] {escape(str(file_error(exc, path)))}",
+                      soft_wrap=True)
         return EXIT_USAGE
     except KafkaException as exc:
         console.print(f"[bold red]produce failed:[/] {exc}")
@@ -178,6 +188,7 @@ def tail(
     timeout: float | None = None,
     *,
     console: Console | None = None,
+    stop: threading.Event | None = None,
 ) -> int:
     """Follow an output topic (default: the unique topic) and print records readably.
 
@@ -197,6 +208,7 @@ def tail(
             max_messages=max_messages,
             timeout=timeout,
             console=console,
+            stop=stop,
         )
     except KeyboardInterrupt:
         return EXIT_OK

@@ -13,7 +13,14 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from ndd_stream import __version__
-from ndd_stream.cli.errors import UsageError, settings_error, settings_source_error
+from ndd_stream.cli.errors import (
+    FileError,
+    UsageError,
+    file_error,
+    read_text,
+    settings_error,
+    settings_source_error,
+)
 from ndd_stream.core.detector import NOVELTY_MODES
 from ndd_stream.core.extract import EXTRACT_MODES
 from ndd_stream.settings import Settings
@@ -54,8 +61,8 @@ def build_settings(args: argparse.Namespace) -> Settings:
     fields = Settings.model_fields
     overrides = {k: v for k, v in vars(args).items() if k in fields and v is not None}
     config = getattr(args, "config", None)
-    if config is not None and not Path(config).is_file():
-        raise UsageError(f"--config {config}: no such file")
+    if config is not None:
+        read_text(Path(config), "--config")  # unreadable, a directory, binary: one line
     try:
         return Settings(_env_file=config, **overrides)  # type: ignore[call-arg]
     except ValidationError as exc:
@@ -71,8 +78,8 @@ def _cmd_dedup(args: argparse.Namespace, settings: Settings) -> int:
     try:
         summary = dedup_file(args.input, args.output, settings.detector_config(),
                              settings.item_format(), event_order=args.event_order)
-    except OSError as exc:  # the input or the output file: a user error, not a bug
-        raise UsageError(f"{exc.filename}: {exc.strerror}") from None
+    except OSError as exc:  # the input or the output file (dedup_file names it)
+        raise file_error(exc, args.input) from None
     from ndd_stream.jsonio import dumps
 
     sys.stderr.write("summary: " + dumps(summary.as_dict()).decode() + "\n")
@@ -129,6 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     command: argparse.ArgumentParser = args.command_parser
     try:
         settings = build_settings(args)
+    except FileError as exc:
+        sys.stderr.write(f"{command.prog}: error: {exc}\n")
+        return 2
     except UsageError as exc:
         command.error(str(exc))  # with the subcommand's usage; exits 2
     try:

@@ -219,7 +219,8 @@ class Detector:
         return iter(self._windows.values())
 
     def window_documents(self) -> int:
-        return sum(w.document_count for w in self._windows.values())
+        # list(): one step under the GIL, as /health reads it while a decision thread adds
+        return sum(w.document_count for w in list(self._windows.values()))
 
     # -- the decision -------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ exactly the same items. Results follow bytewax's split into ok and err: a
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Sequence
@@ -15,7 +16,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ndd_stream.core.document import Document
-from ndd_stream.core.extract import DEFAULT_EXTRACT, ExtractMode, extract_text, looks_like_markup
+from ndd_stream.core.extract import (
+    DEFAULT_EXTRACT,
+    DEFAULT_MAX_HTML_DEPTH,
+    ExtractMode,
+    extract_text,
+    looks_like_markup,
+)
 from ndd_stream.jsonio import JSONDecodeError, loads
 
 REASONS = (
@@ -23,13 +30,19 @@ REASONS = (
     "invalid_utf8",  # bytes are not UTF-8
     "not_json",  # not parseable as JSON (includes nesting deeper than the parser allows)
     "not_object",  # JSON, but not an object
-    "bad_field_type",  # id, channel, title or text of an unusable type
+    "bad_field_type",  # id, channel, title or text of an unusable type, or id/channel too long
     "missing_text",  # none of the text fields is present
     "empty_text",  # text present but blank after extraction
     "missing_timestamp",  # no timestamp field and no fallback (e.g. the Kafka timestamp)
     "bad_timestamp",  # timestamp present but not ISO-8601 / epoch seconds, or not finite
     "future_timestamp",  # more than max_future_seconds past the wall clock
 )
+
+
+MAX_KEY_CHARS = 1024
+"""Longest id, channel and scope value accepted. They travel in the headers of every
+routed record (``ndd-identity``, ``ndd-duplicate-of``, ``ndd-scope``, ...), next to the
+item itself: unbounded, one item's record could pass the producer's request limit."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +55,7 @@ class ItemFormat:
     text_fields: tuple[str, ...] = ("text", "body", "content")
     timestamp_fields: tuple[str, ...] = ("timestamp", "published_at")
     extract: ExtractMode = DEFAULT_EXTRACT
+    max_html_depth: int = DEFAULT_MAX_HTML_DEPTH  # deeper HTML is extracted as flat text
     scope: str = "channel"  # "channel", "global", or another field's name
     scope_map: dict[str, str] = field(default_factory=dict)
     max_item_bytes: int = 2_000_000
@@ -67,7 +81,14 @@ def decode_object(raw: bytes, fmt: ItemFormat) -> dict[str, Any] | Invalid:
     try:
         obj = loads(raw)
     except (JSONDecodeError, RecursionError) as exc:
-        return Invalid("not_json", str(exc)[:200])
+        # orjson refuses numbers beyond a double's range (an integer id of 310 digits);
+        # they are JSON, so the standard library reads them (integers exactly)
+        if not str(exc).startswith("number is infinity"):
+            return Invalid("not_json", str(exc)[:200])
+        try:
+            obj = json.loads(raw, parse_constant=_no_constant)
+        except (ValueError, RecursionError) as again:
+            return Invalid("not_json", str(again)[:200])
     if not isinstance(obj, dict):
         return Invalid("not_object", f"JSON {type(obj).__name__}, expected an object")
     return obj
@@ -84,7 +105,31 @@ def parse_item(
     obj = decode_object(raw, fmt)
     if isinstance(obj, Invalid):
         return obj
+    if isinstance(obj.get(fmt.id_field), float):
+        exact = _exact_id(raw, fmt.id_field)
+        if isinstance(exact, Invalid):
+            return exact
+        obj[fmt.id_field] = exact
     return parse_object(obj, fmt, position, fallback_timestamp, now)
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _exact_id(raw: bytes, id_field: str) -> object:
+    """The id as written, when orjson read it as a float: orjson turns integers beyond
+    64 bits into floats, so two distinct ids 12345678901234567890123 and ...124 would
+    be one identity. The standard library keeps integers exact (up to 4,300 digits)."""
+    try:
+        value = json.loads(raw).get(id_field)
+    except (ValueError, RecursionError):
+        return Invalid("bad_field_type",
+                       f"{id_field!r} must be a string or an integer of at most 4300 digits")
+    if isinstance(value, float):
+        return Invalid("bad_field_type", f"{id_field!r} must be a string or integer, "
+                       f"not a number with a fraction or exponent ({value!r})")
+    return value
 
 
 def parse_object(
@@ -95,15 +140,24 @@ def parse_object(
     now: float | None = None,
 ) -> Document | Invalid:
     identity = obj.get(fmt.id_field)
-    if identity is None:
-        identity = position
+    if identity is None or (isinstance(identity, str) and not identity.strip()):
+        identity = position  # no id, or an empty one: the source position, never shared
     elif isinstance(identity, bool) or not isinstance(identity, str | int):
-        return Invalid("bad_field_type", f"{fmt.id_field!r} must be a string or integer")
+        return Invalid("bad_field_type", f"{fmt.id_field!r} must be a string or integer, "
+                       f"not {_json_type(identity)}")
+    identity = str(identity)
     channel = obj.get(fmt.channel_field, "")
     if channel is None:
         channel = ""
     if not isinstance(channel, str | int) or isinstance(channel, bool):
         return Invalid("bad_field_type", f"{fmt.channel_field!r} must be a string")
+    channel = str(channel)
+    scope = _scope(obj, fmt, channel)
+    for key, key_value in ((fmt.id_field, identity), (fmt.channel_field, channel),
+                           ("scope", scope)):
+        if len(key_value) > MAX_KEY_CHARS:
+            return Invalid("bad_field_type", f"{key!r} is {len(key_value)} characters "
+                           f"long, more than {MAX_KEY_CHARS}")
     body_field = next((f for f in fmt.text_fields if obj.get(f) is not None), None)
     title = obj.get(fmt.title_field) if fmt.title_field else None
     if body_field is None and title is None:
@@ -115,7 +169,7 @@ def parse_object(
         if not isinstance(value, str):
             return Invalid("bad_field_type", f"{name!r} must be a string")
         parts.append(value)
-    text = compose_text(parts, fmt.extract)
+    text = compose_text(parts, fmt.extract, fmt.max_html_depth)
     if not text.strip():
         return Invalid("empty_text", "no text after extraction")
     ts = _timestamp(obj, fmt, fallback_timestamp)
@@ -127,20 +181,34 @@ def parse_object(
             return Invalid("future_timestamp", f"{ts:.0f} is more than "
                            f"{fmt.max_future_seconds}s past the wall clock")
     return Document(
-        identity=str(identity),
-        scope=_scope(obj, fmt, str(channel)),
-        channel=str(channel),
+        identity=identity,
+        scope=scope,
+        channel=channel,
         timestamp=ts,
         text=text,
         markup=any(looks_like_markup(part) for part in parts),
     )
 
 
-def compose_text(parts: Sequence[str], mode: ExtractMode) -> str:
+def _json_type(value: object) -> str:
+    """A value's type as JSON names it (what the producer wrote)."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, float):
+        return "a number with a fraction or exponent"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
+
+
+def compose_text(parts: Sequence[str], mode: ExtractMode,
+                 max_depth: int = DEFAULT_MAX_HTML_DEPTH) -> str:
     """The text an item is judged on: each of its fields (title first, then body)
     extracted per ``mode`` and joined by newlines. ``ndd-stream eval`` calls this too,
     so the evaluation decides on exactly the stream's text."""
-    return "\n".join(extract_text(part, mode) for part in parts)
+    return "\n".join(extract_text(part, mode, max_depth) for part in parts)
 
 
 def scope_of(obj: dict[str, Any], fmt: ItemFormat) -> str:

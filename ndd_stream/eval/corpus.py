@@ -19,6 +19,7 @@ from pathlib import Path
 import orjson
 
 from ndd_stream.eval.decoding import decode_bytes
+from ndd_stream.files import read_bytes
 
 _HTML_SUFFIXES = {".htm", ".html", ".xhtml", ".shtml", ".php", ".asp", ".aspx", ".jsp"}
 _HTML_SNIFF = re.compile(r"<\s*(?:!doctype\s+html|html|head|body|title|div|p|table)\b", re.I)
@@ -160,7 +161,7 @@ def _add_file(corpus: Corpus, root: Path, file: Path, cluster: str) -> None:
 def load_jsonl_corpus(path: Path, fields: JsonlFields) -> Corpus:
     """One JSON object per line; broken lines and items without text are skipped."""
     corpus = Corpus(name=path.stem)
-    decoded = decode_bytes(path.read_bytes())
+    decoded = decode_bytes(read_bytes(path))
     if decoded.text is None:
         corpus.skipped.append(Skipped(path.name, decoded.problem or "undecodable"))
         return corpus

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from ndd_stream.eval.metrics import Rates
+from ndd_stream.files import read_utf8
 
 LABELS = ("dup", "not", "unsure")
 BAND_EDGES: tuple[float, ...] = (0.15, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
@@ -42,7 +43,7 @@ class Pair:
 def load_pairs(path: Path) -> list[Pair]:
     """Pairs of a JSONL file; a bad line raises ValueError naming it."""
     out: list[Pair] = []
-    text = path.read_text(encoding="utf-8")
+    text = read_utf8(path)
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue

@@ -22,6 +22,7 @@ from pathlib import Path
 import orjson
 
 from ndd_stream.core.items import parse_timestamp
+from ndd_stream.files import read_utf8
 
 _REUTERS = re.compile(r"<REUTERS\b([^>]*)>(.*?)</REUTERS>", re.S)
 _NEWID = re.compile(r'NEWID="(\d+)"')
@@ -73,7 +74,7 @@ def read_sgml(text: str) -> list[StreamItem]:
 
 def read_jsonl(path: Path) -> list[StreamItem]:
     out: list[StreamItem] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(read_utf8(path).splitlines(), start=1):
         if not line.strip():
             continue
         obj = orjson.loads(line)

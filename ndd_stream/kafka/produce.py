@@ -17,6 +17,7 @@ import orjson
 from confluent_kafka import KafkaError, Message, Producer
 
 from ndd_stream.core.items import parse_timestamp
+from ndd_stream.files import named_lines
 from ndd_stream.kafka.config import librdkafka_config
 from ndd_stream.settings import Settings
 
@@ -85,7 +86,7 @@ def prepare_line(settings: Settings, line: bytes) -> PreparedLine:
 def iter_lines(path: Path) -> Iterator[bytes]:
     """Lines of a file without their terminator (``\\n`` or ``\\r\\n``), bytes untouched."""
     with path.open("rb") as fh:
-        for raw in fh:
+        for raw in named_lines(fh, path):  # a read error names the file
             if raw.endswith(b"\r\n"):
                 yield raw[:-2]
             elif raw.endswith(b"\n"):

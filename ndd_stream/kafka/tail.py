@@ -7,10 +7,12 @@ group, commits nothing and cannot disturb the worker's offsets.
 from __future__ import annotations
 
 import re
+import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -18,7 +20,6 @@ from typing import Any
 import orjson
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, TopicPartition
 from rich.console import Console
-from rich.markup import escape
 from rich.text import Text
 
 from ndd_stream.kafka.config import librdkafka_config
@@ -50,6 +51,19 @@ _STATUS_STYLE = {
 }
 _SPACE = re.compile(r"\s+")
 _TAG = re.compile(r"<[^>]{0,2000}>")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    r"""``text`` with every control character written out (``\x1b``, ``\u202e``): C0 (tabs
+    and newlines too), DEL, C1 and the bidi controls. Item text is the producer's: raw, an
+    ESC sequence would drive the terminal and a bidi override reorder the line."""
+    return _CONTROL.sub(_escape_control, text)
+
+
+def _escape_control(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 @dataclass(frozen=True)
@@ -79,12 +93,13 @@ def _decode(value: bytes | None, limit: int = 200) -> str:
     if value is None:
         return "∅"
     text = value.decode("utf-8", errors="replace")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    text = text if len(text) <= limit else text[: limit - 1] + "…"
+    return printable(text)
 
 
 def _preview(text: str, limit: int) -> str:
     flat = _SPACE.sub(" ", _TAG.sub(" ", text)).strip()
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return printable(flat if len(flat) <= limit else flat[: limit - 1] + "…")
 
 
 def _format_time(ms: int | None) -> str:
@@ -123,7 +138,7 @@ def render_record(settings: Settings, record: TailRecord, *, text_chars: int = 1
                 decision[name] = _preview(str(item[name]), 80)
 
     out = Text()
-    out.append(f"{record.topic}[{record.partition}]@{record.offset} ", style="dim")
+    out.append(f"{printable(record.topic)}[{record.partition}]@{record.offset} ", style="dim")
     out.append(_format_time(record.timestamp_ms) + " ", style="cyan")
     out.append("key=" + _decode(record.key, 60), style="magenta")
     status = decision.pop("status", None)
@@ -135,7 +150,7 @@ def render_record(settings: Settings, record: TailRecord, *, text_chars: int = 1
             out.append(f"  {name}=", style="dim")
             out.append(decision[name])
     for name, value in others:
-        out.append(f"  {escape(name)}=", style="dim")
+        out.append(f"  {printable(name)}=", style="dim")
         out.append(value)
     if "novel" in decision:
         out.append("\n  new report", style="bold green")
@@ -168,11 +183,13 @@ def consume_records(
     timeout: float | None = None,
     on_record: Callable[[TailRecord], None],
     metadata_timeout: float = 10.0,
+    stop: threading.Event | None = None,
 ) -> int:
     """Feed records of ``topics`` to ``on_record`` until a bound is hit; the count seen.
 
     Runs until ``max_messages`` records or ``timeout`` seconds, whichever comes first,
-    or forever (until KeyboardInterrupt) when both are None.
+    or until ``stop`` is set (checked at least every :data:`POLL_SECONDS`), or forever
+    when none is given.
     """
     consumer = Consumer(
         librdkafka_config(
@@ -197,8 +214,9 @@ def consume_records(
             assignment += [TopicPartition(topic, p, start) for p in sorted(meta.partitions)]
         consumer.assign(assignment)
         deadline = None if timeout is None else time.monotonic() + timeout
-        while max_messages is None or seen < max_messages:
-            wait = 0.5
+        while (max_messages is None or seen < max_messages) and not (
+                stop is not None and stop.is_set()):
+            wait = POLL_SECONDS
             if deadline is not None:
                 wait = min(wait, deadline - time.monotonic())
                 if wait <= 0:
@@ -227,7 +245,39 @@ def consume_records(
 
 
 #: How long Ctrl-C waits for the consumer to close before the tail exits anyway.
-CLOSE_SECONDS = 5.0
+CLOSE_SECONDS = 0.5
+#: Longest wait in one poll: how soon a stop request is seen.
+POLL_SECONDS = 0.1
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event that SIGINT and SIGTERM set, for a poll loop to check.
+
+    Why not KeyboardInterrupt: raised inside ``consumer.poll`` (whose C code checks for
+    signals itself since confluent-kafka 2.13) it was seen lost, the tail still polling
+    15 s after Ctrl-C. A handler that only sets a flag cannot be lost; the loop sees it
+    within one short poll. A second Ctrl-C raises KeyboardInterrupt, for a loop that is
+    stuck elsewhere. Outside the main thread (no handlers there) the event is only set
+    by the caller.
+    """
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, old in previous.items():
+            if old is not None:  # None: a handler installed from C, not restorable
+                signal.signal(sig, old)
 
 
 def _close_within(consumer: Consumer, seconds: float) -> None:
@@ -256,14 +306,19 @@ def print_tail(
     max_messages: int | None = None,
     timeout: float | None = None,
     console: Console | None = None,
+    stop: threading.Event | None = None,
 ) -> int:
-    """Print records of ``topics`` readably until a bound or Ctrl-C; the count printed."""
+    """Print records of ``topics`` readably until a bound, Ctrl-C or SIGTERM (or ``stop``,
+    when the caller handles the signals); the count printed. Every text from the record
+    is shown through :func:`printable`."""
     console = console or Console()
-    return consume_records(
-        settings,
-        topics,
-        from_beginning=from_beginning,
-        max_messages=max_messages,
-        timeout=timeout,
-        on_record=lambda record: console.print(render_record(settings, record)),
-    )
+    with nullcontext(stop) if stop is not None else stop_on_signals() as flag:
+        return consume_records(
+            settings,
+            topics,
+            from_beginning=from_beginning,
+            max_messages=max_messages,
+            timeout=timeout,
+            on_record=lambda record: console.print(render_record(settings, record)),
+            stop=flag,
+        )

@@ -21,6 +21,13 @@ items are decided when their turn comes, possibly in a later batch or on the tim
 the lowest scoped offset still held, where a restart re-reads from) with the sequencer's
 checkpoint, in the same RocksDB batch; the changelog's position record carries both.
 
+Decisions never hold the event loop for long (/health, timers and the consumer's
+heartbeats run on it): an item larger than :data:`OFFLOAD_BYTES` is decided in the pool's
+one decision thread while the loop awaits it (extraction is bounded and linear, so the
+GIL is never held for long either: docs/RELIABILITY.md, Security), and after every
+:data:`YIELD_SECONDS` of decisions made inline the loop gets a turn. The batch lock still
+serializes decisions: one thread, one item at a time, in offset order.
+
 The pool touches the broker only through ``send`` and a ``kafka.reads.Log`` (ranges of
 the scoped topic, the changelog), so its logic runs on an in-memory log in unit tests.
 """
@@ -28,6 +35,7 @@ the scoped topic, the changelog), so its logic runs on an in-memory log in unit 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -76,6 +84,13 @@ class OrderConfig:
     max_bytes: int
 
 
+OFFLOAD_BYTES = 32_768
+"""Items larger than this are decided off the event loop (a 2 MB item takes up to ~0.2 s;
+one of 32 KB a few ms, less than the thread hand-off is worth below it)."""
+YIELD_SECONDS = 0.05
+"""Inline decisions run at most this long before the event loop gets a turn."""
+
+
 class BrokerLostData(RuntimeError):
     """The broker holds less than the local state reflects (e.g. an in-memory broker was
     restarted empty). Continuing would skip or re-decide records inconsistently."""
@@ -110,6 +125,9 @@ class DeciderPool:
         self.sources: set[SourceId] = set()  # raw partitions that exist (metadata)
         self._touched: set[int] = set()
         self._busy = 0.0  # clock seconds spent deciding (see _now)
+        self._decision_thread = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="ndd-decide")
+        self._in_flight: concurrent.futures.Future[Any] | None = None
 
     def _now(self) -> float:
         """The sequencers' clock: the time the pool was free to hear from routers. Deciding
@@ -224,6 +242,11 @@ class DeciderPool:
         return decider
 
     def close(self, partitions: Sequence[int] | None = None) -> None:
+        """Close ``partitions`` (None: all). A decision whose batch was cancelled (a
+        stop, a rebalance) may still run in the decision thread: it is waited for (at
+        most one item's bounded time), so no store closes under it."""
+        if self._in_flight is not None and not self._in_flight.done():
+            concurrent.futures.wait([self._in_flight])
         for partition in list(self.deciders if partitions is None else partitions):
             decider = self.deciders.pop(partition, None)
             self.merges.pop(partition, None)  # its held items are re-read by the next owner
@@ -282,14 +305,24 @@ class DeciderPool:
         self._touched = set()
         work = self._sequence(run) if self.merges else [(item, None) for item in run]
         pending: list[Awaitable[Any]] = []
+        turn = time.perf_counter()  # when the event loop last had a turn
         for item, note in work:
             decider = self.deciders[item.partition]
             ts = item.timestamp
             source = Source(item.topic, item.partition, item.offset,
                             int(ts * 1000) if ts is not None else None)
             started = time.perf_counter()
-            outcome = decider.process(item.value, item.key, item.headers, source, note)
+            if item.value is not None and len(item.value) > OFFLOAD_BYTES:
+                self._in_flight = self._decision_thread.submit(
+                    decider.process, item.value, item.key, item.headers, source, note)
+                outcome = await asyncio.wrap_future(self._in_flight)
+                turn = time.perf_counter()
+            else:
+                outcome = decider.process(item.value, item.key, item.headers, source, note)
             self.metrics.latency.observe(time.perf_counter() - started)
+            if time.perf_counter() - turn > YIELD_SECONDS:
+                await asyncio.sleep(0)
+                turn = time.perf_counter()
             self._count(decider, outcome, source)
             for record in outcome.records:
                 pending.append(await send(record))

@@ -23,7 +23,7 @@ from ndd_stream.cli.demo.base import (
     DemoOptions,
     Interrupted,
 )
-from ndd_stream.cli.demo.feed import default_feed_path, load_feed
+from ndd_stream.cli.demo.feed import FeedLine, default_feed_path, load_feed
 from ndd_stream.cli.demo.process import (
     WorkerProcess,
     sigint_blocked_in_children,
@@ -34,6 +34,7 @@ from ndd_stream.cli.demo.stream import Clients, keep_running, stream
 from ndd_stream.cli.demo.summary import summary, write_report
 from ndd_stream.cli.demo.tally import Tally
 from ndd_stream.cli.demo.view import Reporter, View, escape, pairs_table
+from ndd_stream.cli.errors import file_error
 from ndd_stream.settings import Settings
 
 if TYPE_CHECKING:
@@ -105,41 +106,45 @@ def run_demo(settings: Settings, options: DemoOptions, console: Console | None =
     from rich.console import Console
 
     console = console or Console()
+    errors = Console(stderr=True, soft_wrap=True)  # errors on stderr, one line each
     plain = options.plain or not console.is_terminal
+    problem = None
     if options.rate < 0:
-        console.print("[bold red]error:[/] --rate must be >= 0")
-        return EXIT_USAGE
-    if options.timeout <= 0:
-        console.print("[bold red]error:[/] --timeout must be positive")
-        return EXIT_USAGE
-    if not 0 <= options.view_port <= 65535:
-        console.print("[bold red]error:[/] --view-port must be 0 (any free port) to 65535")
-        return EXIT_USAGE
-    if options.feed is not None and not options.feed.is_file():
-        console.print(f"[bold red]error:[/] --feed {options.feed}: no such file")
+        problem = "--rate must be >= 0"
+    elif options.timeout <= 0:
+        problem = "--timeout must be positive"
+    elif not 0 <= options.view_port <= 65535:
+        problem = "--view-port must be 0 (any free port) to 65535"
+    if problem is not None:
+        errors.print(f"[bold red]error:[/] {problem}")
         return EXIT_USAGE
     if settings.scope not in ("channel", "global"):
         console.print(f"[yellow]note:[/] scope is the field {settings.scope!r}", highlight=False)
     with contextlib.ExitStack() as stack:
         feed_path = options.feed or stack.enter_context(default_feed_path())
-        return _run(settings, options, console, plain, feed_path)
+        try:  # before the run directory exists: a bad feed leaves nothing behind
+            lines = load_feed(feed_path, settings)
+        except OSError as exc:  # named by iter_lines
+            errors.print(f"[bold red]error:[/] {escape(str(file_error(exc, feed_path, '--feed')))}",
+                         highlight=False)
+            return EXIT_USAGE
+        if not lines:
+            errors.print(f"[bold red]error:[/] --feed {escape(str(feed_path))} holds no lines",
+                         highlight=False)
+            return EXIT_USAGE
+        return _run(settings, options, console, errors, plain, feed_path, lines)
 
 
-def _run(settings: Settings, options: DemoOptions, console: Console, plain: bool,
-         feed_path: Path) -> int:
+def _run(settings: Settings, options: DemoOptions, console: Console, errors: Console,
+         plain: bool, feed_path: Path, lines: list[FeedLine]) -> int:
     started = time.monotonic()
     deadline = started + options.timeout
     try:
         run_dir, temporary = _make_run_dir(options.demo_dir)
     except OSError as exc:
-        console.print(f"[bold red]error:[/] --data-dir: {exc}")
+        errors.print(f"[bold red]error:[/] --data-dir: {escape(str(exc))}", highlight=False)
         return EXIT_USAGE
     run = Run(run_dir, temporary)
-    lines = load_feed(feed_path, settings)
-    if not lines:
-        console.print(f"[bold red]error:[/] {feed_path} holds no lines")
-        run.cleanup(console)
-        return EXIT_USAGE
     tally = Tally(lines)
     view = View(tally, started, settings)
     reporter = Reporter(console, view, plain)
@@ -155,10 +160,10 @@ def _run(settings: Settings, options: DemoOptions, console: Console, plain: bool
         console.print("[yellow]interrupted: stopping worker and broker[/]")
         code = EXIT_OK if view.phase == "running" else EXIT_INTERRUPTED
     except BrokerUnavailable as exc:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        errors.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         code = EXIT_BROKER
     except DemoError as exc:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        errors.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
         code = EXIT_FAILED
     finally:
         failed = code not in (EXIT_OK, EXIT_INTERRUPTED)
