@@ -108,7 +108,8 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
                                order=order, order_stall_s=60.0)
     create_topics(settings)
     rnd = random.Random(seed)
-    feeder = Feeder(settings, lines, rate=live_rate or 50_000)
+    # live: 10 lines a chunk, so the feed is steady rather than bursts of 200
+    feeder = Feeder(settings, lines, rate=live_rate or 50_000, chunk=10 if live_rate else 200)
     if not live_rate:
         feeder.start()
         positions = feeder.join(timeout=600)

@@ -192,10 +192,12 @@ class Settings(BaseSettings):
         "another field or a scope_map, offset for 'channel'.",
     )
     order_idle_ms: int = Field(
-        1000, ge=0, le=3_600_000,
-        description="event-time order: how long a scope waits for a raw partition whose "
-        "router has nothing more to forward before deciding past it (the added latency of "
-        "live traffic at most).",
+        1000, ge=20, le=600_000,
+        description="event-time order: how long an item waits for a raw partition whose "
+        "router has nothing more to forward, before the scope steps over that partition "
+        "(on the router's next confirmation, sent every half of this): the added latency of "
+        "live traffic. Raise it if routers fall behind producers by more (items then come "
+        "out with ndd-order: behind).",
     )
     order_stall_s: float = Field(
         120.0, gt=0,

@@ -375,10 +375,10 @@ class DeciderPool:
 
     def _log_passed(self, partition: int, p: Passed) -> None:
         self.metrics.order_passed.labels(p.reason.value).inc()
+        if p.reason is PassReason.IDLE:
+            return  # live traffic steps over idle raw partitions for most items
         topic, raw = p.source
-        # passing an idle raw partition is what live traffic does after every item: INFO
-        level = logging.INFO if p.reason is PassReason.IDLE else logging.WARNING
-        log.log(level, "%s[%d]: deciding past %s[%d] after %.1fs (%s): its items older than %d "
+        log.warning("%s[%d]: deciding past %s[%d] after %.1fs (%s): its items older than %d "
                     "ms will be decided when they arrive, as behind", self.scoped_topic,
                     partition, topic, raw, p.waited_s, p.reason.value, p.key.event_ms,
                     extra={"topic": self.scoped_topic, "partition": partition,
