@@ -105,7 +105,7 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
 
     suffix = f"order-{order}-{int(time.time())}"
     settings = worker_settings(broker.bootstrap, suffix, work / suffix, scope="global",
-                               order=order, order_stall_s=60.0)
+                               scope_order=order, order_stall_s=60.0)
     create_topics(settings)
     rnd = random.Random(seed)
     # live: 10 lines a chunk, so the feed is steady rather than bursts of 200

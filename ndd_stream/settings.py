@@ -182,7 +182,7 @@ class Settings(BaseSettings):
     )
 
     # --- Order across raw partitions (docs/RELIABILITY.md, "Order") ---------------------
-    order: Literal["auto", "event-time", "offset"] = Field(
+    scope_order: Literal["auto", "event-time", "offset"] = Field(
         "auto",
         description="How a scoped partition orders its items. event-time: by event time "
         "across every raw partition (ties: raw topic, partition, offset), each raw partition "
@@ -289,10 +289,10 @@ class Settings(BaseSettings):
         )
 
     def event_time_order(self) -> bool:
-        """Whether scoped partitions are decided in event-time order (see ``order``)."""
-        if self.order == "auto":
+        """Whether scoped partitions are decided in event-time order (see ``scope_order``)."""
+        if self.scope_order == "auto":
             return self.scope != "channel" or bool(self.scope_map)
-        return self.order == "event-time"
+        return self.scope_order == "event-time"
 
     def item_format(self) -> ItemFormat:
         return ItemFormat(

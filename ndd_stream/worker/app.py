@@ -3,7 +3,7 @@
 router  (raw topics)    -> scoped topic keyed by scope, or the DLQ     (routing.py)
 decider (scoped topic)  -> unique / duplicate / decisions, DLQ, changelog (pool.py)
 
-Under event-time order (``NDD_ORDER``; docs/RELIABILITY.md, "Order") the router also
+Under event-time order (``NDD_SCOPE_ORDER``; docs/RELIABILITY.md, "Order") the router also
 tells every scoped partition how far it has forwarded each raw partition (progress
 records, after each batch and on a timer), and each scoped partition's decider is the
 sequencer of its scopes (merge.py).

@@ -14,7 +14,7 @@ revoked partition: the batch in flight finishes with the state it started with, 
 records of a partition this worker no longer owns (fetched before the rebalance and
 still in the agent's hands) are not decided; their new owner decides them.
 
-Under event-time order (``NDD_ORDER``) each partition's records pass through its
+Under event-time order (``NDD_SCOPE_ORDER``) each partition's records pass through its
 sequencer (``merge.EventTimeMerge``) between step 0 (offset order, ``InOrder``) and step 1:
 items are decided when their turn comes, possibly in a later batch or on the timer
 (:meth:`DeciderPool.tick`). The partition's one checkpoint is then the marker (``next`` =
