@@ -105,10 +105,11 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
 
     suffix = f"order-{order}-{int(time.time())}"
     settings = worker_settings(broker.bootstrap, suffix, work / suffix, scope="global",
-                               order=order, order_stall_s=60.0)
+                               scope_order=order, order_stall_s=60.0)
     create_topics(settings)
     rnd = random.Random(seed)
-    feeder = Feeder(settings, lines, rate=live_rate or 50_000)
+    # live: 10 lines a chunk, so the feed is steady rather than bursts of 200
+    feeder = Feeder(settings, lines, rate=live_rate or 50_000, chunk=10 if live_rate else 200)
     if not live_rate:
         feeder.start()
         positions = feeder.join(timeout=600)

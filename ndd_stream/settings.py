@@ -198,7 +198,7 @@ class Settings(BaseSettings):
     )
 
     # --- Order across raw partitions (docs/RELIABILITY.md, "Order") ---------------------
-    order: Literal["auto", "event-time", "offset"] = Field(
+    scope_order: Literal["auto", "event-time", "offset"] = Field(
         "auto",
         description="How a scoped partition orders its items. event-time: by event time "
         "across every raw partition (ties: raw topic, partition, offset), each raw partition "
@@ -208,10 +208,12 @@ class Settings(BaseSettings):
         "another field or a scope_map, offset for 'channel'.",
     )
     order_idle_ms: int = Field(
-        1000, ge=0, le=3_600_000,
-        description="event-time order: how long a scope waits for a raw partition whose "
-        "router has nothing more to forward before deciding past it (the added latency of "
-        "live traffic at most).",
+        1000, ge=20, le=600_000,
+        description="event-time order: how long an item waits for a raw partition whose "
+        "router has nothing more to forward, before the scope steps over that partition "
+        "(on the router's next confirmation, sent every half of this): the added latency of "
+        "live traffic. Raise it if routers fall behind producers by more (items then come "
+        "out with ndd-order: behind).",
     )
     order_stall_s: float = Field(
         120.0, gt=0,
@@ -304,10 +306,10 @@ class Settings(BaseSettings):
         )
 
     def event_time_order(self) -> bool:
-        """Whether scoped partitions are decided in event-time order (see ``order``)."""
-        if self.order == "auto":
+        """Whether scoped partitions are decided in event-time order (see ``scope_order``)."""
+        if self.scope_order == "auto":
             return self.scope != "channel" or bool(self.scope_map)
-        return self.order == "event-time"
+        return self.scope_order == "event-time"
 
     def item_format(self) -> ItemFormat:
         return ItemFormat(

@@ -3,7 +3,7 @@
 router  (raw topics)    -> scoped topic keyed by scope, or the DLQ     (routing.py)
 decider (scoped topic)  -> unique / duplicate / decisions, DLQ, changelog (pool.py)
 
-Under event-time order (``NDD_ORDER``; docs/RELIABILITY.md, "Order") the router also
+Under event-time order (``NDD_SCOPE_ORDER``; docs/RELIABILITY.md, "Order") the router also
 tells every scoped partition how far it has forwarded each raw partition (progress
 records, after each batch and on a timer), and each scoped partition's decider is the
 sequencer of its scopes (merge.py).
@@ -184,8 +184,9 @@ class Service:
     async def report_progress(self, tps: set[tuple[str, int]], *, every_s: float = 0.0) -> None:
         """Tell every scoped partition how far the router has forwarded these raw
         partitions (after their records: one producer keeps a partition's order). With
-        ``every_s``, a partition whose progress did not change is re-sent only that often
-        (the heartbeat: a silent worker is told apart from an idle raw partition)."""
+        ``every_s`` (the heartbeat): a partition with nothing more to forward is confirmed
+        every time (a scope steps over it only on a confirmation newer than the item it
+        holds back), another one re-sent when it changed or ``every_s`` passed."""
         now = time.monotonic()
         futures = []
         for tp in sorted(tps):
@@ -194,7 +195,9 @@ class Service:
                 next_offset = self.router_order.next.get(tp, 0)
             progress = Progress(tp[0], tp[1], next_offset, event_ms, self._high(tp))
             last = self._reported.get(tp)
-            if every_s and last is not None and last[0] == progress and now - last[1] < every_s:
+            idle = progress.high is not None and progress.next >= progress.high
+            if (every_s and not idle and last is not None and last[0] == progress
+                    and now - last[1] < every_s):
                 continue
             self._reported[tp] = (progress, now)
             for partition in range(self.settings.partitions):
@@ -296,7 +299,7 @@ class Service:
                     log.exception("decider failed", extra={"event": "decider_error"})
                     fatal(f"decider crashed: {exc!r}")
 
-            @self.app.timer(interval=1.0)
+            @self.app.timer(interval=max(0.02, s.order_idle_ms / 2000))
             async def heartbeat() -> None:
                 await service.report_progress(set(service.raw_owned), every_s=10.0)
 

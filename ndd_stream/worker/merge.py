@@ -17,12 +17,15 @@ task's partitions and Flink merges watermarks.
   are expected in event-time order, so no later item of the source can sort below
   ``(its latest event time, source, next offset)``: the source's *bound*.
 - **Release**: the held item with the lowest key goes when every source's bound is above
-  it. A source that blocks it is waited for, boundedly, counted from its last news (an
-  item, or progress that moved): ``idle_s`` when its router last said it had nothing more
-  to forward (Kafka Streams' ``max.task.idle.ms``), ``stall_s`` when it has records not yet
-  forwarded or has not been heard of (its worker is down or rebalancing). Then the source
-  is *passed*: left out until its bound is above the frontier again (Flink's idleness).
-  ``max_bytes`` bounds what is held; past it the blocking sources are passed too.
+  it. A source that holds it back is waited for, boundedly. An *idle* one (its router said
+  it has nothing more to forward) is stepped over for that item once the item has waited
+  ``idle_s`` and the router has confirmed "nothing more" again after that: the wait covers
+  what the router had not fetched yet when it last looked, and routers re-confirm idle raw
+  partitions on a timer (Kafka Streams' ``max.task.idle.ms`` for partitions without lag).
+  A source with records not forwarded yet, or not heard of (its worker is down or
+  rebalancing), is waited for ``stall_s``, counted from the later of its last news and the
+  item's arrival; then it is *passed*: left out until its bound is above the frontier again
+  (Flink's idleness). ``max_bytes`` bounds what is held; past it the blockers are passed.
 - **Behind**: an item whose key is at or below the frontier (released already) arrives
   from a passed source. It is decided at once against the window as it stands, and
   counted: a reader has the later copy already.
@@ -78,11 +81,18 @@ class SourceState:
     event_ms: int = NO_TIME  # the latest event time forwarded
     high: int | None = None  # the raw partition's end when its router last said
     heard: float | None = None  # monotonic time of the last news (not persisted)
-    passed: bool = False  # left out of the order (idle, stalled or over memory)
+    passed: bool = False  # left out of the order (stalled or over memory)
     seen_next: int = 0  # raw offsets below reached this partition as items
+    confirmed: float | None = None  # when its router last said "caught up" (not persisted)
+    floor: OrderKey | None = None  # stepped over up to here while idle (not persisted)
 
     def bound(self, source: SourceId) -> OrderKey:
         return OrderKey(self.event_ms, source[0], source[1], self.next)
+
+    def blocks(self, source: SourceId, key: OrderKey) -> bool:
+        """Whether this source may still send something that sorts at or below ``key``."""
+        return (not self.passed and self.bound(source) <= key
+                and (self.floor is None or self.floor < key))
 
     @property
     def caught_up(self) -> bool:
@@ -99,7 +109,7 @@ class Verdict(Enum):
 
 
 class PassReason(Enum):
-    IDLE = "idle"
+    IDLE = "idle"  # stepped over for one item: its router confirmed it has nothing more
     STALL = "stall"
     MEMORY = "memory"
 
@@ -120,6 +130,7 @@ class _Held(Generic[P]):
     scoped_offset: int
     size: int = field(compare=False)
     payload: P = field(compare=False)
+    arrived: float = field(compare=False, default=0.0)
 
 
 class EventTimeMerge(Generic[P]):
@@ -135,6 +146,8 @@ class EventTimeMerge(Generic[P]):
         self._heap: list[_Held[P]] = []
         self._keys: set[OrderKey] = set()
         self._bytes = 0
+        self._replay_to = 0  # after a restore: hold everything until re-read up to here
+        self._offered_to = 0
 
     # --- input ------------------------------------------------------------------------
     def expect(self, sources: Iterable[SourceId], now: float) -> None:
@@ -153,18 +166,23 @@ class EventTimeMerge(Generic[P]):
         state.event_ms = max(state.event_ms, event_ms)
         if high is not None:
             state.high = high if state.high is None else max(state.high, high)
+        if state.caught_up:
+            state.confirmed = now
         self._rejoin(source, state)
         self.consumed = max(self.consumed, scoped_offset + 1)
+        self._offered_to = max(self._offered_to, scoped_offset + 1)
 
     def skip(self, scoped_offset: int) -> None:
         """A record of the scoped partition that is neither an item nor progress."""
         self.consumed = max(self.consumed, scoped_offset + 1)
+        self._offered_to = max(self._offered_to, scoped_offset + 1)
 
     def offer(self, key: OrderKey | None, scoped_offset: int, size: int, payload: P,
               now: float) -> Verdict:
         """An item of the scoped partition; HELD ones come back from :meth:`release`."""
         replaying = scoped_offset < self.consumed  # re-read after a restart
         self.consumed = max(self.consumed, scoped_offset + 1)
+        self._offered_to = max(self._offered_to, scoped_offset + 1)
         if key is None:
             return Verdict.DONE if replaying else Verdict.NOW
         state = self._source(key.source, now)
@@ -181,7 +199,7 @@ class EventTimeMerge(Generic[P]):
             return Verdict.COPY if seen else Verdict.BEHIND
         if key in self._keys:
             return Verdict.DUPLICATE
-        heapq.heappush(self._heap, _Held(key, scoped_offset, size, payload))
+        heapq.heappush(self._heap, _Held(key, scoped_offset, size, payload, now))
         self._keys.add(key)
         self._bytes += size
         return Verdict.HELD
@@ -192,21 +210,27 @@ class EventTimeMerge(Generic[P]):
         there."""
         out: list[tuple[OrderKey, P]] = []
         passed: list[Passed] = []
+        if self._offered_to < self._replay_to:
+            return out, passed  # the checkpoint's sources are ahead of the held items re-read
         while self._heap:
-            head = self._heap[0].key
-            blockers = [s for s, st in self.sources.items()
-                        if not st.passed and st.bound(s) <= head]
+            head, arrived = self._heap[0].key, self._heap[0].arrived
+            blockers = [s for s, st in self.sources.items() if st.blocks(s, head)]
             if blockers:
                 over = self._bytes > self.max_bytes
                 for source in blockers:
                     state = self.sources[source]
-                    waited = now - (state.heard if state.heard is not None else now)
-                    reason = (PassReason.MEMORY if over else PassReason.IDLE if state.caught_up
-                              else PassReason.STALL)
-                    if over or waited >= self._wait(state):
+                    if (not over and state.caught_up and state.confirmed is not None
+                            and state.confirmed - arrived >= self.idle_s):
+                        state.floor = head  # idle since the item came: step over it
+                        passed.append(Passed(source, PassReason.IDLE, now - arrived, head))
+                        continue
+                    waited = now - max(arrived, state.heard if state.heard is not None
+                                       else arrived)
+                    if over or waited >= self.stall_s:
                         state.passed = True
+                        reason = PassReason.MEMORY if over else PassReason.STALL
                         passed.append(Passed(source, reason, waited, head))
-                if any(not self.sources[s].passed for s in blockers):
+                if any(self.sources[s].blocks(s, head) for s in blockers):
                     break
             held = heapq.heappop(self._heap)
             self._keys.discard(held.key)
@@ -216,17 +240,13 @@ class EventTimeMerge(Generic[P]):
         return out, passed
 
     def next_deadline(self) -> float | None:
-        """When :meth:`release` may next pass a source without new input (a timer's hint)."""
+        """When :meth:`release` may next pass a stalled source without new input (an idle
+        one is stepped over on its router's next confirmation, which is input)."""
         if not self._heap:
             return None
-        head = self._heap[0].key
-        return min((st.heard + self._wait(st) for s, st in self.sources.items()
-                    if not st.passed and st.bound(s) <= head and st.heard is not None),
-                   default=None)
-
-    def _wait(self, state: SourceState) -> float:
-        """How long a blocking source is waited for after its last news."""
-        return self.idle_s if state.caught_up else self.stall_s
+        head, arrived = self._heap[0].key, self._heap[0].arrived
+        return min((max(arrived, st.heard if st.heard is not None else arrived) + self.stall_s
+                    for s, st in self.sources.items() if st.blocks(s, head)), default=None)
 
     @property
     def held(self) -> int:
@@ -263,6 +283,7 @@ class EventTimeMerge(Generic[P]):
                                           bool(passed), int(seen))
             for t, p, n, e, h, seen, passed in data["sources"]}
         self._heap, self._keys, self._bytes = [], set(), 0
+        self._replay_to, self._offered_to = self.consumed, 0
 
     # --- internals --------------------------------------------------------------------
     def _source(self, source: SourceId, now: float) -> SourceState:

@@ -14,7 +14,7 @@ revoked partition: the batch in flight finishes with the state it started with, 
 records of a partition this worker no longer owns (fetched before the rebalance and
 still in the agent's hands) are not decided; their new owner decides them.
 
-Under event-time order (``NDD_ORDER``) each partition's records pass through its
+Under event-time order (``NDD_SCOPE_ORDER``) each partition's records pass through its
 sequencer (``merge.EventTimeMerge``) between step 0 (offset order, ``InOrder``) and step 1:
 items are decided when their turn comes, possibly in a later batch or on the timer
 (:meth:`DeciderPool.tick`). The partition's one checkpoint is then the marker (``next`` =
@@ -408,10 +408,10 @@ class DeciderPool:
 
     def _log_passed(self, partition: int, p: Passed) -> None:
         self.metrics.order_passed.labels(p.reason.value).inc()
+        if p.reason is PassReason.IDLE:
+            return  # live traffic steps over idle raw partitions for most items
         topic, raw = p.source
-        # passing an idle raw partition is what live traffic does after every item: INFO
-        level = logging.INFO if p.reason is PassReason.IDLE else logging.WARNING
-        log.log(level, "%s[%d]: deciding past %s[%d] after %.1fs (%s): its items older than %d "
+        log.warning("%s[%d]: deciding past %s[%d] after %.1fs (%s): its items older than %d "
                     "ms will be decided when they arrive, as behind", self.scoped_topic,
                     partition, topic, raw, p.waited_s, p.reason.value, p.key.event_ms,
                     extra={"topic": self.scoped_topic, "partition": partition,
