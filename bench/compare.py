@@ -87,10 +87,13 @@ def measure(home: Path, tree: Path, method: str, workload: str, window: int,
             threshold: float, count: int, out: Path, threads: int | None) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": f"{home}{os.pathsep}{tree}",
            "NDD_SHARED_DATA": str(REUTERS.parent)}  # the harness copy sits elsewhere
-    if threads is not None:
+    extra: list[str] = []
+    if threads is not None:  # an older base reads the variable, this tree the option
         env["NDD_COUNT_THREADS"] = str(threads)
+        extra = ["--threads", str(threads)]
     subprocess.run([sys.executable, "-m", "bench.measure", method, str(window), str(count),
-                    str(threshold), str(out), "--workload", workload, "--budget", "600"],
+                    str(threshold), str(out), "--workload", workload, "--budget", "600",
+                    *extra],
                    cwd=home, env=env, check=True, stdout=subprocess.DEVNULL)
     result: dict[str, Any] = json.loads(out.read_text())
     return result

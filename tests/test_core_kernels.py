@@ -391,21 +391,30 @@ def test_the_index_counts_the_same_with_dense_rows_and_without(
 
     monkeypatch.setattr(postings.ThreadChoice, "pick", lambda self, available: available)
     rng = np.random.default_rng(3)
-    index = PostingIndex()
+    indexes = {threads: PostingIndex(threads) for threads in (1, 2)}
     for _ in range(3000):
         keys = np.concatenate([rng.integers(0, 300, 40), rng.integers(0, 2**32, 100)])
-        index.add(np.unique(keys).astype(np.uint32))
-    index.release_before(700)
+        for index in indexes.values():
+            index.add(np.unique(keys).astype(np.uint32))
+    for index in indexes.values():
+        index.release_before(700)
     probe = np.unique(np.concatenate([rng.integers(0, 300, 120),
                                       rng.integers(0, 2**32, 50)])).astype(np.uint32)
     expected = np.zeros(2300, dtype=np.int32)
-    for b in index._blocks:
+    for b in indexes[1]._blocks:
         kernels.count_block_numpy(b.ukeys, b.offs, b.ids, b.lo, probe, 700, expected)
-    for threads in (1, 2):
-        monkeypatch.setattr(kernels, "COUNT_THREADS", threads)
+    for index in indexes.values():
         assert np.array_equal(index.count(probe, 700, 2300), expected)
-    if kernels.IMPLEMENTATION == "c":
-        assert any(b.dense is not None for b in index._blocks)
+        if kernels.IMPLEMENTATION == "c":
+            assert any(b.dense is not None for b in index._blocks)
+    sparse = PostingIndex(1, dense_fraction=0.0)  # the setting's 0: posting lists only
+    rng = np.random.default_rng(3)
+    for _ in range(3000):
+        keys = np.concatenate([rng.integers(0, 300, 40), rng.integers(0, 2**32, 100)])
+        sparse.add(np.unique(keys).astype(np.uint32))
+    sparse.release_before(700)
+    assert np.array_equal(sparse.count(probe, 700, 2300), expected)
+    assert all(b.dense is None for b in sparse._blocks)
 
 
 @settings(max_examples=300, deadline=None)
@@ -435,10 +444,7 @@ def test_order_prefix_in_c_selects_what_numpy_selects(
     assert sorted(version.prefix(mixed, length).tolist()) == expected
 
 
-def test_count_threads_follow_the_setting_and_a_cgroup_quota(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str],
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_available_cores_follow_a_cgroup_quota(tmp_path: os.PathLike[str]) -> None:
     from pathlib import Path
 
     cpu_max = Path(tmp_path) / "cpu.max"
@@ -447,15 +453,7 @@ def test_count_threads_follow_the_setting_and_a_cgroup_quota(
     cpu_max.write_text("max 100000\n")
     assert kernels._cgroup_cpus(str(cpu_max)) is None
     assert kernels._cgroup_cpus(str(Path(tmp_path) / "absent")) is None
-    monkeypatch.setenv("NDD_COUNT_THREADS", "3")
-    assert kernels._threads() == 3
-    monkeypatch.setenv("NDD_COUNT_THREADS", "0")
-    assert kernels._threads() == 1
-    monkeypatch.setenv("NDD_COUNT_THREADS", "two")
-    with pytest.raises(SystemExit) as stop:
-        kernels._threads()
-    assert stop.value.code == 2
-    assert "NDD_COUNT_THREADS must be a whole number" in capsys.readouterr().err
+    assert 1 <= kernels.available_cores() <= (os.cpu_count() or 1)
 
 
 @settings(max_examples=150, deadline=None)

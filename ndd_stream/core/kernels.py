@@ -12,7 +12,6 @@ says which one is in use (the worker logs it at start and tests compare the two)
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 import numpy.typing as npt
@@ -118,8 +117,6 @@ def xor_popcount_numpy(table: U64, rows: I64, query: U64) -> I64:
 
 
 def _load() -> tuple[str, object]:
-    if os.environ.get("NDD_NO_KERNELS") == "1":  # force numpy (tests, comparisons)
-        return "numpy", None
     try:
         from ndd_stream.core import _kernels  # type: ignore[attr-defined]
     except ImportError:
@@ -129,6 +126,14 @@ def _load() -> tuple[str, object]:
 
 IMPLEMENTATION, _C = _load()
 """``"c"`` or ``"numpy"``: which implementation this process uses."""
+
+
+def use_numpy() -> None:
+    """Run the numpy versions in this process even where the C kernels are built (the
+    ``no_kernels`` setting, applied once by the entry point: comparisons, a suspected
+    kernel bug). Process-wide, as the extension module is."""
+    global IMPLEMENTATION, _C
+    IMPLEMENTATION, _C = "numpy", None
 
 
 def _cgroup_cpus(path: str = "/sys/fs/cgroup/cpu.max") -> int | None:
@@ -147,17 +152,9 @@ def _cgroup_cpus(path: str = "/sys/fs/cgroup/cpu.max") -> int | None:
         return None
 
 
-def _threads() -> int:
-    """NDD_COUNT_THREADS, else the cores this process may run on (its affinity mask,
-    bounded by a cgroup CPU quota)."""
-    setting = os.environ.get("NDD_COUNT_THREADS", "").strip()
-    if setting:
-        try:
-            return max(1, int(setting))
-        except ValueError:
-            print(f"ndd-stream: NDD_COUNT_THREADS must be a whole number, got {setting!r}",
-                  file=sys.stderr)
-            raise SystemExit(2) from None
+def available_cores() -> int:
+    """The cores this process may run on: its affinity mask, bounded by a cgroup CPU quota
+    (the default of the ``count_threads`` setting)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
@@ -166,18 +163,10 @@ def _threads() -> int:
     return max(1, min(cores, quota) if quota else cores)
 
 
-COUNT_THREADS = _threads()
-"""Threads one decision's count is split over (C kernels only; NDD_COUNT_THREADS)."""
-
-
-def _dense_fraction() -> float:
-    setting = os.environ.get("NDD_DENSE_FRACTION", "").strip()
-    return float(setting) if setting else 1 / 16
-
-
-DENSE_FRACTION = _dense_fraction()
-"""A key whose postings in a block reach this share of the block's documents is also held
-as a bitmap row and counted by carry-save adders (C only; 0 = never; NDD_DENSE_FRACTION)."""
+DEFAULT_DENSE_FRACTION = 1 / 16
+"""The default of the ``dense_fraction`` setting: a key whose postings in a block reach
+this share of the block's documents is also held as a bitmap row and counted by carry-save
+adders (C only; 0 = never)."""
 DENSE_MIN_SPAN = 64  # blocks spanning fewer documents keep posting lists only
 
 

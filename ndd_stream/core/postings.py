@@ -115,19 +115,19 @@ class _Block:
             extra += self.dense[0].nbytes + self.dense[1].nbytes
         return int(self.ukeys.nbytes + self.offs.nbytes + self.ids.nbytes) + extra
 
-    def prepare(self) -> kernels.BlockArgs:
+    def prepare(self, dense_fraction: float) -> kernels.BlockArgs:
         """The block as count_blocks takes it: its directory, and bitmap rows of the keys
-        held by at least DENSE_FRACTION of its documents (when the C kernels run)."""
+        held by at least ``dense_fraction`` of its documents (when the C kernels run)."""
         if self.args is not None:
             return self.args
         self.directory = table, bits = directory(self.ukeys)
         span = self.hi - self.lo
         rowmap = rows = None
         words = kernels.dense_words(span)
-        if (kernels.IMPLEMENTATION == "c" and kernels.DENSE_FRACTION > 0
+        if (kernels.IMPLEMENTATION == "c" and dense_fraction > 0
                 and span >= kernels.DENSE_MIN_SPAN):
             lens = np.diff(self.offs)
-            heavy = np.flatnonzero(lens >= max(2, kernels.DENSE_FRACTION * span))
+            heavy = np.flatnonzero(lens >= max(2, dense_fraction * span))
             if heavy.size:
                 rows = kernels.dense_rows(self.offs, self.ids, heavy, span)
                 rowmap = np.full(self.ukeys.size, -1, dtype=np.int32)
@@ -142,9 +142,18 @@ class PostingIndex:
 
     Documents are numbered by ``add`` from 0 in call order; ``release_before(n)``
     forgets documents numbered below ``n`` (the window releases them in order).
+    ``threads``: the most threads one count may use (the ``count_threads`` setting);
+    ``dense_fraction``: see :meth:`_Block.prepare` (the ``dense_fraction`` setting).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int = 1,
+                 dense_fraction: float = kernels.DEFAULT_DENSE_FRACTION) -> None:
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        if not 0.0 <= dense_fraction <= 1.0:
+            raise ValueError(f"dense_fraction must be in [0, 1], got {dense_fraction}")
+        self.threads = threads
+        self.dense_fraction = dense_fraction
         self._blocks: list[_Block] = []  # oldest first; document ranges ascending
         self.base = 0  # first retained document number
         self.end = 0  # number the next added document gets
@@ -198,9 +207,9 @@ class PostingIndex:
             return counts
         probe = np.ascontiguousarray(keys, dtype=np.uint32)
         live = max(first, self.base)
-        blocks = [b.prepare() for b in self._blocks if b.hi > live]
+        blocks = [b.prepare(self.dense_fraction) for b in self._blocks if b.hi > live]
         # timed from get_ready when there was one: waking and polling cost too
-        threads, started = ready or (self._threads.pick(kernels.COUNT_THREADS),
+        threads, started = ready or (self._threads.pick(self.threads),
                                      time.perf_counter())
         postings = kernels.count_blocks(blocks, probe, first, counts, threads)
         self._threads.record(threads, time.perf_counter() - started, postings)
@@ -213,12 +222,12 @@ class PostingIndex:
         each merge does. Called after a restore: otherwise the first decision pays for the
         whole index at once (measured 0.12 s at a 20k window, ~0.45 s at 50k, t = 0.3)."""
         for block in self._blocks:
-            block.prepare()
+            block.prepare(self.dense_fraction)
 
     def get_ready(self) -> None:
         """Pick the threads of the next :meth:`count` now and, if several, wake them, so
         that they are awake when it starts (called when a decision begins)."""
-        threads = self._threads.pick(kernels.COUNT_THREADS)
+        threads = self._threads.pick(self.threads)
         self._ready = (threads, time.perf_counter())
         if threads > 1:
             kernels.wake_count_workers(threads, WAKE_MICROSECONDS)

@@ -48,10 +48,11 @@ class ShortDoc:
 class ScopeWindow:
     """Index, documents, short texts and decisions of one scope, by hour."""
 
-    def __init__(self, scope: str, hours_back: int, bitmap_bits: int = 0) -> None:
+    def __init__(self, scope: str, hours_back: int, bitmap_bits: int = 0,
+                 index: PostingIndex | None = None) -> None:
         self.scope = scope
         self.hours_back = hours_back
-        self.index = PostingIndex()
+        self.index = index if index is not None else PostingIndex()
         self.bitmaps = BitmapFilter(bitmap_bits) if bitmap_bits else None
         self.docs: list[WindowDoc] = []
         self.doc_base = 0  # number of docs[0], in the index's numbering
