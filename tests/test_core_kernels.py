@@ -114,7 +114,8 @@ def test_count_blocks_rejects_arrays_of_the_wrong_width() -> None:
     table, bits = kernels.directory(ukeys)
 
     def call(*block: object, out: np.ndarray = counts) -> object:
-        return _kernels.count_blocks([block], ukeys, 0, out, 1)
+        """The checks run where the block is made, once, not at every count."""
+        return _kernels.count_blocks([_kernels.Block(*block)], ukeys, 0, out, 1)
 
     with pytest.raises(ValueError, match="offs"):
         call(ukeys, offs[:-1], ids, table, bits, 0, None, None, 4)
@@ -129,6 +130,14 @@ def test_count_blocks_rejects_arrays_of_the_wrong_width() -> None:
     with pytest.raises(ValueError, match="rowmap"):  # one rowmap entry per key
         call(ukeys, offs, ids, table, bits, 0, np.zeros(1, dtype=np.int32),
              np.zeros(4, dtype=np.uint64), 4)
+    with pytest.raises(TypeError, match="Block"):  # the old 9-tuple is no block
+        _kernels.count_blocks([(ukeys, offs, ids, table, bits, 0, None, None, 4)], ukeys, 0,
+                              counts, 1)
+    block = _kernels.Block(ukeys.copy(), offs, ids, table, bits, lo=7)
+    assert (block.lo, block.bits, block.words, block.rowmap, block.dense) == (7, bits, 1, None,
+                                                                              None)
+    assert block.ukeys.tolist() == ukeys.tolist()  # held by the block, not a copy per count
+    assert block.offs is offs and block.ids is ids and block.directory is table
 
 
 codes = st.lists(st.integers(0, 2**64 - 1), max_size=200).map(
@@ -231,7 +240,7 @@ def _dense_block(pairs: set[tuple[int, int]], span: int, lo: int, pick: int
     rowmap[heavy] = np.arange(heavy.size, dtype=np.int32)
     rows = kernels.dense_rows(offs, ids, heavy, span)
     assert rows.shape == (heavy.size, words)
-    return (ukeys, offs, ids, table, bits, lo, rowmap, rows, words), postings
+    return kernels.make_block(ukeys, offs, ids, lo, (table, bits), rowmap, rows, words), postings
 
 
 block_pairs = st.sets(st.tuples(st.integers(0, 80), st.integers(0, 1100)), max_size=500)
@@ -266,7 +275,7 @@ def test_count_blocks_with_dense_rows_and_threads_equals_the_reference(
         assert total == sum(expected)
     plain = np.zeros(n, dtype=np.int32)
     for b in args:
-        kernels.count_block_numpy(b[0], b[1], b[2], b[5], keys, base, plain)
+        kernels.count_block_numpy(b.ukeys, b.offs, b.ids, b.lo, keys, base, plain)
     assert plain.tolist() == expected
 
 
@@ -366,8 +375,9 @@ def test_threaded_counts_from_concurrent_callers_are_right() -> None:
 @given(block_pairs, st.integers(0, 7))
 def test_dense_rows_in_c_equal_numpy(pairs: set[tuple[int, int]], pick: int) -> None:
     block, _ = _dense_block(pairs, 1101, 0, pick)
-    offs, ids = block[1], block[2]
-    heavy = np.flatnonzero(block[6] >= 0)
+    offs, ids = block.offs, block.ids
+    assert block.rowmap is not None
+    heavy = np.flatnonzero(block.rowmap >= 0)
     c_rows = kernels.dense_rows(offs, ids, heavy, 1101)
     saved = kernels._C
     try:
@@ -469,9 +479,9 @@ def test_count_filter_in_c_equals_numpy_and_the_definition(
     exactly the documents the definition keeps, whatever spare capacity ``facts`` has."""
     n = len(rows)
     counts = np.array([r[0] for r in rows], dtype=np.int32)
-    facts = np.zeros((4, n + spare), dtype=np.int64)
-    for i, (_, need, unind, h, s) in enumerate(rows):
-        facts[:, i] = (need, unind, h, s)
+    facts = kernels.Facts(n + spare)
+    for _, need, unind, h, s in rows:
+        facts.append(need, unind, h, s)
     hours, sizes = (hour, hour + 2), (size, size + 20)
     want = [i for i, (c, need, unind, h, s) in enumerate(rows)
             if c > 0 and c + slack >= max(needed, need) - max(unindexed, unind)
@@ -493,11 +503,12 @@ def test_count_filter_across_chunk_and_word_boundaries(n: int) -> None:
     around and past those sizes keep exactly what numpy keeps, in ascending order."""
     rng = np.random.default_rng(n)
     counts = rng.integers(0, 4, n).astype(np.int32)
-    facts = np.zeros((4, n + 5), dtype=np.int64)
-    facts[0, :n] = rng.integers(0, 6, n)
-    facts[1, :n] = rng.integers(0, 4, n)
-    facts[2, :n] = rng.integers(0, 4, n)
-    facts[3, :n] = rng.integers(0, 50, n)
+    facts = kernels.Facts(4)  # grown past its capacity on the way
+    for need, unind, h, s in zip(rng.integers(0, 6, n).tolist(), rng.integers(0, 4, n).tolist(),
+                                 rng.integers(0, 4, n).tolist(), rng.integers(0, 50, n).tolist(),
+                                 strict=True):
+        facts.append(need, unind, h, s)
+    assert facts.table.shape[1] > n and facts.size.size == n
     args = (2, 3, 1, (1, 2), (10, 40))
     got = kernels.count_filter(counts, facts, *args)
     saved = kernels._C

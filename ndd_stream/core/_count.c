@@ -607,18 +607,164 @@ ndd_wake_count_workers(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ---- Block: one index block, its buffers taken and checked once ---------------------
+ *
+ * Why an object: count_blocks used to take every block as a 9-tuple and parse it (nine
+ * fields, four to six buffer requests and their checks) on every call, ~15 blocks per
+ * decision; a Block holds its buffers from construction until it is freed, so a count only
+ * copies the parsed descriptors. */
+
+typedef struct {
+    PyObject_HEAD
+    block_t b;
+} BlockObject;
+
+static void
+block_release(block_t *b, int taken)
+{
+    /* ``taken``: how many of ukeys, offs, ids, dir (in that order) are held */
+    Py_buffer *bufs[4] = {&b->ukeys, &b->offs, &b->ids, &b->dir};
+    for (int i = 0; i < taken; i++)
+        PyBuffer_Release(bufs[i]);
+    if (b->has_dense) {
+        PyBuffer_Release(&b->rowmap);
+        PyBuffer_Release(&b->dense);
+        b->has_dense = 0;
+    }
+}
+
+static int
+block_init(BlockObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"ukeys", "offs", "ids", "directory", "bits", "lo", "rowmap",
+                            "dense", "words", NULL};
+    block_t *b = &self->b;
+    PyObject *rowmap = Py_None, *dense = Py_None;
+    block_t fresh = {0};
+    if (b->ukeys.obj != NULL) {
+        PyErr_SetString(PyExc_TypeError, "a Block is initialised once");
+        return -1;
+    }
+    fresh.words = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "y*y*y*y*iL|OOn", names, &fresh.ukeys,
+                                     &fresh.offs, &fresh.ids, &fresh.dir, &fresh.bits,
+                                     &fresh.lo, &rowmap, &dense, &fresh.words))
+        return -1;
+    if (rowmap != Py_None && dense != Py_None) {
+        if (PyObject_GetBuffer(rowmap, &fresh.rowmap, PyBUF_SIMPLE) < 0)
+            goto fail;
+        if (PyObject_GetBuffer(dense, &fresh.dense, PyBUF_SIMPLE) < 0) {
+            PyBuffer_Release(&fresh.rowmap);
+            goto fail;
+        }
+        fresh.has_dense = 1;
+    }
+    Py_ssize_t nk = fresh.ukeys.len / 4;
+    if (check(&fresh.ukeys, 4, "ukeys") || check(&fresh.offs, 4, "offs") ||
+        check(&fresh.ids, 2, "ids") || check(&fresh.dir, 4, "directory"))
+        goto fail;
+    if (fresh.offs.len / 4 != nk + 1 ||
+        (nk && (Py_ssize_t)((uint32_t *)fresh.offs.buf)[nk] > fresh.ids.len / 2)) {
+        PyErr_SetString(PyExc_ValueError, "offs must have len(ukeys) + 1 items within ids");
+        goto fail;
+    }
+    if (fresh.bits < 0 || fresh.bits > 31 ||
+        fresh.dir.len / 4 != ((Py_ssize_t)1 << fresh.bits) + 1) {
+        PyErr_SetString(PyExc_ValueError, "directory must have 2**bits + 1 items");
+        goto fail;
+    }
+    if (fresh.has_dense && (fresh.rowmap.len != nk * 4 || fresh.words <= 0 ||
+                            fresh.dense.len % (8 * fresh.words))) {
+        PyErr_SetString(PyExc_ValueError, "rowmap must have one int32 per key and dense "
+                        "whole rows of words uint64");
+        goto fail;
+    }
+    *b = fresh;
+    return 0;
+fail:
+    block_release(&fresh, 4);
+    return -1;
+}
+
+static void
+block_dealloc(BlockObject *self)
+{
+    if (self->b.ukeys.obj != NULL)
+        block_release(&self->b, 4);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *
+block_buffer_owner(Py_buffer *view)
+{
+    if (view->obj == NULL)
+        Py_RETURN_NONE;
+    Py_INCREF(view->obj);
+    return view->obj;
+}
+
+static PyObject *block_get_ukeys(BlockObject *s, void *c) { return block_buffer_owner(&s->b.ukeys); }
+static PyObject *block_get_offs(BlockObject *s, void *c) { return block_buffer_owner(&s->b.offs); }
+static PyObject *block_get_ids(BlockObject *s, void *c) { return block_buffer_owner(&s->b.ids); }
+static PyObject *block_get_directory(BlockObject *s, void *c) { return block_buffer_owner(&s->b.dir); }
+static PyObject *block_get_lo(BlockObject *s, void *c) { return PyLong_FromLongLong(s->b.lo); }
+static PyObject *block_get_bits(BlockObject *s, void *c) { return PyLong_FromLong(s->b.bits); }
+static PyObject *block_get_words(BlockObject *s, void *c) { return PyLong_FromSsize_t(s->b.words); }
+
+static PyObject *
+block_get_rowmap(BlockObject *s, void *c)
+{
+    if (!s->b.has_dense)
+        Py_RETURN_NONE;
+    return block_buffer_owner(&s->b.rowmap);
+}
+
+static PyObject *
+block_get_dense(BlockObject *s, void *c)
+{
+    if (!s->b.has_dense)
+        Py_RETURN_NONE;
+    return block_buffer_owner(&s->b.dense);
+}
+
+static PyGetSetDef block_getset[] = {
+    {"ukeys", (getter)block_get_ukeys, NULL, "distinct keys, ascending (uint32)", NULL},
+    {"offs", (getter)block_get_offs, NULL, "offsets of each key's postings (uint32)", NULL},
+    {"ids", (getter)block_get_ids, NULL, "document number - lo of each posting (uint16)", NULL},
+    {"directory", (getter)block_get_directory, NULL, "lookup directory (uint32)", NULL},
+    {"bits", (getter)block_get_bits, NULL, "top bits the directory indexes", NULL},
+    {"lo", (getter)block_get_lo, NULL, "number of the block's first document", NULL},
+    {"rowmap", (getter)block_get_rowmap, NULL, "dense row of each key or -1; None", NULL},
+    {"dense", (getter)block_get_dense, NULL, "dense rows (uint64, rows x words); None", NULL},
+    {"words", (getter)block_get_words, NULL, "words of a dense row", NULL},
+    {NULL},
+};
+
+PyTypeObject ndd_BlockType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ndd_stream.core._kernels.Block",
+    .tp_basicsize = sizeof(BlockObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Block(ukeys, offs, ids, directory, bits, lo, rowmap=None, dense=None, words=1)\n\n"
+              "One index block as count_blocks counts it, its arrays held and checked once:\n"
+              "``ukeys`` (uint32, ascending, distinct), ``offs`` (uint32, len(ukeys) + 1),\n"
+              "``ids`` (uint16, document number - lo per posting), ``directory`` (uint32,\n"
+              "2**bits + 1 items: for every value v of a key's top ``bits`` bits the first\n"
+              "position of a key with top bits >= v), ``rowmap`` (int32, one per key, -1 =\n"
+              "sparse) giving a dense key's row in ``dense`` (uint64, rows x words: bit d of\n"
+              "a row = document lo + d holds the key). The arrays must not change after.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)block_init,
+    .tp_dealloc = (destructor)block_dealloc,
+    .tp_getset = block_getset,
+};
+
 const char ndd_count_blocks_doc[] =
 
 "count_blocks(blocks, probe, base, counts, threads) -> postings\n\n"
-"For every key of ``probe`` (uint32, ascending) found in a block's ``ukeys`` (uint32,\n"
-"ascending, distinct), add 1 to ``counts[lo + ids[j] - base]`` (int32; ids uint16) for\n"
-"each of its postings j in ``offs[i]:offs[i+1]`` (uint32), skipping postings outside\n"
-"``counts``; ``directory`` (uint32, 2**bits + 1 items) holds for every value v of a key's\n"
-"top ``bits`` bits the first position of a key with top bits >= v. ``blocks`` is a\n"
-"sequence of tuples (ukeys, offs, ids,\n"
-"directory, bits, lo, rowmap, dense, words): ``rowmap`` (int32, one per key; -1 = sparse)\n"
-"gives a dense key's row in ``dense`` (uint64, rows x words: bit d of a row = document\n"
-"lo + d holds the key); rowmap and dense may be None. Dense keys are counted from their\n"
+"For every key of ``probe`` (uint32, ascending) found in a block's ``ukeys``, add 1 to\n"
+"``counts[lo + ids[j] - base]`` (int32) for each of its postings j, skipping postings\n"
+"outside ``counts``. ``blocks`` is a sequence of Block. Dense keys are counted from their\n"
 "rows, the others from their postings. ``threads`` > 1 shares the probe keys out among\n"
 "that many threads (the GIL released; worker threads that stay between counts) and the\n"
 "dense rows' documents. Returns the postings counted.";
@@ -632,7 +778,7 @@ ndd_count_blocks(PyObject *self, PyObject *args)
     int threads;
     PyObject *result = NULL, *seq = NULL;
     block_t *blocks = NULL;
-    Py_ssize_t nb = 0, parsed = 0;
+    Py_ssize_t nb = 0;
     if (!PyArg_ParseTuple(args, "Oy*Lw*i", &seq_in, &probe, &base, &counts, &threads))
         return NULL;
     if (check(&probe, 4, "probe") || check(&counts, 4, "counts"))
@@ -641,47 +787,19 @@ ndd_count_blocks(PyObject *self, PyObject *args)
     if (seq == NULL)
         goto done;
     nb = PySequence_Fast_GET_SIZE(seq);
-    blocks = PyMem_Calloc((size_t)(nb ? nb : 1), sizeof(block_t));
+    blocks = PyMem_Malloc((size_t)(nb ? nb : 1) * sizeof(block_t));
     if (blocks == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t i = 0; i < nb; i++) {
-        block_t *b = &blocks[i];
-        PyObject *rowmap, *dense;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "y*y*y*y*iLOOn", &b->ukeys,
-                              &b->offs, &b->ids, &b->dir, &b->bits, &b->lo, &rowmap, &dense,
-                              &b->words))
-            goto done;
-        parsed = i + 1;
-        if (rowmap != Py_None && dense != Py_None) {
-            if (PyObject_GetBuffer(rowmap, &b->rowmap, PyBUF_SIMPLE) < 0)
-                goto done;
-            if (PyObject_GetBuffer(dense, &b->dense, PyBUF_SIMPLE) < 0) {
-                PyBuffer_Release(&b->rowmap);
-                goto done;
-            }
-            b->has_dense = 1;
-        }
-        Py_ssize_t nk = b->ukeys.len / 4;
-        if (check(&b->ukeys, 4, "ukeys") || check(&b->offs, 4, "offs") ||
-            check(&b->ids, 2, "ids") || check(&b->dir, 4, "directory"))
-            goto done;
-        if (b->offs.len / 4 != nk + 1 || (nk && (Py_ssize_t)((uint32_t *)b->offs.buf)[nk] >
-                                                    b->ids.len / 2)) {
-            PyErr_SetString(PyExc_ValueError, "offs must have len(ukeys) + 1 items within ids");
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyObject_TypeCheck(item, &ndd_BlockType) ||
+            ((BlockObject *)item)->b.ukeys.obj == NULL) {
+            PyErr_SetString(PyExc_TypeError, "blocks must hold initialised Block objects");
             goto done;
         }
-        if (b->bits < 0 || b->bits > 31 || b->dir.len / 4 != ((Py_ssize_t)1 << b->bits) + 1) {
-            PyErr_SetString(PyExc_ValueError, "directory must have 2**bits + 1 items");
-            goto done;
-        }
-        if (b->has_dense && (b->rowmap.len != nk * 4 || b->words <= 0 ||
-                             b->dense.len % (8 * b->words))) {
-            PyErr_SetString(PyExc_ValueError, "rowmap must have one int32 per key and dense "
-                            "whole rows of words uint64");
-            goto done;
-        }
+        blocks[i] = ((BlockObject *)item)->b; /* descriptors only: ``seq`` keeps them alive */
     }
     {
         Py_ssize_t np_ = probe.len / 4, nc = counts.len / 4;
@@ -696,30 +814,38 @@ ndd_count_blocks(PyObject *self, PyObject *args)
         Py_ssize_t *nrows = NULL;
         if (nt > 64)
             nt = 64;
+        size_t nbs = (size_t)(nb ? nb : 1);
         Py_ssize_t share = (np_ + nt - 1) / nt + 1; /* rows per block and thread, at most */
         if (nt > 1) {
             priv = PyMem_RawCalloc((size_t)(nt - 1) * (size_t)(nc ? nc : 1), sizeof(int32_t));
-            gathered = PyMem_RawMalloc((size_t)nt * (size_t)(nb ? nb : 1) * (size_t)share
-                                       * sizeof(int32_t) + (size_t)nt * (size_t)(np_ + 1)
-                                       * sizeof(int32_t));
-            nrows = PyMem_RawCalloc((size_t)nt * (size_t)(nb ? nb : 1), sizeof(Py_ssize_t));
+            gathered = PyMem_RawMalloc((size_t)nt * nbs * (size_t)share * sizeof(int32_t)
+                                       + (size_t)nt * (size_t)(np_ + 1) * sizeof(int32_t));
+            nrows = PyMem_RawCalloc((size_t)nt * nbs, sizeof(Py_ssize_t));
             if (priv == NULL || gathered == NULL || nrows == NULL)
                 nt = 1;
         }
         /* Share the probe keys out: each thread looks its share up in every block (keys
          * are spread evenly over blocks and documents, so the shares weigh the same,
          * which whole blocks of unequal size do not); dense rows, see job_dense. */
-        int32_t *scratch = nt > 1 ? gathered + (size_t)nt * (size_t)(nb ? nb : 1) * (size_t)share
-                                  : NULL;
+        int32_t *scratch = nt > 1 ? gathered + (size_t)nt * nbs * (size_t)share : NULL;
         for (int t = 0; t < nt; t++) {
             Py_ssize_t p0 = np_ * t / nt, p1 = np_ * (t + 1) / nt;
-            jobs[t] = (job_t){blocks, (int)nb, (const uint32_t *)probe.buf + p0, p1 - p0, base,
-                              t == 0 ? (int32_t *)counts.buf : priv + (size_t)(t - 1) * nc,
-                              nc, 0, 0, t, nt, jobs, NULL,
-                              nt > 1 ? gathered + (size_t)t * (size_t)(nb ? nb : 1) * (size_t)share
-                                     : NULL,
-                              nt > 1 ? nrows + (size_t)t * (size_t)(nb ? nb : 1) : NULL, share,
-                              (int32_t *)counts.buf};
+            jobs[t] = (job_t){
+                .blocks = blocks,
+                .nb = (int)nb,
+                .probe = (const uint32_t *)probe.buf + p0,
+                .np_ = p1 - p0,
+                .base = base,
+                .cn = t == 0 ? (int32_t *)counts.buf : priv + (size_t)(t - 1) * nc,
+                .nc = nc,
+                .t = t,
+                .nt = nt,
+                .all = jobs,
+                .rows = nt > 1 ? gathered + (size_t)t * nbs * (size_t)share : NULL,
+                .nrows = nt > 1 ? nrows + (size_t)t * nbs : NULL,
+                .stride = share,
+                .shared = (int32_t *)counts.buf,
+            };
         }
         int failed = 0;
         long long total = 0;
@@ -753,17 +879,6 @@ ndd_count_blocks(PyObject *self, PyObject *args)
             result = PyLong_FromLongLong(total);
     }
 done:
-    for (Py_ssize_t i = 0; i < parsed; i++) {
-        block_t *b = &blocks[i];
-        PyBuffer_Release(&b->ukeys);
-        PyBuffer_Release(&b->offs);
-        PyBuffer_Release(&b->ids);
-        PyBuffer_Release(&b->dir);
-        if (b->has_dense) {
-            PyBuffer_Release(&b->rowmap);
-            PyBuffer_Release(&b->dense);
-        }
-    }
     PyMem_Free(blocks);
     Py_XDECREF(seq);
     PyBuffer_Release(&probe);

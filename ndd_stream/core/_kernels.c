@@ -468,7 +468,11 @@ PyDoc_STRVAR(count_filter_doc,
 "Writes to ``out`` (int64) the positions i (ascending) with counts[i] > 0 (int32) that\n"
 "pass the count filter, counts[i] + slack >= max(needed, N[i]) - max(unindexed, U[i]),\n"
 "and whose hour H[i] and size S[i] lie in the inclusive ranges ``hours`` and ``sizes``\n"
-"(pairs); N, U, H, S are rows 0-3 of ``facts`` (int64, 4 x cap). Returns how many.");
+"(pairs); N, U, H, S are the rows FACT_NEEDED, FACT_UNINDEXED, FACT_HOUR, FACT_SIZE of\n"
+"``facts`` (int64, 4 x cap: kernels.Facts.table). Returns how many.");
+
+/* The rows of kernels.Facts.table, in the order of Facts.ROWS. */
+enum fact_row { FACT_NEEDED, FACT_UNINDEXED, FACT_HOUR, FACT_SIZE, FACT_ROWS };
 
 /* One pass instead of numpy's dozen over the window's counters (ScopeWindow.candidates),
  * in chunks of FILTER_CHUNK documents: a branch-free pass sets a byte per document that
@@ -508,14 +512,16 @@ count_filter(PyObject *self, PyObject *args)
     Py_ssize_t n = counts.len / 4;
     if (check(&counts, 4, "counts") || check(&facts, 8, "facts") || check(&out, 8, "out"))
         goto done;
-    if (cap < n || facts.len / 8 != 4 * cap || out.len / 8 < n) {
+    if (cap < n || facts.len / 8 != FACT_ROWS * cap || out.len / 8 < n) {
         PyErr_SetString(PyExc_ValueError, "facts must be 4 x cap with cap >= len(counts), "
                         "out at least len(counts)");
         goto done;
     }
     {
         const int32_t *cn = counts.buf;
-        const int64_t *N = facts.buf, *U = N + cap, *H = U + cap, *S = H + cap;
+        const int64_t *F = facts.buf;
+        const int64_t *N = F + FACT_NEEDED * cap, *U = F + FACT_UNINDEXED * cap;
+        const int64_t *H = F + FACT_HOUR * cap, *S = F + FACT_SIZE * cap;
         int64_t *o = out.buf;
         uint8_t mask[FILTER_CHUNK];
         Py_ssize_t k = 0;
@@ -662,5 +668,16 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__kernels(void)
 {
-    return PyModule_Create(&module);
+    if (PyType_Ready(&ndd_BlockType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&ndd_BlockType);
+    if (PyModule_AddObject(m, "Block", (PyObject *)&ndd_BlockType) < 0) {
+        Py_DECREF(&ndd_BlockType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -25,5 +25,6 @@ PyObject *ndd_count_blocks(PyObject *self, PyObject *args);
 PyObject *ndd_dense_rows(PyObject *self, PyObject *args);
 extern const char ndd_wake_count_workers_doc[];
 PyObject *ndd_wake_count_workers(PyObject *self, PyObject *args);
+extern PyTypeObject ndd_BlockType;
 
 #endif

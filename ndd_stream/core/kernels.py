@@ -12,6 +12,7 @@ says which one is in use (the worker logs it at start and tests compare the two)
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -197,16 +198,41 @@ def dense_rows(offs: U32, ids: U16, keys: I64, span: int) -> U64:
     return out
 
 
-BlockArgs = tuple[U32, U32, U16, U32, int, int, I32 | None, U64 | None, int]
-"""(ukeys, offs, ids, directory, bits, lo, rowmap, dense rows, words) of one block."""
+class BlockArgs(NamedTuple):
+    """One index block as :func:`count_blocks` counts it (see :func:`make_block`): the
+    numpy version's form; with the C kernels a ``_kernels.Block`` with the same fields,
+    its arrays taken and checked once when it is made, not at every count."""
+
+    ukeys: U32  # distinct keys, ascending
+    offs: U32  # len(ukeys) + 1 offsets into ids
+    ids: U16  # document number - lo of each posting
+    directory: U32  # see directory()
+    bits: int
+    lo: int  # number of the block's first document
+    rowmap: I32 | None  # dense row of each key, -1 = sparse (C only)
+    dense: U64 | None  # dense rows, rows x words (C only)
+    words: int
+
+
+def make_block(ukeys: U32, offs: U32, ids: U16, lo: int, index: tuple[U32, int],
+               rowmap: I32 | None = None, dense: U64 | None = None, words: int = 1) -> BlockArgs:
+    """A block for :func:`count_blocks`: a C ``Block`` when the kernels are built (typed as
+    BlockArgs: the same fields), else a BlockArgs. ``index`` is :func:`directory` of
+    ``ukeys``. The arrays must not change afterwards."""
+    table, bits = index
+    if _C is None:
+        return BlockArgs(ukeys, offs, ids, table, bits, lo, rowmap, dense, words)
+    block: BlockArgs = _C.Block(ukeys, offs, ids, table, bits, lo, rowmap, dense, words)  # type: ignore[attr-defined]
+    return block
 
 
 def count_blocks(blocks: list[BlockArgs], probe: U32, base: int, counts: I32,
                  threads: int = 1) -> int:
     """:func:`count_block` over every block, dense keys (rowmap >= 0) counted from their
-    bitmap rows; in C on up to ``threads`` threads when built, else numpy (postings only)."""
+    bitmap rows; in C on up to ``threads`` threads when built, else numpy (postings only).
+    ``blocks`` come from :func:`make_block`."""
     if _C is None:
-        return sum(count_block_numpy(b[0], b[1], b[2], b[5], probe, base, counts)
+        return sum(count_block_numpy(b.ukeys, b.offs, b.ids, b.lo, probe, base, counts)
                    for b in blocks)
     return int(_C.count_blocks(blocks, probe, base, counts, threads))  # type: ignore[attr-defined]
 
@@ -234,9 +260,8 @@ def count_block(
     ``ukeys`` (computed here when not given)."""
     if _C is None:
         return count_block_numpy(ukeys, offs, ids, lo, probe, base, counts)
-    table, bits = index if index is not None else directory(ukeys)
-    return int(_C.count_blocks([(ukeys, offs, ids, table, bits, lo, None, None, 1)], probe,  # type: ignore[attr-defined]
-                               base, counts, 1))
+    block = make_block(ukeys, offs, ids, lo, index if index is not None else directory(ukeys))
+    return int(_C.count_blocks([block], probe, base, counts, 1))  # type: ignore[attr-defined]
 
 
 def merge_csr(
@@ -302,22 +327,69 @@ def top_bits_count(counts: U32, mixed: U64, shift: int) -> None:
     counts[mixed >> np.uint64(shift)] += np.uint32(1)
 
 
-def count_filter(counts: I32, facts: I64, slack: int, needed: int, unindexed: int,
+class Facts:
+    """What the count filter needs of each document of a window, by name: ``needed`` (the
+    overlap a match of it must reach), ``unindexed`` (its q-grams left out of its prefix),
+    ``hour`` and ``size`` (|signature|); column i is the window's i-th document. Stored as
+    the rows of one int64 array (4 x capacity, in the order of ROWS) so that the C filter
+    reads them as one buffer; the C side names the rows alike (enum fact_row)."""
+
+    ROWS = ("needed", "unindexed", "hour", "size")
+
+    def __init__(self, capacity: int = 256) -> None:
+        self.table = np.zeros((len(self.ROWS), max(1, capacity)), dtype=np.int64)
+        self.count = 0
+
+    @property
+    def needed(self) -> I64:
+        return self.table[0, : self.count]
+
+    @property
+    def unindexed(self) -> I64:
+        return self.table[1, : self.count]
+
+    @property
+    def hour(self) -> I64:
+        return self.table[2, : self.count]
+
+    @property
+    def size(self) -> I64:
+        return self.table[3, : self.count]
+
+    def append(self, needed: int, unindexed: int, hour: int, size: int) -> None:
+        """One more document (the capacity doubles when full: no copy per document)."""
+        n = self.count
+        if n >= self.table.shape[1]:
+            grown = np.zeros((len(self.ROWS), 2 * n + 16), dtype=np.int64)
+            grown[:, :n] = self.table[:, :n]
+            self.table = grown
+        self.table[:, n] = (needed, unindexed, hour, size)
+        self.count = n + 1
+
+    def drop_front(self, k: int) -> None:
+        """Forget the first ``k`` documents (the window released them)."""
+        self.table = self.table[:, k:].copy()
+        self.count = max(0, self.count - k)
+
+
+def count_filter(counts: I32, facts: Facts, slack: int, needed: int, unindexed: int,
                  hours: tuple[int, int], sizes: tuple[int, int]) -> I64:
     """Positions i (ascending) with counts[i] > 0 that pass the count filter
-    ``counts[i] + slack >= max(needed, N[i]) - max(unindexed, U[i])`` and whose hour H[i]
-    and size S[i] lie in the inclusive ranges; N, U, H, S are rows 0-3 of ``facts``
-    (4 x cap, cap >= len(counts)). See ScopeWindow.candidates. One pass in C."""
+    ``counts[i] + slack >= max(needed, facts.needed[i]) - max(unindexed,
+    facts.unindexed[i])`` and whose ``facts.hour[i]`` and ``facts.size[i]`` lie in the
+    inclusive ranges (len(counts) <= facts.count). See ScopeWindow.candidates. One pass in C."""
     n = counts.size
     if _C is not None:
         out = np.empty(n, dtype=np.int64)
-        k = int(_C.count_filter(counts, facts, facts.shape[1], slack, needed, unindexed,  # type: ignore[attr-defined]
+        table = facts.table
+        k = int(_C.count_filter(counts, table, table.shape[1], slack, needed, unindexed,  # type: ignore[attr-defined]
                                 hours, sizes, out))
         return out[:k]
     owners = np.flatnonzero(counts)
-    need = np.maximum(facts[0, owners], needed) - np.maximum(facts[1, owners], unindexed)
-    hour = facts[2, owners]
-    size = facts[3, owners]
+    need = (np.maximum(facts.needed[owners], needed)
+            - np.maximum(facts.unindexed[owners], unindexed))
+    hour = facts.hour[owners]
+    size = facts.size[owners]
     keep = ((counts[owners] + slack >= need) & (hour >= hours[0]) & (hour <= hours[1])
             & (size >= sizes[0]) & (size <= sizes[1]))
     return owners[keep]

@@ -133,7 +133,8 @@ class _Block:
                 rowmap = np.full(self.ukeys.size, -1, dtype=np.int32)
                 rowmap[heavy] = np.arange(heavy.size, dtype=np.int32)
                 self.dense = (rowmap, rows)
-        self.args = (self.ukeys, self.offs, self.ids, table, bits, self.lo, rowmap, rows, words)
+        self.args = kernels.make_block(self.ukeys, self.offs, self.ids, self.lo, (table, bits),
+                                       rowmap, rows, words)
         return self.args
 
 

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from ndd_stream.core.bitmaps import Bitmap, BitmapFilter
 from ndd_stream.core.document import Decision
-from ndd_stream.core.kernels import count_filter
+from ndd_stream.core.kernels import Facts, count_filter
 from ndd_stream.core.order import OrderVersion
 from ndd_stream.core.postings import PostingIndex
 
@@ -56,10 +56,8 @@ class ScopeWindow:
         self.bitmaps = BitmapFilter(bitmap_bits) if bitmap_bits else None
         self.docs: list[WindowDoc] = []
         self.doc_base = 0  # number of docs[0], in the index's numbering
-        # Per retained doc, as columns for vectorised filters: the overlap a match of it
-        # needs, how many of its q-grams are not indexed (count filter), its hour and its
-        # |signature|.
-        self._facts = np.zeros((4, 256), dtype=np.int64)
+        # Per retained doc, what the count filter reads (column i: docs[i])
+        self.facts = Facts()
         self.watermark: int | None = None
         self.versions: Counter[int] = Counter()
         self.version_objects: dict[int, OrderVersion] = {}
@@ -107,7 +105,7 @@ class ScopeWindow:
         if not drop:
             return
         del self.docs[:drop]
-        self._facts = self._facts[:, drop:].copy()
+        self.facts.drop_front(drop)
         self.doc_base += drop
         self.index.release_before(self.doc_base)
         if self.bitmaps is not None:
@@ -138,11 +136,7 @@ class ScopeWindow:
         if self.bitmaps is not None:
             assert bitmap is not None, "a window with a bitmap filter needs every bitmap"
             self.bitmaps.add(number, bitmap, doc.size)
-        if n >= self._facts.shape[1]:
-            grown = np.zeros((4, 2 * n + 16), dtype=np.int64)
-            grown[:, :n] = self._facts[:, :n]
-            self._facts = grown
-        self._facts[:, n] = (needed, unindexed, doc.hour, doc.size)
+        self.facts.append(needed, unindexed, doc.hour, doc.size)
         self.docs.append(doc)
         self.versions[version.number] += 1
         self.version_objects[version.number] = version
@@ -174,7 +168,7 @@ class ScopeWindow:
         if keys.size == 0 or n == 0:
             return np.zeros(0, dtype=np.int64)
         counts = self.index.count(keys, self.doc_base, n)
-        return count_filter(counts, self._facts, slack, needed, unindexed, hours, sizes)
+        return count_filter(counts, self.facts, slack, needed, unindexed, hours, sizes)
 
     def live_versions(self) -> list[OrderVersion]:
         return [self.version_objects[v] for v in sorted(self.versions)]
