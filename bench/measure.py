@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import os
 import pstats
 import resource
 import sys
@@ -233,14 +234,18 @@ def detector_config(threshold: float, threads: int | None) -> DetectorConfig:
     read those variables themselves at import."""
     extra: dict[str, Any] = {}
     fields = getattr(DetectorConfig, "__dataclass_fields__", {})
-    if "count_threads" in fields:
+    knobs = ("NDD_COUNT_THREADS", "NDD_DENSE_FRACTION", "NDD_NO_KERNELS")
+    if "count_threads" in fields and any(k in os.environ for k in knobs):
+        # only then: pydantic's import would add ~20 MB to the peak RSS measured
         from ndd_stream.settings import Settings
 
         settings = Settings()
-        extra["count_threads"] = threads if threads is not None else settings.count_threads
+        extra["count_threads"] = settings.count_threads
         extra["dense_fraction"] = settings.dense_fraction
         if settings.no_kernels:
             kernels.use_numpy()
+    if "count_threads" in fields and threads is not None:
+        extra["count_threads"] = threads
     return DetectorConfig(threshold=threshold, window_hours=WINDOW_HOURS, **extra)
 
 
