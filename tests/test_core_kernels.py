@@ -593,3 +593,44 @@ def test_thread_choice_keeps_the_faster_and_tries_the_other() -> None:
     # one more threaded count moves its average past one thread's; then one thread, and
     # the threads every 4th pick
     assert picks[12:] == [2, 1, 1, 2, 1, 1, 1, 2, 1, 1, 1, 2]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sets(st.integers(0, 2**64 - 1), min_size=1, max_size=400), st.integers(0, 2**16),
+       st.integers(1, 450), st.integers(0, 4), st.booleans(), st.sampled_from([1, 3, 64]))
+def test_probe_keys_in_c_are_the_numpy_prefixes_and_keys(
+    values: set[int], seed: int, length: int, versions: int, hash_order: bool, spread: int,
+) -> None:
+    """One C call: each version's prefix (as a set), the union's distinct keys ascending and
+    its distinct codes, as OrderVersion.prefix and two sorted_unique compute them; with no
+    version, the whole signature's keys. Codes sharing their top 32 bits included."""
+    from ndd_stream.core.order import OrderVersion
+    from ndd_stream.core.qgrams import sorted_unique
+
+    if _kernels is None:
+        pytest.skip("C kernels not built")
+    rng = np.random.default_rng(seed)
+    mixed = np.array(sorted(values), dtype=np.uint64)
+    mixed[: mixed.size // 4] &= np.uint64(0xFFFFFFFF_000000FF)  # shared top 32 bits
+    mixed = np.unique(mixed)
+    rng.shuffle(mixed)
+    length = min(length, mixed.size)
+    shift = 64 - 8
+    chosen = [OrderVersion(0, None, shift)] if hash_order else []
+    chosen += [OrderVersion(i + 1, rng.integers(0, spread, 1 << 8).astype(np.uint8), shift)
+               for i in range(versions)]
+    found = kernels.probe_keys(mixed, [v.classes for v in chosen], shift, length)
+    assert found is not None
+    rows, keys, ncodes = found
+    saved = kernels._C
+    try:
+        kernels._C = None
+        want = [v.prefix(mixed, length) for v in chosen] if chosen else [mixed]
+    finally:
+        kernels._C = saved
+    for row, prefix in zip(rows, want, strict=False):
+        assert sorted(row.tolist()) == sorted(prefix.tolist())
+    codes = sorted_unique(np.concatenate(want))
+    assert ncodes == codes.size
+    assert keys.dtype == np.uint32
+    assert keys.tolist() == sorted_unique(codes >> np.uint64(32)).astype(np.uint32).tolist()

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from ndd_stream.core.bitmaps import Bitmap, auto_bits
 from ndd_stream.core.document import Decision, Document, Policy, Status
-from ndd_stream.core.kernels import DEFAULT_DENSE_FRACTION, available_cores
+from ndd_stream.core.kernels import DEFAULT_DENSE_FRACTION, available_cores, probe_keys
 from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.novelty import MAX_LISTED, Novelty, declares_correction, detail_line, judge
 from ndd_stream.core.novelty import figures as figures_of
@@ -305,11 +305,8 @@ class Detector:
         mixed = fmix64(sig)
         length = extended_prefix(sig.size, t)
         full = length >= sig.size  # the whole signature under every order version
-        probes = [mixed] if full else [v.prefix(mixed, length) for v in versions]
+        probes, keys, ncodes = _probe_keys(versions, mixed, length, full)
         bitmap = window.bitmaps.bitmap(mixed) if window.bitmaps is not None else None
-        # distinct codes (mixed is a bijection of the distinct signature), in any order
-        codes = sorted_unique(np.concatenate(probes)) if len(probes) > 1 else probes[0]
-        keys = sorted_unique(codes >> np.uint64(32)).astype(np.uint32)
         prefixes = ({v.number: mixed for v in versions} if full else
                     {v.number: p for v, p in zip(versions, probes, strict=True)})
         # The keys are the document's own prefix keys under any version when its prefix is
@@ -323,7 +320,7 @@ class Detector:
         if oldest is not None and oldest > lo_hour:
             lo_hour = oldest
         positions = window.candidates(
-            keys, int(codes.size - keys.size), min_overlap(int(sig.size), t),
+            keys, ncodes - int(keys.size), min_overlap(int(sig.size), t),
             int(sig.size) - length, (lo_hour, hour), (lo_size, hi_size),
         )
         self.stats.candidates += int(positions.size)
@@ -452,6 +449,24 @@ class Detector:
         self.stats.decided += 1
         key = decision.status.value
         self.stats.by_status[key] = self.stats.by_status.get(key, 0) + 1
+
+
+def _probe_keys(versions: list[OrderVersion], mixed: Codes, length: int,
+                full: bool) -> tuple[list[Codes], npt.NDArray[np.uint32], int]:
+    """The probe's prefix under each live version ([mixed] when ``full``), the distinct keys
+    of their union (ascending) and its distinct codes (mixed is a bijection of the distinct
+    signature): in one C call when the kernels are built, else in numpy."""
+    shift = versions[0].shift
+    if all(v.shift == shift for v in versions):
+        tables = [] if full else [v.classes for v in versions]
+        found = probe_keys(mixed, tables, shift, length)
+        if found is not None:
+            rows, keys, ncodes = found
+            return ([mixed] if full else rows), keys, ncodes
+    probes = [mixed] if full else [v.prefix(mixed, length) for v in versions]
+    codes = sorted_unique(np.concatenate(probes)) if len(probes) > 1 else probes[0]
+    keys = sorted_unique(codes >> np.uint64(32)).astype(np.uint32)
+    return probes, keys, int(codes.size)
 
 
 def _novelty(

@@ -307,6 +307,24 @@ def order_prefix(mixed: U64, classes: npt.NDArray[np.uint8], shift: int,
     return out
 
 
+def probe_keys(mixed: U64, tables: list[npt.NDArray[np.uint8] | None], shift: int,
+               length: int) -> tuple[list[U64], U32, int] | None:
+    """A probe's prefixes under each order version (``tables``: their class tables, None for
+    the hash order of version 0; none: the whole of ``mixed``), the distinct top-32-bit keys
+    of their union, ascending, and how many distinct codes the union holds, in one C call;
+    None without the kernels (the caller computes it in numpy: the same sets)."""
+    if _C is None:
+        return None
+    nv = len(tables)
+    prefixes = np.empty((nv, length if nv else 0), dtype=np.uint64)
+    keys = np.empty(nv * length if nv else mixed.size, dtype=np.uint32)
+    ncodes, nkeys = _C.probe_keys(np.ascontiguousarray(mixed, dtype=np.uint64), tables, shift,  # type: ignore[attr-defined]
+                                  length if nv else 0, prefixes, keys)
+    if nkeys < keys.size:
+        keys.resize(nkeys, refcheck=False)  # realloc: no copy (the keys may be indexed)
+    return list(prefixes), keys, int(ncodes)
+
+
 def top_bits_bitmap(mixed: U64, bits: int) -> U64:
     """A bitmap of ``2**bits`` bits (uint64 words, little-endian bit order) with bit
     ``c >> (64 - bits)`` set for every code c of ``mixed`` (the bitmap filter's)."""
