@@ -634,3 +634,43 @@ def test_probe_keys_in_c_are_the_numpy_prefixes_and_keys(
     assert ncodes == codes.size
     assert keys.dtype == np.uint32
     assert keys.tolist() == sorted_unique(codes >> np.uint64(32)).astype(np.uint32).tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=300))
+def test_fmix64_in_c_equals_numpy(codes: list[int]) -> None:
+    from ndd_stream.core.qgrams import _fmix64_numpy, fmix64
+
+    z = np.array(codes, dtype=np.uint64)
+    assert fmix64(z).tolist() == _fmix64_numpy(z).tolist()
+    assert fmix64(z[::2]).tolist() == _fmix64_numpy(z[::2]).tolist()  # a strided view
+
+
+def test_fused_count_and_filter_equal_count_then_filter() -> None:
+    """PostingIndex.candidates (one C call into counters kept between decisions) keeps what
+    count + count_filter keep, as the window grows past the counters' room and after
+    documents are released from a block that still holds them."""
+    from ndd_stream.core.postings import PostingIndex
+
+    rng = np.random.default_rng(11)
+    index = PostingIndex(1)
+    facts = kernels.Facts(4)
+    for step in range(2500):
+        keys = np.unique(np.concatenate([rng.integers(0, 200, 30),
+                                         rng.integers(0, 2**32, 60)])).astype(np.uint32)
+        index.add(keys)
+        facts.append(int(rng.integers(0, 20)), int(rng.integers(0, 10)), step // 100,
+                     int(rng.integers(50, 120)))
+        if step % 250 != 249:
+            continue
+        if step == 1999:
+            index.release_before(700)  # inside a block: counted as 0 from here on
+            facts.drop_front(700)
+        first = index.base
+        n = index.end - first
+        probe = np.unique(rng.integers(0, 200, 80)).astype(np.uint32)
+        args = (3, int(rng.integers(0, 20)), 5, (step // 100 - 5, step // 100), (60, 110))
+        got = index.candidates(probe, first, n, facts, *args)
+        want = kernels.count_filter(index.count(probe, first, n), facts, *args)
+        assert got.tolist() == want.tolist()
+        assert 0 < want.size < n

@@ -769,24 +769,18 @@ const char ndd_count_blocks_doc[] =
 "that many threads (the GIL released; worker threads that stay between counts) and the\n"
 "dense rows' documents. Returns the postings counted.";
 
-PyObject *
-ndd_count_blocks(PyObject *self, PyObject *args)
+/* Counts the probe's postings in every Block of ``seq_in`` into cn[0..nc) (see
+ * count_blocks); 0 with *total set, or -1 with an exception set. */
+static int
+count_core(PyObject *seq_in, const uint32_t *probe, Py_ssize_t np_, long long base,
+           int32_t *cn, Py_ssize_t nc, int threads, long long *total_out)
 {
-    PyObject *seq_in;
-    Py_buffer probe, counts;
-    long long base;
-    int threads;
-    PyObject *result = NULL, *seq = NULL;
+    int status = -1;
+    PyObject *seq = PySequence_Fast(seq_in, "blocks must be a sequence");
     block_t *blocks = NULL;
-    Py_ssize_t nb = 0;
-    if (!PyArg_ParseTuple(args, "Oy*Lw*i", &seq_in, &probe, &base, &counts, &threads))
-        return NULL;
-    if (check(&probe, 4, "probe") || check(&counts, 4, "counts"))
-        goto done;
-    seq = PySequence_Fast(seq_in, "blocks must be a sequence");
     if (seq == NULL)
-        goto done;
-    nb = PySequence_Fast_GET_SIZE(seq);
+        return -1;
+    Py_ssize_t nb = PySequence_Fast_GET_SIZE(seq);
     blocks = PyMem_Malloc((size_t)(nb ? nb : 1) * sizeof(block_t));
     if (blocks == NULL) {
         PyErr_NoMemory();
@@ -802,7 +796,6 @@ ndd_count_blocks(PyObject *self, PyObject *args)
         blocks[i] = ((BlockObject *)item)->b; /* descriptors only: ``seq`` keeps them alive */
     }
     {
-        Py_ssize_t np_ = probe.len / 4, nc = counts.len / 4;
         int nt = threads < 1 ? 1 : threads;
         if (nt > np_ / 16) /* a few keys per thread at least */
             nt = np_ >= 32 ? (int)(np_ / 16) : 1;
@@ -833,10 +826,10 @@ ndd_count_blocks(PyObject *self, PyObject *args)
             jobs[t] = (job_t){
                 .blocks = blocks,
                 .nb = (int)nb,
-                .probe = (const uint32_t *)probe.buf + p0,
+                .probe = probe + p0,
                 .np_ = p1 - p0,
                 .base = base,
-                .cn = t == 0 ? (int32_t *)counts.buf : priv + (size_t)(t - 1) * nc,
+                .cn = t == 0 ? cn : priv + (size_t)(t - 1) * nc,
                 .nc = nc,
                 .t = t,
                 .nt = nt,
@@ -844,7 +837,7 @@ ndd_count_blocks(PyObject *self, PyObject *args)
                 .rows = nt > 1 ? gathered + (size_t)t * nbs * (size_t)share : NULL,
                 .nrows = nt > 1 ? nrows + (size_t)t * nbs : NULL,
                 .stride = share,
-                .shared = (int32_t *)counts.buf,
+                .shared = cn,
             };
         }
         int failed = 0;
@@ -860,7 +853,6 @@ ndd_count_blocks(PyObject *self, PyObject *args)
             total += jobs[t].total;
         }
         if (!failed) {
-            int32_t *cn = counts.buf;
             for (int t = 1; t < nt; t++) {
                 const int32_t *src = priv + (size_t)(t - 1) * nc;
                 for (Py_ssize_t i = 0; i < nc; i++)
@@ -875,14 +867,83 @@ ndd_count_blocks(PyObject *self, PyObject *args)
             PyErr_NoMemory();
         else if (failed)
             PyErr_SetString(PyExc_ValueError, "rowmap points past the dense rows");
-        else
-            result = PyLong_FromLongLong(total);
+        else {
+            *total_out = total;
+            status = 0;
+        }
     }
 done:
     PyMem_Free(blocks);
-    Py_XDECREF(seq);
+    Py_DECREF(seq);
+    return status;
+}
+
+PyObject *
+ndd_count_blocks(PyObject *self, PyObject *args)
+{
+    PyObject *seq_in, *result = NULL;
+    Py_buffer probe, counts;
+    long long base, total = 0;
+    int threads;
+    if (!PyArg_ParseTuple(args, "Oy*Lw*i", &seq_in, &probe, &base, &counts, &threads))
+        return NULL;
+    if (!check(&probe, 4, "probe") && !check(&counts, 4, "counts") &&
+        count_core(seq_in, probe.buf, probe.len / 4, base, counts.buf, counts.len / 4, threads,
+                   &total) == 0)
+        result = PyLong_FromLongLong(total);
     PyBuffer_Release(&probe);
     PyBuffer_Release(&counts);
+    return result;
+}
+
+const char ndd_count_candidates_doc[] =
+
+"count_candidates(blocks, probe, base, n, live, threads, scratch, facts, cap, slack,\n"
+"                 needed, unindexed, hours, sizes, out) -> (k, postings)\n\n"
+"count_blocks of documents base .. base + n - 1 into ``scratch`` (int32, at least n items,\n"
+"zeroed here: the caller keeps it between decisions), documents below ``live`` (released)\n"
+"counted as 0, then count_filter over them (``facts``: kernels.Facts.table, 4 x cap) into\n"
+"``out`` (int64, at least n items): one call, no window-sized allocation. Returns the\n"
+"positions written and the postings counted.";
+
+PyObject *
+ndd_count_candidates(PyObject *self, PyObject *args)
+{
+    PyObject *seq_in, *result = NULL;
+    Py_buffer probe, scratch, facts, out;
+    long long base, live, slack, needed, unindexed, h0, h1, s0, s1, total = 0;
+    Py_ssize_t n, cap;
+    int threads;
+    if (!PyArg_ParseTuple(args, "Oy*LnLiw*y*nLLL(LL)(LL)w*", &seq_in, &probe, &base, &n, &live,
+                          &threads, &scratch, &facts, &cap, &slack, &needed, &unindexed, &h0,
+                          &h1, &s0, &s1, &out))
+        return NULL;
+    if (check(&probe, 4, "probe") || check(&scratch, 4, "scratch") ||
+        check(&facts, 8, "facts") || check(&out, 8, "out"))
+        goto done;
+    if (n < 0 || scratch.len / 4 < n || out.len / 8 < n || cap < n ||
+        facts.len / 8 != FACT_ROWS * cap) {
+        PyErr_SetString(PyExc_ValueError, "count_candidates: scratch and out need n items, "
+                        "facts 4 x cap with cap >= n");
+        goto done;
+    }
+    {
+        int32_t *cn = scratch.buf;
+        memset(cn, 0, (size_t)n * sizeof(int32_t));
+        if (n > 0 && probe.len > 0 &&
+            count_core(seq_in, probe.buf, probe.len / 4, base, cn, n, threads, &total) < 0)
+            goto done;
+        if (live > base) /* a block straddling the base still holds released documents */
+            memset(cn, 0, (size_t)(live - base < n ? live - base : n) * sizeof(int32_t));
+        Py_ssize_t k = ndd_filter(cn, facts.buf, cap, n, slack, needed, unindexed, h0, h1, s0,
+                                  s1, out.buf);
+        result = Py_BuildValue("nL", k, total);
+    }
+done:
+    PyBuffer_Release(&probe);
+    PyBuffer_Release(&scratch);
+    PyBuffer_Release(&facts);
+    PyBuffer_Release(&out);
     return result;
 }
 

@@ -503,6 +503,44 @@ prefix_under(const uint64_t *m, Py_ssize_t n, const uint8_t *cl, int shift, Py_s
     }
 }
 
+PyDoc_STRVAR(fmix64_doc,
+"fmix64(codes, out) -> None\n\n"
+"splitmix64's finalizer of every code (uint64) into ``out`` (uint64, as many): the same\n"
+"values as ndd_stream.core.qgrams.fmix64 in numpy.");
+
+/* Why: numpy spends eight ufunc calls (and temporaries) on the few hundred codes of a
+ * document, once per decision. */
+static PyObject *
+fmix64_c(PyObject *self, PyObject *args)
+{
+    Py_buffer codes, out;
+    if (!PyArg_ParseTuple(args, "y*w*", &codes, &out))
+        return NULL;
+    PyObject *result = NULL;
+    if (check(&codes, 8, "codes") || check(&out, 8, "out"))
+        goto done;
+    if (out.len != codes.len) {
+        PyErr_SetString(PyExc_ValueError, "out must have as many items as codes");
+        goto done;
+    }
+    {
+        const uint64_t *c = codes.buf;
+        uint64_t *o = out.buf;
+        for (Py_ssize_t i = 0, n = codes.len / 8; i < n; i++) {
+            uint64_t z = c[i];
+            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+            o[i] = z ^ (z >> 31);
+        }
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
+done:
+    PyBuffer_Release(&codes);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 PyDoc_STRVAR(probe_keys_doc,
 "probe_keys(mixed, tables, shift, length, prefixes, keys) -> (codes, nkeys)\n\n"
 "A probe's prefixes and keys in one call. For each of the order versions ``tables`` (a\n"
@@ -643,8 +681,7 @@ PyDoc_STRVAR(count_filter_doc,
 "(pairs); N, U, H, S are the rows FACT_NEEDED, FACT_UNINDEXED, FACT_HOUR, FACT_SIZE of\n"
 "``facts`` (int64, 4 x cap: kernels.Facts.table). Returns how many.");
 
-/* The rows of kernels.Facts.table, in the order of Facts.ROWS. */
-enum fact_row { FACT_NEEDED, FACT_UNINDEXED, FACT_HOUR, FACT_SIZE, FACT_ROWS };
+
 
 /* One pass instead of numpy's dozen over the window's counters (ScopeWindow.candidates),
  * in chunks of FILTER_CHUNK documents: a branch-free pass sets a byte per document that
@@ -671,6 +708,36 @@ filter_mask(const int32_t *restrict cn, const int64_t *restrict N, const int64_t
     }
 }
 
+Py_ssize_t
+ndd_filter(const int32_t *cn, const int64_t *F, Py_ssize_t cap, Py_ssize_t n, int64_t slack,
+           int64_t needed, int64_t unindexed, int64_t h0, int64_t h1, int64_t s0, int64_t s1,
+           int64_t *o)
+{
+    const int64_t *N = F + FACT_NEEDED * cap, *U = F + FACT_UNINDEXED * cap;
+    const int64_t *H = F + FACT_HOUR * cap, *S = F + FACT_SIZE * cap;
+    uint8_t mask[FILTER_CHUNK];
+    Py_ssize_t k = 0;
+    for (Py_ssize_t lo = 0; lo < n; lo += FILTER_CHUNK) {
+        Py_ssize_t m = n - lo < FILTER_CHUNK ? n - lo : FILTER_CHUNK;
+        filter_mask(cn + lo, N + lo, U + lo, H + lo, S + lo, m, slack, needed, unindexed, h0,
+                    h1, s0, s1, mask);
+        for (Py_ssize_t i = 0; i < m; i += 8) {
+            uint64_t word = 0;
+            if (i + 8 <= m)
+                memcpy(&word, mask + i, 8);
+            else
+                for (Py_ssize_t j = i; j < m; j++)
+                    word |= (uint64_t)mask[j] << (8 * (j - i));
+            while (word) { /* lowest set byte first: positions stay ascending */
+                int bit = __builtin_ctzll(word);
+                o[k++] = lo + i + bit / 8;
+                word &= word - 1;
+            }
+        }
+    }
+    return k;
+}
+
 static PyObject *
 count_filter(PyObject *self, PyObject *args)
 {
@@ -690,31 +757,8 @@ count_filter(PyObject *self, PyObject *args)
         goto done;
     }
     {
-        const int32_t *cn = counts.buf;
-        const int64_t *F = facts.buf;
-        const int64_t *N = F + FACT_NEEDED * cap, *U = F + FACT_UNINDEXED * cap;
-        const int64_t *H = F + FACT_HOUR * cap, *S = F + FACT_SIZE * cap;
-        int64_t *o = out.buf;
-        uint8_t mask[FILTER_CHUNK];
-        Py_ssize_t k = 0;
-        for (Py_ssize_t lo = 0; lo < n; lo += FILTER_CHUNK) {
-            Py_ssize_t m = n - lo < FILTER_CHUNK ? n - lo : FILTER_CHUNK;
-            filter_mask(cn + lo, N + lo, U + lo, H + lo, S + lo, m, slack, needed, unindexed,
-                        h0, h1, s0, s1, mask);
-            for (Py_ssize_t i = 0; i < m; i += 8) {
-                uint64_t word = 0;
-                if (i + 8 <= m)
-                    memcpy(&word, mask + i, 8);
-                else
-                    for (Py_ssize_t j = i; j < m; j++)
-                        word |= (uint64_t)mask[j] << (8 * (j - i));
-                while (word) { /* lowest set byte first: positions stay ascending */
-                    int bit = __builtin_ctzll(word);
-                    o[k++] = lo + i + bit / 8;
-                    word &= word - 1;
-                }
-            }
-        }
+        Py_ssize_t k = ndd_filter(counts.buf, facts.buf, cap, n, slack, needed, unindexed, h0,
+                                  h1, s0, s1, out.buf);
         result = PyLong_FromSsize_t(k);
     }
 done:
@@ -824,8 +868,10 @@ static PyMethodDef methods[] = {
     {"count_filter", count_filter, METH_VARARGS, count_filter_doc},
     {"order_prefix", order_prefix, METH_VARARGS, order_prefix_doc},
     {"probe_keys", probe_keys, METH_VARARGS, probe_keys_doc},
+    {"fmix64", fmix64_c, METH_VARARGS, fmix64_doc},
     {"ascii_signature", ascii_signature, METH_VARARGS, ascii_signature_doc},
     {"count_blocks", ndd_count_blocks, METH_VARARGS, ndd_count_blocks_doc},
+    {"count_candidates", ndd_count_candidates, METH_VARARGS, ndd_count_candidates_doc},
     {"dense_rows", ndd_dense_rows, METH_VARARGS, ndd_dense_rows_doc},
     {"wake_count_workers", ndd_wake_count_workers, METH_VARARGS, ndd_wake_count_workers_doc},
     {"intersection", intersection, METH_VARARGS, intersection_doc},

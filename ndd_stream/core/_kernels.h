@@ -26,5 +26,16 @@ PyObject *ndd_dense_rows(PyObject *self, PyObject *args);
 extern const char ndd_wake_count_workers_doc[];
 PyObject *ndd_wake_count_workers(PyObject *self, PyObject *args);
 extern PyTypeObject ndd_BlockType;
+extern const char ndd_count_candidates_doc[];
+PyObject *ndd_count_candidates(PyObject *self, PyObject *args);
+
+/* The rows of kernels.Facts.table, in the order of Facts.ROWS. */
+enum fact_row { FACT_NEEDED, FACT_UNINDEXED, FACT_HOUR, FACT_SIZE, FACT_ROWS };
+
+/* _kernels.c: the count filter of ScopeWindow.candidates over n documents (facts: 4 x cap
+ * int64) into o (ascending positions); returns how many. */
+Py_ssize_t ndd_filter(const int32_t *cn, const int64_t *facts, Py_ssize_t cap, Py_ssize_t n,
+                      int64_t slack, int64_t needed, int64_t unindexed, int64_t h0, int64_t h1,
+                      int64_t s0, int64_t s1, int64_t *o);
 
 #endif

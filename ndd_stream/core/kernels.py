@@ -307,6 +307,17 @@ def order_prefix(mixed: U64, classes: npt.NDArray[np.uint8], shift: int,
     return out
 
 
+def fmix64(codes: U64) -> U64 | None:
+    """splitmix64's finalizer of every code in one C pass; None without the kernels (the
+    caller computes it in numpy: the same values)."""
+    if _C is None:
+        return None
+    codes = np.ascontiguousarray(codes, dtype=np.uint64)
+    out = np.empty_like(codes)
+    _C.fmix64(codes, out)  # type: ignore[attr-defined]
+    return out
+
+
 def probe_keys(mixed: U64, tables: list[npt.NDArray[np.uint8] | None], shift: int,
                length: int) -> tuple[list[U64], U32, int] | None:
     """A probe's prefixes under each order version (``tables``: their class tables, None for
@@ -411,6 +422,23 @@ def count_filter(counts: I32, facts: Facts, slack: int, needed: int, unindexed: 
     keep = ((counts[owners] + slack >= need) & (hour >= hours[0]) & (hour <= hours[1])
             & (size >= sizes[0]) & (size <= sizes[1]))
     return owners[keep]
+
+
+def count_candidates(blocks: list[BlockArgs], probe: U32, base: int, n: int, live: int,
+                     threads: int, scratch: I32, facts: Facts, slack: int, needed: int,
+                     unindexed: int, hours: tuple[int, int], sizes: tuple[int, int],
+                     out: I64) -> tuple[int, int] | None:
+    """:func:`count_blocks` of documents ``base .. base + n - 1`` into ``scratch`` (zeroed
+    there; documents below ``live`` count 0), then :func:`count_filter` into ``out``, in one
+    C call with no window-sized allocation: (positions written to ``out``, postings
+    counted). None without the kernels (the caller counts and filters in numpy)."""
+    if _C is None:
+        return None
+    table = facts.table
+    k, postings = _C.count_candidates(blocks, probe, base, n, live, threads, scratch, table,  # type: ignore[attr-defined]
+                                      table.shape[1], slack, needed, unindexed, hours, sizes,
+                                      out)
+    return int(k), int(postings)
 
 
 def intersection(a: U64, b: U64) -> int:

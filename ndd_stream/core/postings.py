@@ -162,6 +162,9 @@ class PostingIndex:
         self._threads = ThreadChoice()
         # threads picked by get_ready for the next count, and when
         self._ready: tuple[int, float] | None = None
+        # counters and positions of candidates(), kept between decisions
+        self._scratch = np.empty(0, dtype=np.int32)
+        self._out = np.empty(0, dtype=np.int64)
 
     def __len__(self) -> int:
         """Postings held, including expired ones still sharing a block with live ones."""
@@ -217,6 +220,35 @@ class PostingIndex:
         if live > first:  # a block straddling the base still holds released documents
             counts[: live - first] = 0
         return counts
+
+    def candidates(self, keys: Keys, first: int, n: int, facts: kernels.Facts, slack: int,
+                   needed: int, unindexed: int, hours: tuple[int, int],
+                   sizes: tuple[int, int]) -> Ints:
+        """:meth:`count` of documents ``first .. first+n-1`` filtered by
+        :func:`kernels.count_filter` (see ScopeWindow.candidates): positions, ascending.
+        With the C kernels one call into counters kept between decisions (no window-sized
+        allocation per decision), else numpy."""
+        if keys.size == 0 or n <= 0 or kernels.IMPLEMENTATION != "c":
+            counts = self.count(keys, first, n)
+            return kernels.count_filter(counts, facts, slack, needed, unindexed, hours, sizes)
+        ready, self._ready = self._ready, None
+        probe = np.ascontiguousarray(keys, dtype=np.uint32)
+        live = max(first, self.base)
+        blocks = [b.prepare(self.dense_fraction) for b in self._blocks if b.hi > live]
+        if self._scratch.size < n:  # grown geometrically: reallocated O(log n) times
+            room = max(n, 2 * self._scratch.size)
+            self._scratch = np.empty(room, dtype=np.int32)
+            self._out = np.empty(room, dtype=np.int64)
+        threads, started = ready or (self._threads.pick(self.threads), time.perf_counter())
+        found = kernels.count_candidates(blocks, probe, first, n, live, threads, self._scratch,
+                                         facts, slack, needed, unindexed, hours, sizes,
+                                         self._out)
+        if found is None:  # the kernels were switched off after this index was made
+            counts = self.count(keys, first, n)
+            return kernels.count_filter(counts, facts, slack, needed, unindexed, hours, sizes)
+        k, postings = found
+        self._threads.record(threads, time.perf_counter() - started, postings)
+        return self._out[:k].copy()
 
     def prepare(self) -> None:
         """Build every block's lookup directory and dense rows now, as the first count after

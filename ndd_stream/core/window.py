@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from ndd_stream.core.bitmaps import Bitmap, BitmapFilter
 from ndd_stream.core.document import Decision
-from ndd_stream.core.kernels import Facts, count_filter
+from ndd_stream.core.kernels import Facts
 from ndd_stream.core.order import OrderVersion
 from ndd_stream.core.postings import PostingIndex
 
@@ -167,8 +167,8 @@ class ScopeWindow:
         n = len(self.docs)
         if keys.size == 0 or n == 0:
             return np.zeros(0, dtype=np.int64)
-        counts = self.index.count(keys, self.doc_base, n)
-        return count_filter(counts, self.facts, slack, needed, unindexed, hours, sizes)
+        return self.index.candidates(keys, self.doc_base, n, self.facts, slack, needed,
+                                     unindexed, hours, sizes)
 
     def live_versions(self) -> list[OrderVersion]:
         return [self.version_objects[v] for v in sorted(self.versions)]
