@@ -183,15 +183,17 @@ class PostingIndex:
         """Whether every block is ready for a count (see :meth:`prepare`)."""
         return all(b.args is not None for b in self._blocks)
 
-    def add(self, keys: Keys) -> int:
-        """Index one document under ``keys``; return its document number."""
+    def add(self, keys: Keys, ascending: bool = False) -> int:
+        """Index one document under ``keys``; return its document number. ``ascending``: the
+        caller vouches that the keys are ascending and distinct (the check costs a numpy
+        reduction, ~2.5% of a Reuters decision)."""
         number = self.end
         self.end += 1
         if keys.size == 0:
             return number
         keys = np.asarray(keys, dtype=np.uint32)
         ids = np.zeros(keys.size, dtype=np.uint16)
-        if keys.size < 2 or bool(np.all(keys[1:] > keys[:-1])):  # sorted, distinct already
+        if ascending or keys.size < 2 or bool(np.all(keys[1:] > keys[:-1])):
             offs = np.arange(keys.size + 1, dtype=np.uint32)
             self._blocks.append(_Block(number, number + 1, keys, offs, ids))
         else:

@@ -126,12 +126,12 @@ class ScopeWindow:
         unindexed: int,
         bitmap: Bitmap | None = None,
     ) -> None:
-        """Index ``doc`` under its prefix ``keys``; ``needed`` is the overlap any match of it
-        must reach, ``unindexed`` how many of its q-grams are not in the prefix (see
-        :meth:`candidates`); ``bitmap`` is its bitmap-filter bitmap (required when the
-        window has a bitmap filter)."""
+        """Index ``doc`` under its prefix ``keys`` (ascending, distinct); ``needed`` is the
+        overlap any match of it must reach, ``unindexed`` how many of its q-grams are not
+        in the prefix (see :meth:`candidates`); ``bitmap`` is its bitmap-filter bitmap
+        (required when the window has a bitmap filter)."""
         n = len(self.docs)
-        number = self.index.add(keys)
+        number = self.index.add(keys, ascending=True)
         assert number == self.doc_base + n, "index and window numbering diverged"
         if self.bitmaps is not None:
             assert bitmap is not None, "a window with a bitmap filter needs every bitmap"
