@@ -1,5 +1,5 @@
 /* Shared by the C kernels' sources (_kernels.c: the module and the small kernels;
- * _count.c: the index count). */
+ * _count.c: the index count; _block.c: the Block type). */
 #ifndef NDD_KERNELS_H
 #define NDD_KERNELS_H
 
@@ -17,6 +17,19 @@
 
 /* 0 when ``b`` is a whole number of ``itemsize``-byte items, else -1 with ValueError set. */
 int ndd_check(Py_buffer *b, Py_ssize_t itemsize, const char *name);
+
+/* One index block's arrays, taken and checked once (_block.c: the Block type). */
+typedef struct {
+    Py_buffer ukeys, offs, ids, dir, rowmap, dense;
+    int bits, has_dense;
+    long long lo;
+    Py_ssize_t words;
+} block_t;
+
+typedef struct {
+    PyObject_HEAD
+    block_t b;
+} BlockObject;
 
 /* _count.c */
 extern const char ndd_count_blocks_doc[];
