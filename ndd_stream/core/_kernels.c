@@ -355,8 +355,8 @@ done:
 }
 
 /* The k smallest of a[0..n) moved to a[0..k) (any order): quickselect, median of three. */
-static void
-select_smallest(uint64_t *a, Py_ssize_t n, Py_ssize_t k)
+void
+ndd_select_smallest(uint64_t *a, Py_ssize_t n, Py_ssize_t k)
 {
     if (k <= 0 || k >= n)
         return;
@@ -387,6 +387,74 @@ select_smallest(uint64_t *a, Py_ssize_t n, Py_ssize_t k)
         else
             return;
     }
+}
+
+PyDoc_STRVAR(bitmap_keep_doc,
+"bitmap_keep(table, width, rows, query, sizes, size, threshold, out) -> None\n\n"
+"The bitmap filter's test of BitmapFilter.may_match for the rows ``rows`` (int64) of one\n"
+"chunk: with d = popcount(table[r] ^ query) (``width`` words a row) and s = sizes[r]\n"
+"(int64), out[i] (bool) = (size + s - d) // 2 / max(s, size) >= threshold, in doubles as\n"
+"numpy computes it.");
+
+/* Why: at t = 0.8 the test ran as ~10 numpy calls on a handful of candidates (5% of a
+ * Reuters decision). */
+static PyObject *
+bitmap_keep(PyObject *self, PyObject *args)
+{
+    Py_buffer table, rows, query, sizes, out;
+    Py_ssize_t width;
+    long long size;
+    double threshold;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*ny*y*y*Ldw*", &table, &width, &rows, &query, &sizes, &size,
+                          &threshold, &out))
+        return NULL;
+    if (check(&table, 8, "table") || check(&rows, 8, "rows") || check(&query, 8, "query") ||
+        check(&sizes, 8, "sizes"))
+        goto done;
+    {
+        Py_ssize_t n = rows.len / 8;
+        if (width <= 0 || query.len / 8 != width || (table.len / 8) % width) {
+            PyErr_SetString(PyExc_ValueError, "query and table rows must have width words");
+            goto done;
+        }
+        Py_ssize_t nrows = table.len / 8 / width;
+        if (out.len != n || sizes.len / 8 != nrows) {
+            PyErr_SetString(PyExc_ValueError, "out needs one bool per row index, sizes one "
+                            "int64 per table row");
+            goto done;
+        }
+        const uint64_t *tb = table.buf, *qb = query.buf;
+        const int64_t *rw = rows.buf, *sz = sizes.buf;
+        uint8_t *ob = out.buf;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (rw[i] < 0 || rw[i] >= nrows) {
+                PyErr_SetString(PyExc_IndexError, "row index out of range of table");
+                goto done;
+            }
+        }
+        Py_ssize_t (*row_fn)(const uint64_t *, const uint64_t *, Py_ssize_t) = xor_popcount_row;
+#ifdef HAVE_HW_POPCOUNT
+        if (__builtin_cpu_supports("popcnt"))
+            row_fn = xor_popcount_row_hw;
+#endif
+        for (Py_ssize_t i = 0; i < n; i++) {
+            long long d = (long long)row_fn(tb + (Py_ssize_t)rw[i] * width, qb, width);
+            long long theirs = sz[rw[i]], num = size + theirs - d;
+            long long bound = num >= 0 ? num / 2 : -((-num + 1) / 2); /* floor, as numpy // */
+            double denom = (double)(theirs > size ? theirs : size);
+            ob[i] = (double)bound / denom >= threshold;
+        }
+        Py_INCREF(Py_None);
+        result = Py_None;
+    }
+done:
+    PyBuffer_Release(&table);
+    PyBuffer_Release(&rows);
+    PyBuffer_Release(&query);
+    PyBuffer_Release(&sizes);
+    PyBuffer_Release(&out);
+    return result;
 }
 
 PyDoc_STRVAR(order_prefix_doc,
@@ -447,7 +515,7 @@ order_prefix(PyObject *self, PyObject *args)
         }
         Py_ssize_t need = length - k;
         if (need > 0) {
-            select_smallest(tie, t, need);
+            ndd_select_smallest(tie, t, need);
             memcpy(o + k, tie, (size_t)need * sizeof(uint64_t));
         }
         Py_END_ALLOW_THREADS
@@ -460,216 +528,6 @@ done:
     PyBuffer_Release(&mixed);
     PyBuffer_Release(&classes);
     PyBuffer_Release(&out);
-    return result;
-}
-
-/* The ``length`` smallest of m[0..n) (distinct) under (cl[m >> shift], m) into o; cl NULL:
- * by m alone (order version 0). ``tie`` and ``c`` have room for n items. */
-static void
-prefix_under(const uint64_t *m, Py_ssize_t n, const uint8_t *cl, int shift, Py_ssize_t length,
-             uint64_t *o, uint64_t *tie, uint8_t *c)
-{
-    if (cl == NULL) {
-        memcpy(tie, m, (size_t)n * sizeof(uint64_t));
-        select_smallest(tie, n, length);
-        memcpy(o, tie, (size_t)length * sizeof(uint64_t));
-        return;
-    }
-    Py_ssize_t hist[256] = {0};
-    /* the classes table (2**bits bytes) is far larger than L2: prefetch 16 codes ahead */
-    for (Py_ssize_t i = 0; i < n && i < 16; i++)
-        PREFETCH(&cl[m[i] >> shift]);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (i + 16 < n)
-            PREFETCH(&cl[m[i + 16] >> shift]);
-        c[i] = cl[m[i] >> shift];
-        hist[c[i]]++;
-    }
-    int last = 0; /* the class in which the prefix ends */
-    Py_ssize_t below = 0;
-    while (last < 255 && below + hist[last] < length)
-        below += hist[last++];
-    Py_ssize_t k = 0, t = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (c[i] < last)
-            o[k++] = m[i];
-        else if (c[i] == last)
-            tie[t++] = m[i];
-    }
-    Py_ssize_t need = length - k;
-    if (need > 0) {
-        select_smallest(tie, t, need);
-        memcpy(o + k, tie, (size_t)need * sizeof(uint64_t));
-    }
-}
-
-PyDoc_STRVAR(fmix64_doc,
-"fmix64(codes, out) -> None\n\n"
-"splitmix64's finalizer of every code (uint64) into ``out`` (uint64, as many): the same\n"
-"values as ndd_stream.core.qgrams.fmix64 in numpy.");
-
-/* Why: numpy spends eight ufunc calls (and temporaries) on the few hundred codes of a
- * document, once per decision. */
-static PyObject *
-fmix64_c(PyObject *self, PyObject *args)
-{
-    Py_buffer codes, out;
-    if (!PyArg_ParseTuple(args, "y*w*", &codes, &out))
-        return NULL;
-    PyObject *result = NULL;
-    if (check(&codes, 8, "codes") || check(&out, 8, "out"))
-        goto done;
-    if (out.len != codes.len) {
-        PyErr_SetString(PyExc_ValueError, "out must have as many items as codes");
-        goto done;
-    }
-    {
-        const uint64_t *c = codes.buf;
-        uint64_t *o = out.buf;
-        for (Py_ssize_t i = 0, n = codes.len / 8; i < n; i++) {
-            uint64_t z = c[i];
-            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-            z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-            o[i] = z ^ (z >> 31);
-        }
-        Py_INCREF(Py_None);
-        result = Py_None;
-    }
-done:
-    PyBuffer_Release(&codes);
-    PyBuffer_Release(&out);
-    return result;
-}
-
-PyDoc_STRVAR(probe_keys_doc,
-"probe_keys(mixed, tables, shift, length, prefixes, keys) -> (codes, nkeys)\n\n"
-"A probe's prefixes and keys in one call. For each of the order versions ``tables`` (a\n"
-"sequence of uint8 class tables of 2**(64 - shift) items, or None for version 0's hash\n"
-"order), row i of ``prefixes`` (uint64, len(tables) x length) gets the ``length``\n"
-"smallest of ``mixed`` (uint64, distinct) under it, any order (OrderVersion.prefix).\n"
-"``keys`` (uint32) gets the distinct top 32 bits of the union of the rows (of ``mixed``\n"
-"itself when ``tables`` is empty), ascending. Returns (distinct codes in the union, keys).");
-
-/* Why: the probe computed its prefix under each live order version (one call each), then
- * numpy concatenated, sorted and deduplicated the codes and again their keys: ~16% of a
- * Reuters decision at t = 0.8, where 5 versions are live. */
-static PyObject *
-probe_keys(PyObject *self, PyObject *args)
-{
-    Py_buffer mixed, prefixes, keys;
-    PyObject *tables_in, *tables = NULL, *result = NULL;
-    int shift;
-    Py_ssize_t length;
-    Py_buffer *views = NULL;
-    Py_ssize_t nv = 0, taken = 0;
-    if (!PyArg_ParseTuple(args, "y*Oinw*w*", &mixed, &tables_in, &shift, &length, &prefixes,
-                          &keys))
-        return NULL;
-    if (check(&mixed, 8, "mixed") || check(&prefixes, 8, "prefixes") || check(&keys, 4, "keys"))
-        goto done;
-    tables = PySequence_Fast(tables_in, "tables must be a sequence");
-    if (tables == NULL)
-        goto done;
-    nv = PySequence_Fast_GET_SIZE(tables);
-    Py_ssize_t n = mixed.len / 8;
-    if (shift < 17 || shift > 63 || length < 0 || length > n ||
-        prefixes.len / 8 != nv * length) {
-        PyErr_SetString(PyExc_ValueError, "probe_keys: sizes do not fit");
-        goto done;
-    }
-    views = PyMem_Calloc((size_t)(nv ? nv : 1), sizeof(Py_buffer));
-    if (views == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (; taken < nv; taken++) {
-        PyObject *t = PySequence_Fast_GET_ITEM(tables, taken);
-        if (t == Py_None)
-            continue;
-        if (PyObject_GetBuffer(t, &views[taken], PyBUF_SIMPLE) < 0)
-            goto done;
-        if (views[taken].len != ((Py_ssize_t)1 << (64 - shift))) {
-            taken++;
-            PyErr_SetString(PyExc_ValueError, "probe_keys: a class table has the wrong size");
-            goto done;
-        }
-    }
-    {
-        Py_ssize_t total = nv ? nv * length : n;
-        if (keys.len / 4 < total) {
-            PyErr_SetString(PyExc_ValueError, "probe_keys: keys is too short");
-            goto done;
-        }
-        uint64_t *tie = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(uint64_t));
-        uint8_t *c = PyMem_RawMalloc((size_t)(n ? n : 1));
-        uint64_t *a = PyMem_RawMalloc((size_t)(total ? total : 1) * 2 * sizeof(uint64_t));
-        if (tie == NULL || c == NULL || a == NULL) {
-            PyMem_RawFree(tie);
-            PyMem_RawFree(c);
-            PyMem_RawFree(a);
-            PyErr_NoMemory();
-            goto done;
-        }
-        const uint64_t *m = mixed.buf;
-        uint64_t *rows = prefixes.buf, *b = a + total;
-        uint32_t *ko = keys.buf;
-        Py_ssize_t ncodes = 0, nkeys = 0;
-        Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t v = 0; v < nv; v++)
-            prefix_under(m, n, views[v].obj ? views[v].buf : NULL, shift, length,
-                         rows + v * length, tie, c);
-        memcpy(a, nv ? rows : m, (size_t)total * sizeof(uint64_t));
-        /* LSD radix sort by the top 32 bits (the key), 8 bits a pass */
-        for (int pass = 0; pass < 4; pass++) {
-            Py_ssize_t cnt[257];
-            int sh = 32 + 8 * pass;
-            memset(cnt, 0, sizeof(cnt));
-            for (Py_ssize_t i = 0; i < total; i++)
-                cnt[((a[i] >> sh) & 255) + 1]++;
-            for (int d = 0; d < 256; d++)
-                cnt[d + 1] += cnt[d];
-            for (Py_ssize_t i = 0; i < total; i++)
-                b[cnt[(a[i] >> sh) & 255]++] = a[i];
-            uint64_t *t = a;
-            a = b;
-            b = t;
-        }
-        /* runs of one key: its distinct codes (a code is in at most nv rows; distinct codes
-         * rarely share 32 bits), by insertion sort of the run */
-        for (Py_ssize_t i = 0; i < total;) {
-            Py_ssize_t j = i + 1;
-            uint32_t key = (uint32_t)(a[i] >> 32);
-            while (j < total && (uint32_t)(a[j] >> 32) == key)
-                j++;
-            for (Py_ssize_t x = i + 1; x < j; x++) {
-                uint64_t v = a[x];
-                Py_ssize_t y = x;
-                while (y > i && a[y - 1] > v) {
-                    a[y] = a[y - 1];
-                    y--;
-                }
-                a[y] = v;
-            }
-            for (Py_ssize_t x = i; x < j; x++)
-                ncodes += x == i || a[x] != a[x - 1];
-            ko[nkeys++] = key;
-            i = j;
-        }
-        Py_END_ALLOW_THREADS
-        PyMem_RawFree(tie);
-        PyMem_RawFree(c);
-        PyMem_RawFree(a < b ? a : b);
-        result = Py_BuildValue("nn", ncodes, nkeys);
-    }
-done:
-    for (Py_ssize_t v = 0; v < taken; v++)
-        if (views[v].obj != NULL)
-            PyBuffer_Release(&views[v]);
-    PyMem_Free(views);
-    Py_XDECREF(tables);
-    PyBuffer_Release(&mixed);
-    PyBuffer_Release(&prefixes);
-    PyBuffer_Release(&keys);
     return result;
 }
 
@@ -867,8 +725,9 @@ static PyMethodDef methods[] = {
     {"directory", directory_c, METH_VARARGS, directory_doc},
     {"count_filter", count_filter, METH_VARARGS, count_filter_doc},
     {"order_prefix", order_prefix, METH_VARARGS, order_prefix_doc},
-    {"probe_keys", probe_keys, METH_VARARGS, probe_keys_doc},
-    {"fmix64", fmix64_c, METH_VARARGS, fmix64_doc},
+    {"probe_keys", ndd_probe_keys, METH_VARARGS, ndd_probe_keys_doc},
+    {"fmix64", ndd_fmix64, METH_VARARGS, ndd_fmix64_doc},
+    {"bitmap_keep", bitmap_keep, METH_VARARGS, bitmap_keep_doc},
     {"ascii_signature", ascii_signature, METH_VARARGS, ascii_signature_doc},
     {"count_blocks", ndd_count_blocks, METH_VARARGS, ndd_count_blocks_doc},
     {"count_candidates", ndd_count_candidates, METH_VARARGS, ndd_count_candidates_doc},

@@ -1,5 +1,5 @@
 /* Shared by the C kernels' sources (_kernels.c: the module and the small kernels;
- * _count.c: the index count; _block.c: the Block type). */
+ * _count.c: the index count; _block.c: the Block type; _probe.c: the probe). */
 #ifndef NDD_KERNELS_H
 #define NDD_KERNELS_H
 
@@ -30,6 +30,15 @@ typedef struct {
     PyObject_HEAD
     block_t b;
 } BlockObject;
+
+/* _probe.c */
+extern const char ndd_fmix64_doc[];
+extern const char ndd_probe_keys_doc[];
+PyObject *ndd_fmix64(PyObject *self, PyObject *args);
+PyObject *ndd_probe_keys(PyObject *self, PyObject *args);
+
+/* _kernels.c: the k smallest of a[0..n) moved to a[0..k), any order. */
+void ndd_select_smallest(uint64_t *a, Py_ssize_t n, Py_ssize_t k);
 
 /* _count.c */
 extern const char ndd_count_blocks_doc[];

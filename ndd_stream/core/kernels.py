@@ -447,6 +447,19 @@ def intersection(a: U64, b: U64) -> int:
     return int(_C.intersection(a, b))  # type: ignore[attr-defined]
 
 
+def bitmap_keep(table: U64, rows: I64, query: U64, sizes: I64, size: int, threshold: float,
+                out: npt.NDArray[np.bool_]) -> bool:
+    """BitmapFilter.may_match's test for ``rows`` of one chunk (``table``: 2-D, ``sizes``: its
+    documents' |signature|) written into ``out`` in one C pass; False without the kernels
+    (the caller computes it in numpy: the same doubles)."""
+    if _C is None:
+        return False
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    if rows.size:
+        _C.bitmap_keep(table, table.shape[1], rows, query, sizes, size, threshold, out)  # type: ignore[attr-defined]
+    return True
+
+
 def xor_popcount(table: U64, rows: I64, query: U64) -> I64:
     """:func:`xor_popcount_numpy`, in C when built (no (rows x width) temporary)."""
     if _C is None:
