@@ -17,8 +17,9 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 
-# A C compiler for the detector's kernels (ndd_stream/core/_kernels.c, _count.c, ~4x faster
-# decisions at large windows); only this stage has it. Versions follow the base image.
+# A C compiler for the detector's kernels (ndd_stream/core/_kernels.c, _count.c, _block.c,
+# _probe.c; ~4x faster decisions at large windows); only this stage has it. Versions follow
+# the base image.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends gcc libc6-dev \

@@ -87,10 +87,13 @@ def measure(home: Path, tree: Path, method: str, workload: str, window: int,
             threshold: float, count: int, out: Path, threads: int | None) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": f"{home}{os.pathsep}{tree}",
            "NDD_SHARED_DATA": str(REUTERS.parent)}  # the harness copy sits elsewhere
-    if threads is not None:
+    extra: list[str] = []
+    if threads is not None:  # an older base reads the variable, this tree the option
         env["NDD_COUNT_THREADS"] = str(threads)
+        extra = ["--threads", str(threads)]
     subprocess.run([sys.executable, "-m", "bench.measure", method, str(window), str(count),
-                    str(threshold), str(out), "--workload", workload, "--budget", "600"],
+                    str(threshold), str(out), "--workload", workload, "--budget", "600",
+                    *extra],
                    cwd=home, env=env, check=True, stdout=subprocess.DEVNULL)
     result: dict[str, Any] = json.loads(out.read_text())
     return result
@@ -101,6 +104,7 @@ def row(side: str, r: dict[str, Any]) -> dict[str, Any]:
             "window": r["window"] or r.get("window_documents_end") or r["measured"],
             "kernels": r.get("kernels"), "threads": r.get("count_threads"),
             "measured": r["measured"], "docs_per_s": round(r["docs_per_s"], 1),
+            "cpu_docs_per_s": round(r.get("cpu_docs_per_s", 0.0), 1),
             "p50_ms": round(r["p50_ms"], 2), "p99_ms": round(r["p99_ms"], 2),
             "peak_rss_mb": round(r["peak_rss_mb"]),
             "index_mb": round(r.get("index_bytes", 0) / 2**20),
@@ -121,15 +125,19 @@ def peer_note(workload: str, threshold: float, exact: dict[str, Any],
 
 
 def table(groups: list[list[dict[str, Any]]]) -> str:
-    lines = ["| workload | threshold | window | side | docs/s | p50 ms | p99 ms | peak RSS MB |"
-             " index MB | flagged | ÷ base docs/s |", "|---" * 11 + "|"]
+    lines = ["| workload | threshold | window | side | docs/s | CPU docs/s | p50 ms | p99 ms |"
+             " peak RSS MB | index MB | flagged | ÷ base docs/s | ÷ base CPU docs/s |",
+             "|---" * 13 + "|"]
     for group in groups:
         base = group[0]
         for r in group:
             ratio = "" if r is base else f"{r['docs_per_s'] / base['docs_per_s']:.2f}"
+            cpu = ("" if r is base or not base["cpu_docs_per_s"] else
+                   f"{r['cpu_docs_per_s'] / base['cpu_docs_per_s']:.2f}")
             lines.append(f"| {r['workload']} | {r['threshold']} | {r['window']:,} | {r['side']} | "
-                         f"{r['docs_per_s']} | {r['p50_ms']} | {r['p99_ms']} | "
-                         f"{r['peak_rss_mb']} | {r['index_mb']} | {r['flags']} | {ratio} |")
+                         f"{r['docs_per_s']} | {r['cpu_docs_per_s']} | {r['p50_ms']} | "
+                         f"{r['p99_ms']} | {r['peak_rss_mb']} | {r['index_mb']} | {r['flags']} | "
+                         f"{ratio} | {cpu} |")
     return "\n".join(lines)
 
 

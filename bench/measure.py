@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import json
+import os
 import pstats
 import resource
 import sys
@@ -226,6 +227,36 @@ def profile_shares(det: Detector, docs: list[Document]) -> dict[str, float]:
     return {k: round(v / total, 4) for k, v in stages.items()} | {"profiled_seconds": total}
 
 
+def detector_config(threshold: float, threads: int | None) -> DetectorConfig:
+    """The measured configuration. Where the revision has them as settings, the core's speed
+    settings come from the environment as the CLI takes them (NDD_COUNT_THREADS,
+    NDD_DENSE_FRACTION, NDD_NO_KERNELS), ``threads`` overriding the first; older revisions
+    read those variables themselves at import."""
+    extra: dict[str, Any] = {}
+    fields = getattr(DetectorConfig, "__dataclass_fields__", {})
+    knobs = ("NDD_COUNT_THREADS", "NDD_DENSE_FRACTION", "NDD_NO_KERNELS")
+    if "count_threads" in fields and any(k in os.environ for k in knobs):
+        # only then: pydantic's import would add ~20 MB to the peak RSS measured
+        from ndd_stream.settings import Settings
+
+        settings = Settings()
+        extra["count_threads"] = settings.count_threads
+        extra["dense_fraction"] = settings.dense_fraction
+        if settings.no_kernels:
+            kernels.use_numpy()
+    if "count_threads" in fields and threads is not None:
+        extra["count_threads"] = threads
+    return DetectorConfig(threshold=threshold, window_hours=WINDOW_HOURS, **extra)
+
+
+def count_threads(impl: Any) -> int:
+    """The threads one count may use in this run (older revisions: kernels.COUNT_THREADS)."""
+    config = getattr(impl, "config", None)
+    if config is not None and hasattr(config, "count_threads"):
+        return int(config.count_threads or kernels.available_cores())
+    return int(getattr(kernels, "COUNT_THREADS", 1))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("method", choices=["detector", "faithful", "minhash"])
@@ -235,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out")
     ap.add_argument("--budget", type=float, default=120.0, help="max seconds of measuring")
     ap.add_argument("--profile", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=None,
+                    help="count threads (the count_threads setting; default: the cores; an "
+                    "older revision reads NDD_COUNT_THREADS, which bench.compare sets too)")
     ap.add_argument("--workload", choices=WORKLOADS, default="news",
                     help="reuters: every item, no warm-up, WINDOW ignored (bench/corpora.py)")
     args = ap.parse_args(argv)
@@ -246,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     stream = workload(args.window, args.workload)
     rss_start = rss_mb()
-    config = DetectorConfig(threshold=args.threshold, window_hours=WINDOW_HOURS)
+    config = detector_config(args.threshold, args.threads)
     impl: Any
     if args.method == "detector":
         impl = Detector(config)
@@ -267,10 +301,12 @@ def main(argv: list[str] | None = None) -> int:
     records: list[list[Any]] = []
     flags: list[bool] = []
     t_measure = time.perf_counter()
+    cpu = 0.0
     for doc in docs:
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.thread_time()
         result = impl.decide(doc)
         latencies.append(time.perf_counter() - t1)
+        cpu += time.thread_time() - c1
         if isinstance(result, Decision):
             records.append(decision_record(result))
             flags.append(result.status is not Status.UNIQUE)
@@ -283,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         "method": args.method,
         "workload": args.workload,
         "source": note,
-        "count_threads": getattr(kernels, "COUNT_THREADS", 1),  # older revisions: one
+        "count_threads": count_threads(impl),
         "kernels": kernels.IMPLEMENTATION,
         "window": args.window,
         "threshold": args.threshold,
@@ -293,6 +329,9 @@ def main(argv: list[str] | None = None) -> int:
         "warm_seconds": round(warm_seconds, 2),
         "measured": int(lat.size),
         "docs_per_s": float(lat.size / lat.sum()),
+        # CPU time of the deciding thread: on a machine shared with other jobs it varies far
+        # less than the wall clock (count threads other than the caller's are not in it)
+        "cpu_docs_per_s": float(lat.size / max(cpu, 1e-9)),
         "p50_ms": float(np.percentile(lat, 50) * 1e3),
         "p99_ms": float(np.percentile(lat, 99) * 1e3),
         "mean_ms": float(lat.mean() * 1e3),

@@ -23,6 +23,7 @@ from ndd_stream.core.detector import (
 )
 from ndd_stream.core.extract import DEFAULT_EXTRACT, DEFAULT_MAX_HTML_DEPTH, ExtractMode
 from ndd_stream.core.items import ItemFormat
+from ndd_stream.core.kernels import DEFAULT_DENSE_FRACTION
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -142,6 +143,27 @@ class Settings(BaseSettings):
     index_duplicates: bool = Field(
         True,
         description="Index every item after its decision (Fig. 2); False indexes unique ones only.",
+    )
+
+    # --- Speed of the core (never changes a decision; docs/BENCHMARK.md) --------------
+    count_threads: int | None = Field(
+        None,
+        ge=1,
+        description="Threads one decision's index count may use (C kernels); unset = the "
+        "cores this process may run on (affinity mask, cgroup CPU quota). 1 with several "
+        "workers per host.",
+    )
+    dense_fraction: float = Field(
+        DEFAULT_DENSE_FRACTION,
+        ge=0.0,
+        le=1.0,
+        description="A q-gram key held by at least this share of an index block's documents "
+        "is also a bitmap row, counted by carry-save adders (C kernels); 0 = never.",
+    )
+    no_kernels: bool = Field(
+        False,
+        description="Run the numpy versions of the core's kernels even where the C kernels "
+        "are built (same decisions, slower: comparisons, a suspected kernel bug).",
     )
 
     # --- Item fields ------------------------------------------------------------------
@@ -303,6 +325,8 @@ class Settings(BaseSettings):
             index_duplicates=self.index_duplicates,
             bitmap_bits=self.bitmap_filter_bits,
             novelty=self.novelty,
+            count_threads=self.count_threads,
+            dense_fraction=self.dense_fraction,
         )
 
     def event_time_order(self) -> bool:

@@ -169,3 +169,37 @@ def test_worker_without_a_broker_says_so_in_one_line_and_creates_no_state(
     assert f"no Kafka broker answers at {address} (NDD_BROKERS)" in lines[-1]
     assert "exit code 3" in lines[-1]
     assert list(tmp_path.iterdir()) == []  # no ./ndd-data before there is state
+
+
+@pytest.mark.parametrize(("variable", "value", "allowed"), [
+    ("NDD_COUNT_THREADS", "two", "NDD_COUNT_THREADS=two"),
+    ("NDD_COUNT_THREADS", "0", "NDD_COUNT_THREADS=0: allowed >= 1"),
+    ("NDD_DENSE_FRACTION", "2", "NDD_DENSE_FRACTION=2: allowed [0.0, 1.0]"),
+    ("NDD_NO_KERNELS", "perhaps", "NDD_NO_KERNELS=perhaps"),
+])
+def test_the_cores_speed_knobs_are_settings_with_one_line_errors(
+    variable: str, value: str, allowed: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Count threads, dense fraction and the numpy switch were read (and a bad value made
+    the process exit) inside core at import; now they are validated like any setting."""
+    monkeypatch.setenv(variable, value)
+    lines = _fails(["dedup", "x.jsonl"], capsys)
+    assert lines[-1].startswith("ndd-stream dedup: error: invalid settings: " + allowed)
+
+
+def test_no_kernels_makes_the_cli_run_the_numpy_core(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from ndd_stream.core import kernels
+
+    monkeypatch.setattr(kernels, "IMPLEMENTATION", kernels.IMPLEMENTATION)
+    monkeypatch.setattr(kernels, "_C", kernels._C)
+    items = tmp_path / "in.jsonl"
+    item = '"text": "a short news item about rates", "channel": "c", "timestamp": 1000}'
+    items.write_text(f'{{"id": 1, {item}\n{{"id": 2, {item}\n', encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    monkeypatch.setenv("NDD_NO_KERNELS", "1")
+    assert main(["dedup", str(items), "-o", str(out)]) == 0
+    assert kernels.IMPLEMENTATION == "numpy" and kernels._C is None
+    assert '"exact_duplicate"' in out.read_text(encoding="utf-8").splitlines()[1]

@@ -81,3 +81,30 @@ def test_sizes_follow_the_threshold_and_bad_sizes_are_refused() -> None:
     assert DetectorConfig(threshold=0.3, bitmap_bits=12).effective_bitmap_bits == 12
     with pytest.raises(ValueError, match="bitmap_bits"):
         DetectorConfig(bitmap_bits=40)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sets(st.integers(0, 5000), max_size=300), min_size=1, max_size=12),
+       st.sets(st.integers(0, 5000), max_size=300), st.sampled_from([6, 8, 14]),
+       st.sampled_from([0.3, 0.5, 0.8, 1.0]), st.integers(0, 2))
+def test_may_match_in_c_equals_numpy(
+    docs: list[set[int]], query: set[int], bits: int, threshold: float, spread: int,
+) -> None:
+    """The one-pass C test keeps exactly the documents numpy keeps, over one chunk and over
+    several (documents numbered ``spread`` chunks apart)."""
+    filt = BitmapFilter(bits)
+    numbers = []
+    for i, d in enumerate(docs):
+        number = i * (1 + spread * CHUNK)
+        filt.add(number, filt.bitmap(fmix64(np.array(sorted(d), dtype=np.uint64))), len(d))
+        numbers.append(number)
+    q = filt.bitmap(fmix64(np.array(sorted(query), dtype=np.uint64)))
+    got = filt.may_match(np.array(numbers), q, max(1, len(query)), threshold)
+    saved = kernels._C
+    try:
+        kernels._C = None
+        want = filt.may_match(np.array(numbers), q, max(1, len(query)), threshold)
+    finally:
+        kernels._C = saved
+    assert got.dtype == want.dtype == np.bool_
+    assert got.tolist() == want.tolist()

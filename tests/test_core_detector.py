@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference import brute_force
 
+from ndd_stream.core import kernels
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Document, Policy, Status
 from ndd_stream.core.normalize import normal_form
@@ -18,6 +22,21 @@ WORDS = ["rome", "mayor", "metro", "line", "opened", "today", "the", "of", "new"
          "strike", "bank", "rates", "3", "2026", "Città", "Zürich", "東京", "нефть", "über",
          # figures (the novelty rule compares them without thousands commas) and a correction
          "1,250", "1250", "58.8", "58.7", "12.5", "7", "net", "Corrected"]
+
+
+IMPLEMENTATIONS = ["c", "numpy"] if kernels._C is not None else ["numpy"]
+
+
+@contextmanager
+def implementation(name: str) -> Iterator[None]:
+    """The C kernels or the numpy fallback (what a machine without a compiler runs)."""
+    saved = kernels.IMPLEMENTATION, kernels._C
+    if name == "numpy":
+        kernels.IMPLEMENTATION, kernels._C = "numpy", None
+    try:
+        yield
+    finally:
+        kernels.IMPLEMENTATION, kernels._C = saved
 
 
 @st.composite
@@ -57,18 +76,24 @@ def streams(draw: st.DrawFn) -> list[Document]:
     index_duplicates=st.booleans(),
     bitmap_bits=st.sampled_from([None, 0, 6, 10]),  # 6: 64-bit bitmaps, collisions galore
     novelty=st.sampled_from(["auto", "on", "off"]),
+    impl=st.sampled_from(IMPLEMENTATIONS),
+    threads=st.sampled_from([1, 2]),
+    dense_fraction=st.sampled_from([0.0, 1 / 16, 1.0]),
 )
 def test_decisions_equal_brute_force(
     docs: list[Document], threshold: float, q: int, window: int, index_duplicates: bool,
-    bitmap_bits: int | None, novelty: str,
+    bitmap_bits: int | None, novelty: str, impl: str, threads: int, dense_fraction: float,
 ) -> None:
-    """Whatever the threshold (full or partial prefixes), bitmap filter size and novelty
-    mode: the same routing, the same match and the same explanation of a new report."""
+    """Whatever the threshold (full or partial prefixes), bitmap filter size, novelty mode,
+    kernels (C or the numpy fallback) and speed settings: the same routing, the same match
+    and the same explanation of a new report."""
     config = DetectorConfig(q=q, threshold=threshold, window_hours=window,
                             index_duplicates=index_duplicates, bitmap_bits=bitmap_bits,
-                            novelty=novelty)  # type: ignore[arg-type]
-    detector = Detector(config)
-    got = [detector.decide(d) for d in docs]
+                            novelty=novelty, count_threads=threads,  # type: ignore[arg-type]
+                            dense_fraction=dense_fraction)
+    with implementation(impl):
+        detector = Detector(config)
+        got = [detector.decide(d) for d in docs]
     want = brute_force(docs, q=q, threshold=threshold, window_hours=window,
                        index_duplicates=index_duplicates, novelty_mode=novelty)
     for g, w in zip(got, want, strict=True):
@@ -81,9 +106,10 @@ def test_decisions_equal_brute_force(
                 w.resembles, w.only_new, w.only_old)
 
 
-def test_decisions_equal_brute_force_with_order_snapshots() -> None:
+@pytest.mark.parametrize("impl", IMPLEMENTATIONS)
+def test_decisions_equal_brute_force_with_order_snapshots(impl: str) -> None:
     """Over a thousand documents the rare-first order is re-learned several times (after
-    256 and 1024 documents); decisions must not change with it."""
+    256 and 1024 documents); decisions must not change with it (C kernels and numpy)."""
     rnd = random.Random(7)
     vocab = [f"w{i}x{i * 7 % 13}" for i in range(400)]
     docs: list[Document] = []
@@ -95,8 +121,9 @@ def test_decisions_equal_brute_force_with_order_snapshots() -> None:
         else:
             text = " ".join(rnd.choices(vocab, k=rnd.randint(20, 60)))
         docs.append(Document(f"d{i}", "s", "c", 1_700_000_000 + i * 60.0, text))
-    detector = Detector(DetectorConfig(threshold=0.8, window_hours=2))
-    got = [detector.decide(d) for d in docs]
+    with implementation(impl):
+        detector = Detector(DetectorConfig(threshold=0.8, window_hours=2))
+        got = [detector.decide(d) for d in docs]
     want = brute_force(docs, threshold=0.8, window_hours=2)
     assert [(g.status.value, g.duplicate_of) for g in got] == [
         (w.status, w.duplicate_of) for w in want

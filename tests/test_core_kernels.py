@@ -114,7 +114,8 @@ def test_count_blocks_rejects_arrays_of_the_wrong_width() -> None:
     table, bits = kernels.directory(ukeys)
 
     def call(*block: object, out: np.ndarray = counts) -> object:
-        return _kernels.count_blocks([block], ukeys, 0, out, 1)
+        """The checks run where the block is made, once, not at every count."""
+        return _kernels.count_blocks([_kernels.Block(*block)], ukeys, 0, out, 1)
 
     with pytest.raises(ValueError, match="offs"):
         call(ukeys, offs[:-1], ids, table, bits, 0, None, None, 4)
@@ -129,6 +130,14 @@ def test_count_blocks_rejects_arrays_of_the_wrong_width() -> None:
     with pytest.raises(ValueError, match="rowmap"):  # one rowmap entry per key
         call(ukeys, offs, ids, table, bits, 0, np.zeros(1, dtype=np.int32),
              np.zeros(4, dtype=np.uint64), 4)
+    with pytest.raises(TypeError, match="Block"):  # the old 9-tuple is no block
+        _kernels.count_blocks([(ukeys, offs, ids, table, bits, 0, None, None, 4)], ukeys, 0,
+                              counts, 1)
+    block = _kernels.Block(ukeys.copy(), offs, ids, table, bits, lo=7)
+    assert (block.lo, block.bits, block.words, block.rowmap, block.dense) == (7, bits, 1, None,
+                                                                              None)
+    assert block.ukeys.tolist() == ukeys.tolist()  # held by the block, not a copy per count
+    assert block.offs is offs and block.ids is ids and block.directory is table
 
 
 codes = st.lists(st.integers(0, 2**64 - 1), max_size=200).map(
@@ -231,7 +240,7 @@ def _dense_block(pairs: set[tuple[int, int]], span: int, lo: int, pick: int
     rowmap[heavy] = np.arange(heavy.size, dtype=np.int32)
     rows = kernels.dense_rows(offs, ids, heavy, span)
     assert rows.shape == (heavy.size, words)
-    return (ukeys, offs, ids, table, bits, lo, rowmap, rows, words), postings
+    return kernels.make_block(ukeys, offs, ids, lo, (table, bits), rowmap, rows, words), postings
 
 
 block_pairs = st.sets(st.tuples(st.integers(0, 80), st.integers(0, 1100)), max_size=500)
@@ -266,7 +275,7 @@ def test_count_blocks_with_dense_rows_and_threads_equals_the_reference(
         assert total == sum(expected)
     plain = np.zeros(n, dtype=np.int32)
     for b in args:
-        kernels.count_block_numpy(b[0], b[1], b[2], b[5], keys, base, plain)
+        kernels.count_block_numpy(b.ukeys, b.offs, b.ids, b.lo, keys, base, plain)
     assert plain.tolist() == expected
 
 
@@ -366,8 +375,9 @@ def test_threaded_counts_from_concurrent_callers_are_right() -> None:
 @given(block_pairs, st.integers(0, 7))
 def test_dense_rows_in_c_equal_numpy(pairs: set[tuple[int, int]], pick: int) -> None:
     block, _ = _dense_block(pairs, 1101, 0, pick)
-    offs, ids = block[1], block[2]
-    heavy = np.flatnonzero(block[6] >= 0)
+    offs, ids = block.offs, block.ids
+    assert block.rowmap is not None
+    heavy = np.flatnonzero(block.rowmap >= 0)
     c_rows = kernels.dense_rows(offs, ids, heavy, 1101)
     saved = kernels._C
     try:
@@ -391,21 +401,30 @@ def test_the_index_counts_the_same_with_dense_rows_and_without(
 
     monkeypatch.setattr(postings.ThreadChoice, "pick", lambda self, available: available)
     rng = np.random.default_rng(3)
-    index = PostingIndex()
+    indexes = {threads: PostingIndex(threads) for threads in (1, 2)}
     for _ in range(3000):
         keys = np.concatenate([rng.integers(0, 300, 40), rng.integers(0, 2**32, 100)])
-        index.add(np.unique(keys).astype(np.uint32))
-    index.release_before(700)
+        for index in indexes.values():
+            index.add(np.unique(keys).astype(np.uint32))
+    for index in indexes.values():
+        index.release_before(700)
     probe = np.unique(np.concatenate([rng.integers(0, 300, 120),
                                       rng.integers(0, 2**32, 50)])).astype(np.uint32)
     expected = np.zeros(2300, dtype=np.int32)
-    for b in index._blocks:
+    for b in indexes[1]._blocks:
         kernels.count_block_numpy(b.ukeys, b.offs, b.ids, b.lo, probe, 700, expected)
-    for threads in (1, 2):
-        monkeypatch.setattr(kernels, "COUNT_THREADS", threads)
+    for index in indexes.values():
         assert np.array_equal(index.count(probe, 700, 2300), expected)
-    if kernels.IMPLEMENTATION == "c":
-        assert any(b.dense is not None for b in index._blocks)
+        if kernels.IMPLEMENTATION == "c":
+            assert any(b.dense is not None for b in index._blocks)
+    sparse = PostingIndex(1, dense_fraction=0.0)  # the setting's 0: posting lists only
+    rng = np.random.default_rng(3)
+    for _ in range(3000):
+        keys = np.concatenate([rng.integers(0, 300, 40), rng.integers(0, 2**32, 100)])
+        sparse.add(np.unique(keys).astype(np.uint32))
+    sparse.release_before(700)
+    assert np.array_equal(sparse.count(probe, 700, 2300), expected)
+    assert all(b.dense is None for b in sparse._blocks)
 
 
 @settings(max_examples=300, deadline=None)
@@ -435,10 +454,7 @@ def test_order_prefix_in_c_selects_what_numpy_selects(
     assert sorted(version.prefix(mixed, length).tolist()) == expected
 
 
-def test_count_threads_follow_the_setting_and_a_cgroup_quota(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: os.PathLike[str],
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_available_cores_follow_a_cgroup_quota(tmp_path: os.PathLike[str]) -> None:
     from pathlib import Path
 
     cpu_max = Path(tmp_path) / "cpu.max"
@@ -447,15 +463,7 @@ def test_count_threads_follow_the_setting_and_a_cgroup_quota(
     cpu_max.write_text("max 100000\n")
     assert kernels._cgroup_cpus(str(cpu_max)) is None
     assert kernels._cgroup_cpus(str(Path(tmp_path) / "absent")) is None
-    monkeypatch.setenv("NDD_COUNT_THREADS", "3")
-    assert kernels._threads() == 3
-    monkeypatch.setenv("NDD_COUNT_THREADS", "0")
-    assert kernels._threads() == 1
-    monkeypatch.setenv("NDD_COUNT_THREADS", "two")
-    with pytest.raises(SystemExit) as stop:
-        kernels._threads()
-    assert stop.value.code == 2
-    assert "NDD_COUNT_THREADS must be a whole number" in capsys.readouterr().err
+    assert 1 <= kernels.available_cores() <= (os.cpu_count() or 1)
 
 
 @settings(max_examples=150, deadline=None)
@@ -471,9 +479,9 @@ def test_count_filter_in_c_equals_numpy_and_the_definition(
     exactly the documents the definition keeps, whatever spare capacity ``facts`` has."""
     n = len(rows)
     counts = np.array([r[0] for r in rows], dtype=np.int32)
-    facts = np.zeros((4, n + spare), dtype=np.int64)
-    for i, (_, need, unind, h, s) in enumerate(rows):
-        facts[:, i] = (need, unind, h, s)
+    facts = kernels.Facts(n + spare)
+    for _, need, unind, h, s in rows:
+        facts.append(need, unind, h, s)
     hours, sizes = (hour, hour + 2), (size, size + 20)
     want = [i for i, (c, need, unind, h, s) in enumerate(rows)
             if c > 0 and c + slack >= max(needed, need) - max(unindexed, unind)
@@ -495,11 +503,12 @@ def test_count_filter_across_chunk_and_word_boundaries(n: int) -> None:
     around and past those sizes keep exactly what numpy keeps, in ascending order."""
     rng = np.random.default_rng(n)
     counts = rng.integers(0, 4, n).astype(np.int32)
-    facts = np.zeros((4, n + 5), dtype=np.int64)
-    facts[0, :n] = rng.integers(0, 6, n)
-    facts[1, :n] = rng.integers(0, 4, n)
-    facts[2, :n] = rng.integers(0, 4, n)
-    facts[3, :n] = rng.integers(0, 50, n)
+    facts = kernels.Facts(4)  # grown past its capacity on the way
+    for need, unind, h, s in zip(rng.integers(0, 6, n).tolist(), rng.integers(0, 4, n).tolist(),
+                                 rng.integers(0, 4, n).tolist(), rng.integers(0, 50, n).tolist(),
+                                 strict=True):
+        facts.append(need, unind, h, s)
+    assert facts.table.shape[1] > n and facts.size.size == n
     args = (2, 3, 1, (1, 2), (10, 40))
     got = kernels.count_filter(counts, facts, *args)
     saved = kernels._C
@@ -584,3 +593,84 @@ def test_thread_choice_keeps_the_faster_and_tries_the_other() -> None:
     # one more threaded count moves its average past one thread's; then one thread, and
     # the threads every 4th pick
     assert picks[12:] == [2, 1, 1, 2, 1, 1, 1, 2, 1, 1, 1, 2]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sets(st.integers(0, 2**64 - 1), min_size=1, max_size=400), st.integers(0, 2**16),
+       st.integers(1, 450), st.integers(0, 4), st.booleans(), st.sampled_from([1, 3, 64]))
+def test_probe_keys_in_c_are_the_numpy_prefixes_and_keys(
+    values: set[int], seed: int, length: int, versions: int, hash_order: bool, spread: int,
+) -> None:
+    """One C call: each version's prefix (as a set), the union's distinct keys ascending and
+    its distinct codes, as OrderVersion.prefix and two sorted_unique compute them; with no
+    version, the whole signature's keys. Codes sharing their top 32 bits included."""
+    from ndd_stream.core.order import OrderVersion
+    from ndd_stream.core.qgrams import sorted_unique
+
+    if _kernels is None:
+        pytest.skip("C kernels not built")
+    rng = np.random.default_rng(seed)
+    mixed = np.array(sorted(values), dtype=np.uint64)
+    mixed[: mixed.size // 4] &= np.uint64(0xFFFFFFFF_000000FF)  # shared top 32 bits
+    mixed = np.unique(mixed)
+    rng.shuffle(mixed)
+    length = min(length, mixed.size)
+    shift = 64 - 8
+    chosen = [OrderVersion(0, None, shift)] if hash_order else []
+    chosen += [OrderVersion(i + 1, rng.integers(0, spread, 1 << 8).astype(np.uint8), shift)
+               for i in range(versions)]
+    found = kernels.probe_keys(mixed, [v.classes for v in chosen], shift, length)
+    assert found is not None
+    rows, keys, ncodes = found
+    saved = kernels._C
+    try:
+        kernels._C = None
+        want = [v.prefix(mixed, length) for v in chosen] if chosen else [mixed]
+    finally:
+        kernels._C = saved
+    for row, prefix in zip(rows, want, strict=False):
+        assert sorted(row.tolist()) == sorted(prefix.tolist())
+    codes = sorted_unique(np.concatenate(want))
+    assert ncodes == codes.size
+    assert keys.dtype == np.uint32
+    assert keys.tolist() == sorted_unique(codes >> np.uint64(32)).astype(np.uint32).tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=300))
+def test_fmix64_in_c_equals_numpy(codes: list[int]) -> None:
+    from ndd_stream.core.qgrams import _fmix64_numpy, fmix64
+
+    z = np.array(codes, dtype=np.uint64)
+    assert fmix64(z).tolist() == _fmix64_numpy(z).tolist()
+    assert fmix64(z[::2]).tolist() == _fmix64_numpy(z[::2]).tolist()  # a strided view
+
+
+def test_fused_count_and_filter_equal_count_then_filter() -> None:
+    """PostingIndex.candidates (one C call into counters kept between decisions) keeps what
+    count + count_filter keep, as the window grows past the counters' room and after
+    documents are released from a block that still holds them."""
+    from ndd_stream.core.postings import PostingIndex
+
+    rng = np.random.default_rng(11)
+    index = PostingIndex(1)
+    facts = kernels.Facts(4)
+    for step in range(2500):
+        keys = np.unique(np.concatenate([rng.integers(0, 200, 30),
+                                         rng.integers(0, 2**32, 60)])).astype(np.uint32)
+        index.add(keys)
+        facts.append(int(rng.integers(0, 20)), int(rng.integers(0, 10)), step // 100,
+                     int(rng.integers(50, 120)))
+        if step % 250 != 249:
+            continue
+        if step == 1999:
+            index.release_before(700)  # inside a block: counted as 0 from here on
+            facts.drop_front(700)
+        first = index.base
+        n = index.end - first
+        probe = np.unique(rng.integers(0, 200, 80)).astype(np.uint32)
+        args = (3, int(rng.integers(0, 20)), 5, (step // 100 - 5, step // 100), (60, 110))
+        got = index.candidates(probe, first, n, facts, *args)
+        want = kernels.count_filter(index.count(probe, first, n), facts, *args)
+        assert got.tolist() == want.tolist()
+        assert 0 < want.size < n

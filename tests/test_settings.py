@@ -85,3 +85,14 @@ def test_bitmap_filter_bits_accepts_the_detectors_range(bits: int | None) -> Non
 def test_bitmap_filter_bits_rejects_what_the_detector_rejects(bits: int) -> None:
     with pytest.raises(ValidationError, match=r"0 \(off\) or in 6\.\.24"):
         Settings(bitmap_filter_bits=bits)
+
+
+def test_core_speed_settings_reach_the_detector_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NDD_COUNT_THREADS", "3")
+    monkeypatch.setenv("NDD_DENSE_FRACTION", "0")
+    config = Settings().detector_config()
+    assert (config.count_threads, config.dense_fraction) == (3, 0.0)
+    monkeypatch.delenv("NDD_COUNT_THREADS")
+    monkeypatch.delenv("NDD_DENSE_FRACTION")
+    config = Settings().detector_config()
+    assert config.count_threads is None and config.dense_fraction == 1 / 16

@@ -141,6 +141,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except UsageError as exc:
         command.error(str(exc))  # with the subcommand's usage; exits 2
+    if settings.no_kernels:
+        from ndd_stream.core import kernels
+
+        kernels.use_numpy()
     try:
         return handlers[args.command](args, settings)
     except UsageError as exc:

@@ -162,12 +162,6 @@ dense_add(const uint64_t *bits, Py_ssize_t words, const int32_t *rows, Py_ssize_
     return total;
 }
 
-typedef struct {
-    Py_buffer ukeys, offs, ids, dir, rowmap, dense;
-    int bits, has_dense;
-    long long lo;
-    Py_ssize_t words;
-} block_t;
 
 typedef struct gate gate_t;
 
@@ -610,81 +604,40 @@ ndd_wake_count_workers(PyObject *self, PyObject *args)
 const char ndd_count_blocks_doc[] =
 
 "count_blocks(blocks, probe, base, counts, threads) -> postings\n\n"
-"For every key of ``probe`` (uint32, ascending) found in a block's ``ukeys`` (uint32,\n"
-"ascending, distinct), add 1 to ``counts[lo + ids[j] - base]`` (int32; ids uint16) for\n"
-"each of its postings j in ``offs[i]:offs[i+1]`` (uint32), skipping postings outside\n"
-"``counts``; ``directory`` (uint32, 2**bits + 1 items) holds for every value v of a key's\n"
-"top ``bits`` bits the first position of a key with top bits >= v. ``blocks`` is a\n"
-"sequence of tuples (ukeys, offs, ids,\n"
-"directory, bits, lo, rowmap, dense, words): ``rowmap`` (int32, one per key; -1 = sparse)\n"
-"gives a dense key's row in ``dense`` (uint64, rows x words: bit d of a row = document\n"
-"lo + d holds the key); rowmap and dense may be None. Dense keys are counted from their\n"
+"For every key of ``probe`` (uint32, ascending) found in a block's ``ukeys``, add 1 to\n"
+"``counts[lo + ids[j] - base]`` (int32) for each of its postings j, skipping postings\n"
+"outside ``counts``. ``blocks`` is a sequence of Block. Dense keys are counted from their\n"
 "rows, the others from their postings. ``threads`` > 1 shares the probe keys out among\n"
 "that many threads (the GIL released; worker threads that stay between counts) and the\n"
 "dense rows' documents. Returns the postings counted.";
 
-PyObject *
-ndd_count_blocks(PyObject *self, PyObject *args)
+/* Counts the probe's postings in every Block of ``seq_in`` into cn[0..nc) (see
+ * count_blocks); 0 with *total set, or -1 with an exception set. */
+static int
+count_core(PyObject *seq_in, const uint32_t *probe, Py_ssize_t np_, long long base,
+           int32_t *cn, Py_ssize_t nc, int threads, long long *total_out)
 {
-    PyObject *seq_in;
-    Py_buffer probe, counts;
-    long long base;
-    int threads;
-    PyObject *result = NULL, *seq = NULL;
+    int status = -1;
+    PyObject *seq = PySequence_Fast(seq_in, "blocks must be a sequence");
     block_t *blocks = NULL;
-    Py_ssize_t nb = 0, parsed = 0;
-    if (!PyArg_ParseTuple(args, "Oy*Lw*i", &seq_in, &probe, &base, &counts, &threads))
-        return NULL;
-    if (check(&probe, 4, "probe") || check(&counts, 4, "counts"))
-        goto done;
-    seq = PySequence_Fast(seq_in, "blocks must be a sequence");
     if (seq == NULL)
-        goto done;
-    nb = PySequence_Fast_GET_SIZE(seq);
-    blocks = PyMem_Calloc((size_t)(nb ? nb : 1), sizeof(block_t));
+        return -1;
+    Py_ssize_t nb = PySequence_Fast_GET_SIZE(seq);
+    blocks = PyMem_Malloc((size_t)(nb ? nb : 1) * sizeof(block_t));
     if (blocks == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t i = 0; i < nb; i++) {
-        block_t *b = &blocks[i];
-        PyObject *rowmap, *dense;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "y*y*y*y*iLOOn", &b->ukeys,
-                              &b->offs, &b->ids, &b->dir, &b->bits, &b->lo, &rowmap, &dense,
-                              &b->words))
-            goto done;
-        parsed = i + 1;
-        if (rowmap != Py_None && dense != Py_None) {
-            if (PyObject_GetBuffer(rowmap, &b->rowmap, PyBUF_SIMPLE) < 0)
-                goto done;
-            if (PyObject_GetBuffer(dense, &b->dense, PyBUF_SIMPLE) < 0) {
-                PyBuffer_Release(&b->rowmap);
-                goto done;
-            }
-            b->has_dense = 1;
-        }
-        Py_ssize_t nk = b->ukeys.len / 4;
-        if (check(&b->ukeys, 4, "ukeys") || check(&b->offs, 4, "offs") ||
-            check(&b->ids, 2, "ids") || check(&b->dir, 4, "directory"))
-            goto done;
-        if (b->offs.len / 4 != nk + 1 || (nk && (Py_ssize_t)((uint32_t *)b->offs.buf)[nk] >
-                                                    b->ids.len / 2)) {
-            PyErr_SetString(PyExc_ValueError, "offs must have len(ukeys) + 1 items within ids");
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyObject_TypeCheck(item, &ndd_BlockType) ||
+            ((BlockObject *)item)->b.ukeys.obj == NULL) {
+            PyErr_SetString(PyExc_TypeError, "blocks must hold initialised Block objects");
             goto done;
         }
-        if (b->bits < 0 || b->bits > 31 || b->dir.len / 4 != ((Py_ssize_t)1 << b->bits) + 1) {
-            PyErr_SetString(PyExc_ValueError, "directory must have 2**bits + 1 items");
-            goto done;
-        }
-        if (b->has_dense && (b->rowmap.len != nk * 4 || b->words <= 0 ||
-                             b->dense.len % (8 * b->words))) {
-            PyErr_SetString(PyExc_ValueError, "rowmap must have one int32 per key and dense "
-                            "whole rows of words uint64");
-            goto done;
-        }
+        blocks[i] = ((BlockObject *)item)->b; /* descriptors only: ``seq`` keeps them alive */
     }
     {
-        Py_ssize_t np_ = probe.len / 4, nc = counts.len / 4;
         int nt = threads < 1 ? 1 : threads;
         if (nt > np_ / 16) /* a few keys per thread at least */
             nt = np_ >= 32 ? (int)(np_ / 16) : 1;
@@ -696,30 +649,38 @@ ndd_count_blocks(PyObject *self, PyObject *args)
         Py_ssize_t *nrows = NULL;
         if (nt > 64)
             nt = 64;
+        size_t nbs = (size_t)(nb ? nb : 1);
         Py_ssize_t share = (np_ + nt - 1) / nt + 1; /* rows per block and thread, at most */
         if (nt > 1) {
             priv = PyMem_RawCalloc((size_t)(nt - 1) * (size_t)(nc ? nc : 1), sizeof(int32_t));
-            gathered = PyMem_RawMalloc((size_t)nt * (size_t)(nb ? nb : 1) * (size_t)share
-                                       * sizeof(int32_t) + (size_t)nt * (size_t)(np_ + 1)
-                                       * sizeof(int32_t));
-            nrows = PyMem_RawCalloc((size_t)nt * (size_t)(nb ? nb : 1), sizeof(Py_ssize_t));
+            gathered = PyMem_RawMalloc((size_t)nt * nbs * (size_t)share * sizeof(int32_t)
+                                       + (size_t)nt * (size_t)(np_ + 1) * sizeof(int32_t));
+            nrows = PyMem_RawCalloc((size_t)nt * nbs, sizeof(Py_ssize_t));
             if (priv == NULL || gathered == NULL || nrows == NULL)
                 nt = 1;
         }
         /* Share the probe keys out: each thread looks its share up in every block (keys
          * are spread evenly over blocks and documents, so the shares weigh the same,
          * which whole blocks of unequal size do not); dense rows, see job_dense. */
-        int32_t *scratch = nt > 1 ? gathered + (size_t)nt * (size_t)(nb ? nb : 1) * (size_t)share
-                                  : NULL;
+        int32_t *scratch = nt > 1 ? gathered + (size_t)nt * nbs * (size_t)share : NULL;
         for (int t = 0; t < nt; t++) {
             Py_ssize_t p0 = np_ * t / nt, p1 = np_ * (t + 1) / nt;
-            jobs[t] = (job_t){blocks, (int)nb, (const uint32_t *)probe.buf + p0, p1 - p0, base,
-                              t == 0 ? (int32_t *)counts.buf : priv + (size_t)(t - 1) * nc,
-                              nc, 0, 0, t, nt, jobs, NULL,
-                              nt > 1 ? gathered + (size_t)t * (size_t)(nb ? nb : 1) * (size_t)share
-                                     : NULL,
-                              nt > 1 ? nrows + (size_t)t * (size_t)(nb ? nb : 1) : NULL, share,
-                              (int32_t *)counts.buf};
+            jobs[t] = (job_t){
+                .blocks = blocks,
+                .nb = (int)nb,
+                .probe = probe + p0,
+                .np_ = p1 - p0,
+                .base = base,
+                .cn = t == 0 ? cn : priv + (size_t)(t - 1) * nc,
+                .nc = nc,
+                .t = t,
+                .nt = nt,
+                .all = jobs,
+                .rows = nt > 1 ? gathered + (size_t)t * nbs * (size_t)share : NULL,
+                .nrows = nt > 1 ? nrows + (size_t)t * nbs : NULL,
+                .stride = share,
+                .shared = cn,
+            };
         }
         int failed = 0;
         long long total = 0;
@@ -734,7 +695,6 @@ ndd_count_blocks(PyObject *self, PyObject *args)
             total += jobs[t].total;
         }
         if (!failed) {
-            int32_t *cn = counts.buf;
             for (int t = 1; t < nt; t++) {
                 const int32_t *src = priv + (size_t)(t - 1) * nc;
                 for (Py_ssize_t i = 0; i < nc; i++)
@@ -749,25 +709,83 @@ ndd_count_blocks(PyObject *self, PyObject *args)
             PyErr_NoMemory();
         else if (failed)
             PyErr_SetString(PyExc_ValueError, "rowmap points past the dense rows");
-        else
-            result = PyLong_FromLongLong(total);
-    }
-done:
-    for (Py_ssize_t i = 0; i < parsed; i++) {
-        block_t *b = &blocks[i];
-        PyBuffer_Release(&b->ukeys);
-        PyBuffer_Release(&b->offs);
-        PyBuffer_Release(&b->ids);
-        PyBuffer_Release(&b->dir);
-        if (b->has_dense) {
-            PyBuffer_Release(&b->rowmap);
-            PyBuffer_Release(&b->dense);
+        else {
+            *total_out = total;
+            status = 0;
         }
     }
+done:
     PyMem_Free(blocks);
-    Py_XDECREF(seq);
+    Py_DECREF(seq);
+    return status;
+}
+
+PyObject *
+ndd_count_blocks(PyObject *self, PyObject *args)
+{
+    PyObject *seq_in, *result = NULL;
+    Py_buffer probe, counts;
+    long long base, total = 0;
+    int threads;
+    if (!PyArg_ParseTuple(args, "Oy*Lw*i", &seq_in, &probe, &base, &counts, &threads))
+        return NULL;
+    if (!check(&probe, 4, "probe") && !check(&counts, 4, "counts") &&
+        count_core(seq_in, probe.buf, probe.len / 4, base, counts.buf, counts.len / 4, threads,
+                   &total) == 0)
+        result = PyLong_FromLongLong(total);
     PyBuffer_Release(&probe);
     PyBuffer_Release(&counts);
+    return result;
+}
+
+const char ndd_count_candidates_doc[] =
+
+"count_candidates(blocks, probe, base, n, live, threads, scratch, facts, cap, slack,\n"
+"                 needed, unindexed, hours, sizes, out) -> (k, postings)\n\n"
+"count_blocks of documents base .. base + n - 1 into ``scratch`` (int32, at least n items,\n"
+"zeroed here: the caller keeps it between decisions), documents below ``live`` (released)\n"
+"counted as 0, then count_filter over them (``facts``: kernels.Facts.table, 4 x cap) into\n"
+"``out`` (int64, at least n items): one call, no window-sized allocation. Returns the\n"
+"positions written and the postings counted.";
+
+PyObject *
+ndd_count_candidates(PyObject *self, PyObject *args)
+{
+    PyObject *seq_in, *result = NULL;
+    Py_buffer probe, scratch, facts, out;
+    long long base, live, slack, needed, unindexed, h0, h1, s0, s1, total = 0;
+    Py_ssize_t n, cap;
+    int threads;
+    if (!PyArg_ParseTuple(args, "Oy*LnLiw*y*nLLL(LL)(LL)w*", &seq_in, &probe, &base, &n, &live,
+                          &threads, &scratch, &facts, &cap, &slack, &needed, &unindexed, &h0,
+                          &h1, &s0, &s1, &out))
+        return NULL;
+    if (check(&probe, 4, "probe") || check(&scratch, 4, "scratch") ||
+        check(&facts, 8, "facts") || check(&out, 8, "out"))
+        goto done;
+    if (n < 0 || scratch.len / 4 < n || out.len / 8 < n || cap < n ||
+        facts.len / 8 != FACT_ROWS * cap) {
+        PyErr_SetString(PyExc_ValueError, "count_candidates: scratch and out need n items, "
+                        "facts 4 x cap with cap >= n");
+        goto done;
+    }
+    {
+        int32_t *cn = scratch.buf;
+        memset(cn, 0, (size_t)n * sizeof(int32_t));
+        if (n > 0 && probe.len > 0 &&
+            count_core(seq_in, probe.buf, probe.len / 4, base, cn, n, threads, &total) < 0)
+            goto done;
+        if (live > base) /* a block straddling the base still holds released documents */
+            memset(cn, 0, (size_t)(live - base < n ? live - base : n) * sizeof(int32_t));
+        Py_ssize_t k = ndd_filter(cn, facts.buf, cap, n, slack, needed, unindexed, h0, h1, s0,
+                                  s1, out.buf);
+        result = Py_BuildValue("nL", k, total);
+    }
+done:
+    PyBuffer_Release(&probe);
+    PyBuffer_Release(&scratch);
+    PyBuffer_Release(&facts);
+    PyBuffer_Release(&out);
     return result;
 }
 

@@ -1,5 +1,5 @@
 /* Shared by the C kernels' sources (_kernels.c: the module and the small kernels;
- * _count.c: the index count). */
+ * _count.c: the index count; _block.c: the Block type; _probe.c: the probe). */
 #ifndef NDD_KERNELS_H
 #define NDD_KERNELS_H
 
@@ -18,6 +18,28 @@
 /* 0 when ``b`` is a whole number of ``itemsize``-byte items, else -1 with ValueError set. */
 int ndd_check(Py_buffer *b, Py_ssize_t itemsize, const char *name);
 
+/* One index block's arrays, taken and checked once (_block.c: the Block type). */
+typedef struct {
+    Py_buffer ukeys, offs, ids, dir, rowmap, dense;
+    int bits, has_dense;
+    long long lo;
+    Py_ssize_t words;
+} block_t;
+
+typedef struct {
+    PyObject_HEAD
+    block_t b;
+} BlockObject;
+
+/* _probe.c */
+extern const char ndd_fmix64_doc[];
+extern const char ndd_probe_keys_doc[];
+PyObject *ndd_fmix64(PyObject *self, PyObject *args);
+PyObject *ndd_probe_keys(PyObject *self, PyObject *args);
+
+/* _kernels.c: the k smallest of a[0..n) moved to a[0..k), any order. */
+void ndd_select_smallest(uint64_t *a, Py_ssize_t n, Py_ssize_t k);
+
 /* _count.c */
 extern const char ndd_count_blocks_doc[];
 extern const char ndd_dense_rows_doc[];
@@ -25,5 +47,17 @@ PyObject *ndd_count_blocks(PyObject *self, PyObject *args);
 PyObject *ndd_dense_rows(PyObject *self, PyObject *args);
 extern const char ndd_wake_count_workers_doc[];
 PyObject *ndd_wake_count_workers(PyObject *self, PyObject *args);
+extern PyTypeObject ndd_BlockType;
+extern const char ndd_count_candidates_doc[];
+PyObject *ndd_count_candidates(PyObject *self, PyObject *args);
+
+/* The rows of kernels.Facts.table, in the order of Facts.ROWS. */
+enum fact_row { FACT_NEEDED, FACT_UNINDEXED, FACT_HOUR, FACT_SIZE, FACT_ROWS };
+
+/* _kernels.c: the count filter of ScopeWindow.candidates over n documents (facts: 4 x cap
+ * int64) into o (ascending positions); returns how many. */
+Py_ssize_t ndd_filter(const int32_t *cn, const int64_t *facts, Py_ssize_t cap, Py_ssize_t n,
+                      int64_t slack, int64_t needed, int64_t unindexed, int64_t h0, int64_t h1,
+                      int64_t s0, int64_t s1, int64_t *o);
 
 #endif

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from ndd_stream.core.kernels import top_bits_bitmap, xor_popcount
+from ndd_stream.core.kernels import bitmap_keep, top_bits_bitmap, xor_popcount
 from ndd_stream.core.qgrams import Codes
 from ndd_stream.core.similarity import FULL_PREFIX_BELOW
 
@@ -104,6 +104,14 @@ class BitmapFilter:
             edges = np.flatnonzero(chunks[1:] != chunks[:-1]) + 1
             groups = list(zip([0, *edges.tolist()], [*edges.tolist(), numbers.size],
                               strict=True))
+        keep: Mask = np.empty(numbers.size, dtype=bool)
+        for lo, hi in groups:  # in C when built: one pass per chunk
+            chunk = int(chunks[lo])
+            if not bitmap_keep(self._chunks[chunk], rows[lo:hi], query, self._sizes[chunk],
+                               size, threshold, keep[lo:hi]):
+                break
+        else:
+            return keep
         differing = np.empty(numbers.size, dtype=np.int64)
         theirs = np.empty(numbers.size, dtype=np.int64)
         for lo, hi in groups:
@@ -112,5 +120,5 @@ class BitmapFilter:
             theirs[lo:hi] = self._sizes[chunk][rows[lo:hi]]
         bound = (size + theirs - differing) // 2
         denom = np.maximum(theirs, size).astype(np.float64)
-        keep: Mask = bound.astype(np.float64) / denom >= threshold
-        return keep
+        numpy_keep: Mask = bound.astype(np.float64) / denom >= threshold
+        return numpy_keep

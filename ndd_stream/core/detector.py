@@ -25,10 +25,12 @@ import numpy.typing as npt
 
 from ndd_stream.core.bitmaps import Bitmap, auto_bits
 from ndd_stream.core.document import Decision, Document, Policy, Status
+from ndd_stream.core.kernels import DEFAULT_DENSE_FRACTION, available_cores, probe_keys
 from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.novelty import MAX_LISTED, Novelty, declares_correction, detail_line, judge
 from ndd_stream.core.novelty import figures as figures_of
 from ndd_stream.core.order import FrequencyBook, OrderVersion
+from ndd_stream.core.postings import PostingIndex
 from ndd_stream.core.qgrams import Codes, fmix64, signature, sorted_unique
 from ndd_stream.core.similarity import (
     extended_prefix,
@@ -78,6 +80,12 @@ class DetectorConfig:
     # figures is routed unique): "on", "off" (doc_q alone, as in the paper) or "auto":
     # on for plain-text items, off for HTML ones (Document.markup); see NOVELTY_MODES.
     novelty: NoveltyMode = "auto"
+    # Threads one decision's index count may use (C kernels only); None = the cores this
+    # process may run on (kernels.available_cores). Speed only: counts are the same.
+    count_threads: int | None = None
+    # A key held by at least this share of a block's documents is also a bitmap row,
+    # counted by carry-save adders (C kernels only; 0 = never). Speed only.
+    dense_fraction: float = DEFAULT_DENSE_FRACTION
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
@@ -93,6 +101,10 @@ class DetectorConfig:
         ):
             raise ValueError(f"bitmap_bits must be 0 or in {BITMAP_BITS_MIN}..{BITMAP_BITS_MAX}, "
                              f"got {self.bitmap_bits}")
+        if self.count_threads is not None and self.count_threads < 1:
+            raise ValueError(f"count_threads must be >= 1, got {self.count_threads}")
+        if not 0.0 <= self.dense_fraction <= 1.0:
+            raise ValueError(f"dense_fraction must be in [0, 1], got {self.dense_fraction}")
 
     @property
     def effective_bitmap_bits(self) -> int:
@@ -107,9 +119,8 @@ def hour_of(timestamp: float) -> int:
 
 
 class _Probe(NamedTuple):
-    """What the probe computed of the deciding document, reused when it is indexed."""
+    """What the probe computed of the deciding document, passed along to index it."""
 
-    sig: Codes
     mixed: Codes  # fmix64 of sig
     prefixes: dict[int, Codes]  # its prefix under each live order version
     bitmap: Bitmap | None
@@ -142,7 +153,6 @@ class Detector:
         self._windows: dict[str, ScopeWindow] = {}
         self._book = FrequencyBook(bits=self.config.order_bits)
         self._cache: OrderedDict[tuple[str, int], Codes] = OrderedDict()
-        self._probed: _Probe | None = None  # the deciding document's, reused to index it
         self.stats = DetectorStats()
 
     # -- public API ---------------------------------------------------------------------
@@ -160,11 +170,8 @@ class Detector:
         figs = figures_of(doc.text) if self.config.novelty != "off" else None
         number = window.next_number
         window.next_number += 1
-        try:
-            decision, sig = self._judge(window, doc, hour, nf, figs)
-            indexed = self._index(window, doc, hour, nf, sig, decision, figs)
-        finally:
-            self._probed = None
+        decision, sig, probe = self._judge(window, doc, hour, nf, figs)
+        indexed = self._index(window, doc, hour, nf, sig, probe, decision, figs)
         if decision.policy is not Policy.LATE:  # a late item is not in the window: not kept
             window.remember(decision, hour)
         self.store.add(
@@ -226,7 +233,10 @@ class Detector:
 
     def _judge(
         self, window: ScopeWindow, doc: Document, hour: int, nf: str, figs: str | None
-    ) -> tuple[Decision, Codes | None]:
+    ) -> tuple[Decision, Codes | None, _Probe | None]:
+        """The decision, the signature (None: not computed) and what the probe computed
+        of it (reused to index the document)."""
+
         def unique(policy: Policy = Policy.NONE) -> Decision:
             return Decision(
                 doc.identity, Status.UNIQUE, 0.0, scope=doc.scope, hour=hour, policy=policy
@@ -253,13 +263,13 @@ class Detector:
             )
 
         if window.is_late(hour):
-            return unique(Policy.LATE), None
+            return unique(Policy.LATE), None, None
         if not nf:
-            return unique(Policy.EMPTY), None
+            return unique(Policy.EMPTY), None, None
         if len(nf) < self.config.q:
             short = self._short_match(window, hour, nf)
             if short is None:
-                return unique(Policy.SHORT), None
+                return unique(Policy.SHORT), None, None
             return matched(
                 Status.EXACT_DUPLICATE,
                 1.0,
@@ -267,44 +277,42 @@ class Detector:
                 short.channel,
                 short.timestamp,
                 Policy.SHORT,
-            ), None
+            ), None, None
         sig = signature(nf, self.config.q)
-        best = self._best_match(window, hour, sig)
+        best, probe = self._best_match(window, hour, sig)
         if best is None:
-            return unique(), sig
+            return unique(), sig, probe
         shared, doc_match = best
         size = max(sig.size, doc_match.size)
         if figs is not None and (self.config.novelty == "on" or not doc.markup):
             novel = _novelty(doc, nf, shared, int(sig.size), doc_match, figs)
             if novel is not None:
-                return replace(unique(), similarity=novel.similarity, novel=novel), sig
+                return replace(unique(), similarity=novel.similarity, novel=novel), sig, probe
         status = Status.EXACT_DUPLICATE if shared == size else Status.NEAR_DUPLICATE
         return matched(
             status, shared / size, doc_match.identity, doc_match.channel, doc_match.timestamp
-        ), sig
+        ), sig, probe
 
     def _best_match(
         self, window: ScopeWindow, hour: int, sig: Codes
-    ) -> tuple[int, WindowDoc] | None:
+    ) -> tuple[tuple[int, WindowDoc] | None, _Probe | None]:
+        """(shared q-grams, document) of the best match or None, and the probe (None when
+        the window is empty)."""
         t = self.config.threshold
         versions = window.live_versions()
         if not versions:
-            return None
+            return None, None
         window.index.get_ready()  # count threads wake while the probe is computed
         mixed = fmix64(sig)
         length = extended_prefix(sig.size, t)
         full = length >= sig.size  # the whole signature under every order version
-        probes = [mixed] if full else [v.prefix(mixed, length) for v in versions]
+        probes, keys, ncodes = _probe_keys(versions, mixed, length, full)
         bitmap = window.bitmaps.bitmap(mixed) if window.bitmaps is not None else None
-        # distinct codes (mixed is a bijection of the distinct signature), in any order
-        codes = sorted_unique(np.concatenate(probes)) if len(probes) > 1 else probes[0]
-        keys = sorted_unique(codes >> np.uint64(32)).astype(np.uint32)
         prefixes = ({v.number: mixed for v in versions} if full else
                     {v.number: p for v, p in zip(versions, probes, strict=True)})
         # The keys are the document's own prefix keys under any version when its prefix is
         # whole or only one version is live: indexing it reuses them instead of sorting again.
-        self._probed = _Probe(sig, mixed, prefixes, bitmap,
-                              keys if full or len(versions) == 1 else None)
+        probe = _Probe(mixed, prefixes, bitmap, keys if full or len(versions) == 1 else None)
         lo_size, hi_size = size_bounds(sig.size, t)
         # Hours below the watermark's window have expired even if, arriving out of order,
         # one of their documents still sits behind a newer one in the arrival order.
@@ -313,7 +321,7 @@ class Detector:
         if oldest is not None and oldest > lo_hour:
             lo_hour = oldest
         positions = window.candidates(
-            keys, int(codes.size - keys.size), min_overlap(int(sig.size), t),
+            keys, ncodes - int(keys.size), min_overlap(int(sig.size), t),
             int(sig.size) - length, (lo_hour, hour), (lo_size, hi_size),
         )
         self.stats.candidates += int(positions.size)
@@ -331,7 +339,7 @@ class Detector:
             sim = shared / denom
             if sim >= t and sim > best_sim:
                 best, best_sim = (shared, cand), sim
-        return best
+        return best, probe
 
     def _short_match(self, window: ScopeWindow, hour: int, nf: str) -> ShortDoc | None:
         for h in range(hour - self.config.window_hours, hour + 1):
@@ -349,6 +357,7 @@ class Detector:
         hour: int,
         nf: str,
         sig: Codes | None,
+        probe: _Probe | None,
         decision: Decision,
         figs: str | None,
     ) -> bool:
@@ -361,7 +370,8 @@ class Detector:
                 nf, ShortDoc(doc.identity, doc.channel, doc.timestamp)
             )
             return True
-        self._add_to_window(window, doc.identity, doc.channel, doc.timestamp, hour, nf, sig, figs)
+        self._add_to_window(window, doc.identity, doc.channel, doc.timestamp, hour, nf, sig, figs,
+                            probe)
         return True
 
     def _add_to_window(
@@ -374,7 +384,10 @@ class Detector:
         nf: str,
         sig: Codes,
         figs: str | None = None,
+        probe: _Probe | None = None,
     ) -> None:
+        """Index a document of signature ``sig``; ``probe`` is what deciding it computed
+        (None on restore)."""
         if sig.size == 0:  # short text on restore
             window.short_by_hour.setdefault(hour, {}).setdefault(
                 nf, ShortDoc(identity, channel, timestamp)
@@ -382,17 +395,16 @@ class Detector:
             return
         version: OrderVersion = self._book.current
         length = extended_prefix(sig.size, self.config.threshold)
-        probed = self._probed
         bitmap: Bitmap | None = None
         keys: npt.NDArray[np.uint32] | None = None
-        if probed is not None and probed.sig is sig:
-            mixed = probed.mixed
-            prefix = probed.prefixes.get(version.number)
+        if probe is not None:
+            mixed = probe.mixed
+            prefix = probe.prefixes.get(version.number)
             if prefix is None:
                 prefix = version.prefix(mixed, length)
             else:
-                keys = probed.keys
-            bitmap = probed.bitmap
+                keys = probe.keys
+            bitmap = probe.bitmap
         else:
             mixed = fmix64(sig)
             prefix = version.prefix(mixed, length)
@@ -427,8 +439,10 @@ class Detector:
     def _window(self, scope: str) -> ScopeWindow:
         window = self._windows.get(scope)
         if window is None:
+            threads = self.config.count_threads or available_cores()
             window = self._windows[scope] = ScopeWindow(
-                scope, self.config.window_hours, self.config.effective_bitmap_bits
+                scope, self.config.window_hours, self.config.effective_bitmap_bits,
+                PostingIndex(threads, self.config.dense_fraction),
             )
         return window
 
@@ -436,6 +450,24 @@ class Detector:
         self.stats.decided += 1
         key = decision.status.value
         self.stats.by_status[key] = self.stats.by_status.get(key, 0) + 1
+
+
+def _probe_keys(versions: list[OrderVersion], mixed: Codes, length: int,
+                full: bool) -> tuple[list[Codes], npt.NDArray[np.uint32], int]:
+    """The probe's prefix under each live version ([mixed] when ``full``), the distinct keys
+    of their union (ascending) and its distinct codes (mixed is a bijection of the distinct
+    signature): in one C call when the kernels are built, else in numpy."""
+    shift = versions[0].shift
+    if all(v.shift == shift for v in versions):
+        tables = [] if full else [v.classes for v in versions]
+        found = probe_keys(mixed, tables, shift, length)
+        if found is not None:
+            rows, keys, ncodes = found
+            return ([mixed] if full else rows), keys, ncodes
+    probes = [mixed] if full else [v.prefix(mixed, length) for v in versions]
+    codes = sorted_unique(np.concatenate(probes)) if len(probes) > 1 else probes[0]
+    keys = sorted_unique(codes >> np.uint64(32)).astype(np.uint32)
+    return probes, keys, int(codes.size)
 
 
 def _novelty(

@@ -12,7 +12,7 @@ says which one is in use (the worker logs it at start and tests compare the two)
 from __future__ import annotations
 
 import os
-import sys
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -118,8 +118,6 @@ def xor_popcount_numpy(table: U64, rows: I64, query: U64) -> I64:
 
 
 def _load() -> tuple[str, object]:
-    if os.environ.get("NDD_NO_KERNELS") == "1":  # force numpy (tests, comparisons)
-        return "numpy", None
     try:
         from ndd_stream.core import _kernels  # type: ignore[attr-defined]
     except ImportError:
@@ -129,6 +127,14 @@ def _load() -> tuple[str, object]:
 
 IMPLEMENTATION, _C = _load()
 """``"c"`` or ``"numpy"``: which implementation this process uses."""
+
+
+def use_numpy() -> None:
+    """Run the numpy versions in this process even where the C kernels are built (the
+    ``no_kernels`` setting, applied once by the entry point: comparisons, a suspected
+    kernel bug). Process-wide, as the extension module is."""
+    global IMPLEMENTATION, _C
+    IMPLEMENTATION, _C = "numpy", None
 
 
 def _cgroup_cpus(path: str = "/sys/fs/cgroup/cpu.max") -> int | None:
@@ -147,17 +153,9 @@ def _cgroup_cpus(path: str = "/sys/fs/cgroup/cpu.max") -> int | None:
         return None
 
 
-def _threads() -> int:
-    """NDD_COUNT_THREADS, else the cores this process may run on (its affinity mask,
-    bounded by a cgroup CPU quota)."""
-    setting = os.environ.get("NDD_COUNT_THREADS", "").strip()
-    if setting:
-        try:
-            return max(1, int(setting))
-        except ValueError:
-            print(f"ndd-stream: NDD_COUNT_THREADS must be a whole number, got {setting!r}",
-                  file=sys.stderr)
-            raise SystemExit(2) from None
+def available_cores() -> int:
+    """The cores this process may run on: its affinity mask, bounded by a cgroup CPU quota
+    (the default of the ``count_threads`` setting)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
@@ -166,18 +164,10 @@ def _threads() -> int:
     return max(1, min(cores, quota) if quota else cores)
 
 
-COUNT_THREADS = _threads()
-"""Threads one decision's count is split over (C kernels only; NDD_COUNT_THREADS)."""
-
-
-def _dense_fraction() -> float:
-    setting = os.environ.get("NDD_DENSE_FRACTION", "").strip()
-    return float(setting) if setting else 1 / 16
-
-
-DENSE_FRACTION = _dense_fraction()
-"""A key whose postings in a block reach this share of the block's documents is also held
-as a bitmap row and counted by carry-save adders (C only; 0 = never; NDD_DENSE_FRACTION)."""
+DEFAULT_DENSE_FRACTION = 1 / 16
+"""The default of the ``dense_fraction`` setting: a key whose postings in a block reach
+this share of the block's documents is also held as a bitmap row and counted by carry-save
+adders (C only; 0 = never)."""
 DENSE_MIN_SPAN = 64  # blocks spanning fewer documents keep posting lists only
 
 
@@ -208,16 +198,41 @@ def dense_rows(offs: U32, ids: U16, keys: I64, span: int) -> U64:
     return out
 
 
-BlockArgs = tuple[U32, U32, U16, U32, int, int, I32 | None, U64 | None, int]
-"""(ukeys, offs, ids, directory, bits, lo, rowmap, dense rows, words) of one block."""
+class BlockArgs(NamedTuple):
+    """One index block as :func:`count_blocks` counts it (see :func:`make_block`): the
+    numpy version's form; with the C kernels a ``_kernels.Block`` with the same fields,
+    its arrays taken and checked once when it is made, not at every count."""
+
+    ukeys: U32  # distinct keys, ascending
+    offs: U32  # len(ukeys) + 1 offsets into ids
+    ids: U16  # document number - lo of each posting
+    directory: U32  # see directory()
+    bits: int
+    lo: int  # number of the block's first document
+    rowmap: I32 | None  # dense row of each key, -1 = sparse (C only)
+    dense: U64 | None  # dense rows, rows x words (C only)
+    words: int
+
+
+def make_block(ukeys: U32, offs: U32, ids: U16, lo: int, index: tuple[U32, int],
+               rowmap: I32 | None = None, dense: U64 | None = None, words: int = 1) -> BlockArgs:
+    """A block for :func:`count_blocks`: a C ``Block`` when the kernels are built (typed as
+    BlockArgs: the same fields), else a BlockArgs. ``index`` is :func:`directory` of
+    ``ukeys``. The arrays must not change afterwards."""
+    table, bits = index
+    if _C is None:
+        return BlockArgs(ukeys, offs, ids, table, bits, lo, rowmap, dense, words)
+    block: BlockArgs = _C.Block(ukeys, offs, ids, table, bits, lo, rowmap, dense, words)  # type: ignore[attr-defined]
+    return block
 
 
 def count_blocks(blocks: list[BlockArgs], probe: U32, base: int, counts: I32,
                  threads: int = 1) -> int:
     """:func:`count_block` over every block, dense keys (rowmap >= 0) counted from their
-    bitmap rows; in C on up to ``threads`` threads when built, else numpy (postings only)."""
+    bitmap rows; in C on up to ``threads`` threads when built, else numpy (postings only).
+    ``blocks`` come from :func:`make_block`."""
     if _C is None:
-        return sum(count_block_numpy(b[0], b[1], b[2], b[5], probe, base, counts)
+        return sum(count_block_numpy(b.ukeys, b.offs, b.ids, b.lo, probe, base, counts)
                    for b in blocks)
     return int(_C.count_blocks(blocks, probe, base, counts, threads))  # type: ignore[attr-defined]
 
@@ -245,9 +260,8 @@ def count_block(
     ``ukeys`` (computed here when not given)."""
     if _C is None:
         return count_block_numpy(ukeys, offs, ids, lo, probe, base, counts)
-    table, bits = index if index is not None else directory(ukeys)
-    return int(_C.count_blocks([(ukeys, offs, ids, table, bits, lo, None, None, 1)], probe,  # type: ignore[attr-defined]
-                               base, counts, 1))
+    block = make_block(ukeys, offs, ids, lo, index if index is not None else directory(ukeys))
+    return int(_C.count_blocks([block], probe, base, counts, 1))  # type: ignore[attr-defined]
 
 
 def merge_csr(
@@ -293,6 +307,35 @@ def order_prefix(mixed: U64, classes: npt.NDArray[np.uint8], shift: int,
     return out
 
 
+def fmix64(codes: U64) -> U64 | None:
+    """splitmix64's finalizer of every code in one C pass; None without the kernels (the
+    caller computes it in numpy: the same values)."""
+    if _C is None:
+        return None
+    codes = np.ascontiguousarray(codes, dtype=np.uint64)
+    out = np.empty_like(codes)
+    _C.fmix64(codes, out)  # type: ignore[attr-defined]
+    return out
+
+
+def probe_keys(mixed: U64, tables: list[npt.NDArray[np.uint8] | None], shift: int,
+               length: int) -> tuple[list[U64], U32, int] | None:
+    """A probe's prefixes under each order version (``tables``: their class tables, None for
+    the hash order of version 0; none: the whole of ``mixed``), the distinct top-32-bit keys
+    of their union, ascending, and how many distinct codes the union holds, in one C call;
+    None without the kernels (the caller computes it in numpy: the same sets)."""
+    if _C is None:
+        return None
+    nv = len(tables)
+    prefixes = np.empty((nv, length if nv else 0), dtype=np.uint64)
+    keys = np.empty(nv * length if nv else mixed.size, dtype=np.uint32)
+    ncodes, nkeys = _C.probe_keys(np.ascontiguousarray(mixed, dtype=np.uint64), tables, shift,  # type: ignore[attr-defined]
+                                  length if nv else 0, prefixes, keys)
+    if nkeys < keys.size:
+        keys.resize(nkeys, refcheck=False)  # realloc: no copy (the keys may be indexed)
+    return list(prefixes), keys, int(ncodes)
+
+
 def top_bits_bitmap(mixed: U64, bits: int) -> U64:
     """A bitmap of ``2**bits`` bits (uint64 words, little-endian bit order) with bit
     ``c >> (64 - bits)`` set for every code c of ``mixed`` (the bitmap filter's)."""
@@ -313,31 +356,108 @@ def top_bits_count(counts: U32, mixed: U64, shift: int) -> None:
     counts[mixed >> np.uint64(shift)] += np.uint32(1)
 
 
-def count_filter(counts: I32, facts: I64, slack: int, needed: int, unindexed: int,
+class Facts:
+    """What the count filter needs of each document of a window, by name: ``needed`` (the
+    overlap a match of it must reach), ``unindexed`` (its q-grams left out of its prefix),
+    ``hour`` and ``size`` (|signature|); column i is the window's i-th document. Stored as
+    the rows of one int64 array (4 x capacity, in the order of ROWS) so that the C filter
+    reads them as one buffer; the C side names the rows alike (enum fact_row)."""
+
+    ROWS = ("needed", "unindexed", "hour", "size")
+
+    def __init__(self, capacity: int = 256) -> None:
+        self.table = np.zeros((len(self.ROWS), max(1, capacity)), dtype=np.int64)
+        self.count = 0
+
+    @property
+    def needed(self) -> I64:
+        return self.table[0, : self.count]
+
+    @property
+    def unindexed(self) -> I64:
+        return self.table[1, : self.count]
+
+    @property
+    def hour(self) -> I64:
+        return self.table[2, : self.count]
+
+    @property
+    def size(self) -> I64:
+        return self.table[3, : self.count]
+
+    def append(self, needed: int, unindexed: int, hour: int, size: int) -> None:
+        """One more document (the capacity doubles when full: no copy per document)."""
+        n = self.count
+        if n >= self.table.shape[1]:
+            grown = np.zeros((len(self.ROWS), 2 * n + 16), dtype=np.int64)
+            grown[:, :n] = self.table[:, :n]
+            self.table = grown
+        self.table[:, n] = (needed, unindexed, hour, size)
+        self.count = n + 1
+
+    def drop_front(self, k: int) -> None:
+        """Forget the first ``k`` documents (the window released them)."""
+        self.table = self.table[:, k:].copy()
+        self.count = max(0, self.count - k)
+
+
+def count_filter(counts: I32, facts: Facts, slack: int, needed: int, unindexed: int,
                  hours: tuple[int, int], sizes: tuple[int, int]) -> I64:
     """Positions i (ascending) with counts[i] > 0 that pass the count filter
-    ``counts[i] + slack >= max(needed, N[i]) - max(unindexed, U[i])`` and whose hour H[i]
-    and size S[i] lie in the inclusive ranges; N, U, H, S are rows 0-3 of ``facts``
-    (4 x cap, cap >= len(counts)). See ScopeWindow.candidates. One pass in C."""
+    ``counts[i] + slack >= max(needed, facts.needed[i]) - max(unindexed,
+    facts.unindexed[i])`` and whose ``facts.hour[i]`` and ``facts.size[i]`` lie in the
+    inclusive ranges (len(counts) <= facts.count). See ScopeWindow.candidates. One pass in C."""
     n = counts.size
     if _C is not None:
         out = np.empty(n, dtype=np.int64)
-        k = int(_C.count_filter(counts, facts, facts.shape[1], slack, needed, unindexed,  # type: ignore[attr-defined]
+        table = facts.table
+        k = int(_C.count_filter(counts, table, table.shape[1], slack, needed, unindexed,  # type: ignore[attr-defined]
                                 hours, sizes, out))
         return out[:k]
     owners = np.flatnonzero(counts)
-    need = np.maximum(facts[0, owners], needed) - np.maximum(facts[1, owners], unindexed)
-    hour = facts[2, owners]
-    size = facts[3, owners]
+    need = (np.maximum(facts.needed[owners], needed)
+            - np.maximum(facts.unindexed[owners], unindexed))
+    hour = facts.hour[owners]
+    size = facts.size[owners]
     keep = ((counts[owners] + slack >= need) & (hour >= hours[0]) & (hour <= hours[1])
             & (size >= sizes[0]) & (size <= sizes[1]))
     return owners[keep]
+
+
+def count_candidates(blocks: list[BlockArgs], probe: U32, base: int, n: int, live: int,
+                     threads: int, scratch: I32, facts: Facts, slack: int, needed: int,
+                     unindexed: int, hours: tuple[int, int], sizes: tuple[int, int],
+                     out: I64) -> tuple[int, int] | None:
+    """:func:`count_blocks` of documents ``base .. base + n - 1`` into ``scratch`` (zeroed
+    there; documents below ``live`` count 0), then :func:`count_filter` into ``out``, in one
+    C call with no window-sized allocation: (positions written to ``out``, postings
+    counted). None without the kernels (the caller counts and filters in numpy)."""
+    if _C is None:
+        return None
+    table = facts.table
+    k, postings = _C.count_candidates(blocks, probe, base, n, live, threads, scratch, table,  # type: ignore[attr-defined]
+                                      table.shape[1], slack, needed, unindexed, hours, sizes,
+                                      out)
+    return int(k), int(postings)
 
 
 def intersection(a: U64, b: U64) -> int:
     if _C is None:
         return intersection_numpy(a, b)
     return int(_C.intersection(a, b))  # type: ignore[attr-defined]
+
+
+def bitmap_keep(table: U64, rows: I64, query: U64, sizes: I64, size: int, threshold: float,
+                out: npt.NDArray[np.bool_]) -> bool:
+    """BitmapFilter.may_match's test for ``rows`` of one chunk (``table``: 2-D, ``sizes``: its
+    documents' |signature|) written into ``out`` in one C pass; False without the kernels
+    (the caller computes it in numpy: the same doubles)."""
+    if _C is None:
+        return False
+    rows = np.ascontiguousarray(rows, dtype=np.int64)
+    if rows.size:
+        _C.bitmap_keep(table, table.shape[1], rows, query, sizes, size, threshold, out)  # type: ignore[attr-defined]
+    return True
 
 
 def xor_popcount(table: U64, rows: I64, query: U64) -> I64:

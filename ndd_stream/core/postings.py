@@ -115,25 +115,26 @@ class _Block:
             extra += self.dense[0].nbytes + self.dense[1].nbytes
         return int(self.ukeys.nbytes + self.offs.nbytes + self.ids.nbytes) + extra
 
-    def prepare(self) -> kernels.BlockArgs:
+    def prepare(self, dense_fraction: float) -> kernels.BlockArgs:
         """The block as count_blocks takes it: its directory, and bitmap rows of the keys
-        held by at least DENSE_FRACTION of its documents (when the C kernels run)."""
+        held by at least ``dense_fraction`` of its documents (when the C kernels run)."""
         if self.args is not None:
             return self.args
         self.directory = table, bits = directory(self.ukeys)
         span = self.hi - self.lo
         rowmap = rows = None
         words = kernels.dense_words(span)
-        if (kernels.IMPLEMENTATION == "c" and kernels.DENSE_FRACTION > 0
+        if (kernels.IMPLEMENTATION == "c" and dense_fraction > 0
                 and span >= kernels.DENSE_MIN_SPAN):
             lens = np.diff(self.offs)
-            heavy = np.flatnonzero(lens >= max(2, kernels.DENSE_FRACTION * span))
+            heavy = np.flatnonzero(lens >= max(2, dense_fraction * span))
             if heavy.size:
                 rows = kernels.dense_rows(self.offs, self.ids, heavy, span)
                 rowmap = np.full(self.ukeys.size, -1, dtype=np.int32)
                 rowmap[heavy] = np.arange(heavy.size, dtype=np.int32)
                 self.dense = (rowmap, rows)
-        self.args = (self.ukeys, self.offs, self.ids, table, bits, self.lo, rowmap, rows, words)
+        self.args = kernels.make_block(self.ukeys, self.offs, self.ids, self.lo, (table, bits),
+                                       rowmap, rows, words)
         return self.args
 
 
@@ -142,9 +143,18 @@ class PostingIndex:
 
     Documents are numbered by ``add`` from 0 in call order; ``release_before(n)``
     forgets documents numbered below ``n`` (the window releases them in order).
+    ``threads``: the most threads one count may use (the ``count_threads`` setting);
+    ``dense_fraction``: see :meth:`_Block.prepare` (the ``dense_fraction`` setting).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int = 1,
+                 dense_fraction: float = kernels.DEFAULT_DENSE_FRACTION) -> None:
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        if not 0.0 <= dense_fraction <= 1.0:
+            raise ValueError(f"dense_fraction must be in [0, 1], got {dense_fraction}")
+        self.threads = threads
+        self.dense_fraction = dense_fraction
         self._blocks: list[_Block] = []  # oldest first; document ranges ascending
         self.base = 0  # first retained document number
         self.end = 0  # number the next added document gets
@@ -152,6 +162,9 @@ class PostingIndex:
         self._threads = ThreadChoice()
         # threads picked by get_ready for the next count, and when
         self._ready: tuple[int, float] | None = None
+        # counters and positions of candidates(), kept between decisions
+        self._scratch = np.empty(0, dtype=np.int32)
+        self._out = np.empty(0, dtype=np.int64)
 
     def __len__(self) -> int:
         """Postings held, including expired ones still sharing a block with live ones."""
@@ -170,15 +183,17 @@ class PostingIndex:
         """Whether every block is ready for a count (see :meth:`prepare`)."""
         return all(b.args is not None for b in self._blocks)
 
-    def add(self, keys: Keys) -> int:
-        """Index one document under ``keys``; return its document number."""
+    def add(self, keys: Keys, ascending: bool = False) -> int:
+        """Index one document under ``keys``; return its document number. ``ascending``: the
+        caller vouches that the keys are ascending and distinct (the check costs a numpy
+        reduction, ~2.5% of a Reuters decision)."""
         number = self.end
         self.end += 1
         if keys.size == 0:
             return number
         keys = np.asarray(keys, dtype=np.uint32)
         ids = np.zeros(keys.size, dtype=np.uint16)
-        if keys.size < 2 or bool(np.all(keys[1:] > keys[:-1])):  # sorted, distinct already
+        if ascending or keys.size < 2 or bool(np.all(keys[1:] > keys[:-1])):
             offs = np.arange(keys.size + 1, dtype=np.uint32)
             self._blocks.append(_Block(number, number + 1, keys, offs, ids))
         else:
@@ -198,9 +213,9 @@ class PostingIndex:
             return counts
         probe = np.ascontiguousarray(keys, dtype=np.uint32)
         live = max(first, self.base)
-        blocks = [b.prepare() for b in self._blocks if b.hi > live]
+        blocks = [b.prepare(self.dense_fraction) for b in self._blocks if b.hi > live]
         # timed from get_ready when there was one: waking and polling cost too
-        threads, started = ready or (self._threads.pick(kernels.COUNT_THREADS),
+        threads, started = ready or (self._threads.pick(self.threads),
                                      time.perf_counter())
         postings = kernels.count_blocks(blocks, probe, first, counts, threads)
         self._threads.record(threads, time.perf_counter() - started, postings)
@@ -208,17 +223,46 @@ class PostingIndex:
             counts[: live - first] = 0
         return counts
 
+    def candidates(self, keys: Keys, first: int, n: int, facts: kernels.Facts, slack: int,
+                   needed: int, unindexed: int, hours: tuple[int, int],
+                   sizes: tuple[int, int]) -> Ints:
+        """:meth:`count` of documents ``first .. first+n-1`` filtered by
+        :func:`kernels.count_filter` (see ScopeWindow.candidates): positions, ascending.
+        With the C kernels one call into counters kept between decisions (no window-sized
+        allocation per decision), else numpy."""
+        if keys.size == 0 or n <= 0 or kernels.IMPLEMENTATION != "c":
+            counts = self.count(keys, first, n)
+            return kernels.count_filter(counts, facts, slack, needed, unindexed, hours, sizes)
+        ready, self._ready = self._ready, None
+        probe = np.ascontiguousarray(keys, dtype=np.uint32)
+        live = max(first, self.base)
+        blocks = [b.prepare(self.dense_fraction) for b in self._blocks if b.hi > live]
+        if self._scratch.size < n:  # grown geometrically: reallocated O(log n) times
+            room = max(n, 2 * self._scratch.size)
+            self._scratch = np.empty(room, dtype=np.int32)
+            self._out = np.empty(room, dtype=np.int64)
+        threads, started = ready or (self._threads.pick(self.threads), time.perf_counter())
+        found = kernels.count_candidates(blocks, probe, first, n, live, threads, self._scratch,
+                                         facts, slack, needed, unindexed, hours, sizes,
+                                         self._out)
+        if found is None:  # the kernels were switched off after this index was made
+            counts = self.count(keys, first, n)
+            return kernels.count_filter(counts, facts, slack, needed, unindexed, hours, sizes)
+        k, postings = found
+        self._threads.record(threads, time.perf_counter() - started, postings)
+        return self._out[:k].copy()
+
     def prepare(self) -> None:
         """Build every block's lookup directory and dense rows now, as the first count after
         each merge does. Called after a restore: otherwise the first decision pays for the
         whole index at once (measured 0.12 s at a 20k window, ~0.45 s at 50k, t = 0.3)."""
         for block in self._blocks:
-            block.prepare()
+            block.prepare(self.dense_fraction)
 
     def get_ready(self) -> None:
         """Pick the threads of the next :meth:`count` now and, if several, wake them, so
         that they are awake when it starts (called when a decision begins)."""
-        threads = self._threads.pick(kernels.COUNT_THREADS)
+        threads = self._threads.pick(self.threads)
         self._ready = (threads, time.perf_counter())
         if threads > 1:
             kernels.wake_count_workers(threads, WAKE_MICROSECONDS)

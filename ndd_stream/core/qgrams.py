@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from ndd_stream.core import kernels
 from ndd_stream.core.kernels import ascii_signature
 
 Codes = npt.NDArray[np.uint64]
@@ -39,7 +40,16 @@ _EMPTY: Codes = np.zeros(0, dtype=np.uint64)
 
 
 def fmix64(z: Codes) -> Codes:
-    """splitmix64's finalizer: a bijection on uint64 that mixes every bit."""
+    """splitmix64's finalizer: a bijection on uint64 that mixes every bit (in C when the
+    kernels are built and ``z`` is an array of uint64)."""
+    if isinstance(z, np.ndarray) and z.dtype == np.uint64 and z.ndim == 1:
+        fast = kernels.fmix64(z)
+        if fast is not None:
+            return fast
+    return _fmix64_numpy(z)
+
+
+def _fmix64_numpy(z: Codes) -> Codes:
     z = (z ^ (z >> np.uint64(30))) * _M1
     z = (z ^ (z >> np.uint64(27))) * _M2
     return z ^ (z >> np.uint64(31))

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from ndd_stream.core.bitmaps import Bitmap, BitmapFilter
 from ndd_stream.core.document import Decision
-from ndd_stream.core.kernels import count_filter
+from ndd_stream.core.kernels import Facts
 from ndd_stream.core.order import OrderVersion
 from ndd_stream.core.postings import PostingIndex
 
@@ -48,17 +48,16 @@ class ShortDoc:
 class ScopeWindow:
     """Index, documents, short texts and decisions of one scope, by hour."""
 
-    def __init__(self, scope: str, hours_back: int, bitmap_bits: int = 0) -> None:
+    def __init__(self, scope: str, hours_back: int, bitmap_bits: int = 0,
+                 index: PostingIndex | None = None) -> None:
         self.scope = scope
         self.hours_back = hours_back
-        self.index = PostingIndex()
+        self.index = index if index is not None else PostingIndex()
         self.bitmaps = BitmapFilter(bitmap_bits) if bitmap_bits else None
         self.docs: list[WindowDoc] = []
         self.doc_base = 0  # number of docs[0], in the index's numbering
-        # Per retained doc, as columns for vectorised filters: the overlap a match of it
-        # needs, how many of its q-grams are not indexed (count filter), its hour and its
-        # |signature|.
-        self._facts = np.zeros((4, 256), dtype=np.int64)
+        # Per retained doc, what the count filter reads (column i: docs[i])
+        self.facts = Facts()
         self.watermark: int | None = None
         self.versions: Counter[int] = Counter()
         self.version_objects: dict[int, OrderVersion] = {}
@@ -106,7 +105,7 @@ class ScopeWindow:
         if not drop:
             return
         del self.docs[:drop]
-        self._facts = self._facts[:, drop:].copy()
+        self.facts.drop_front(drop)
         self.doc_base += drop
         self.index.release_before(self.doc_base)
         if self.bitmaps is not None:
@@ -127,21 +126,17 @@ class ScopeWindow:
         unindexed: int,
         bitmap: Bitmap | None = None,
     ) -> None:
-        """Index ``doc`` under its prefix ``keys``; ``needed`` is the overlap any match of it
-        must reach, ``unindexed`` how many of its q-grams are not in the prefix (see
-        :meth:`candidates`); ``bitmap`` is its bitmap-filter bitmap (required when the
-        window has a bitmap filter)."""
+        """Index ``doc`` under its prefix ``keys`` (ascending, distinct); ``needed`` is the
+        overlap any match of it must reach, ``unindexed`` how many of its q-grams are not
+        in the prefix (see :meth:`candidates`); ``bitmap`` is its bitmap-filter bitmap
+        (required when the window has a bitmap filter)."""
         n = len(self.docs)
-        number = self.index.add(keys)
+        number = self.index.add(keys, ascending=True)
         assert number == self.doc_base + n, "index and window numbering diverged"
         if self.bitmaps is not None:
             assert bitmap is not None, "a window with a bitmap filter needs every bitmap"
             self.bitmaps.add(number, bitmap, doc.size)
-        if n >= self._facts.shape[1]:
-            grown = np.zeros((4, 2 * n + 16), dtype=np.int64)
-            grown[:, :n] = self._facts[:, :n]
-            self._facts = grown
-        self._facts[:, n] = (needed, unindexed, doc.hour, doc.size)
+        self.facts.append(needed, unindexed, doc.hour, doc.size)
         self.docs.append(doc)
         self.versions[version.number] += 1
         self.version_objects[version.number] = version
@@ -172,8 +167,8 @@ class ScopeWindow:
         n = len(self.docs)
         if keys.size == 0 or n == 0:
             return np.zeros(0, dtype=np.int64)
-        counts = self.index.count(keys, self.doc_base, n)
-        return count_filter(counts, self._facts, slack, needed, unindexed, hours, sizes)
+        return self.index.candidates(keys, self.doc_base, n, self.facts, slack, needed,
+                                     unindexed, hours, sizes)
 
     def live_versions(self) -> list[OrderVersion]:
         return [self.version_objects[v] for v in sorted(self.versions)]
