@@ -497,27 +497,7 @@ order_prefix(PyObject *self, PyObject *args)
             goto done;
         }
         Py_BEGIN_ALLOW_THREADS
-        Py_ssize_t hist[257] = {0};
-        for (Py_ssize_t i = 0; i < n; i++) {
-            c[i] = cl[m[i] >> shift];
-            hist[c[i]]++;
-        }
-        int last = 0; /* the class in which the prefix ends */
-        Py_ssize_t below = 0;
-        while (last < 255 && below + hist[last] < length)
-            below += hist[last++];
-        Py_ssize_t k = 0, t = 0;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (c[i] < last)
-                o[k++] = m[i];
-            else if (c[i] == last)
-                tie[t++] = m[i];
-        }
-        Py_ssize_t need = length - k;
-        if (need > 0) {
-            ndd_select_smallest(tie, t, need);
-            memcpy(o + k, tie, (size_t)need * sizeof(uint64_t));
-        }
+        ndd_prefix_under(m, n, cl, shift, length, o, tie, c);
         Py_END_ALLOW_THREADS
         PyMem_RawFree(tie);
         PyMem_RawFree(c);

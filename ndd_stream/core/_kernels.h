@@ -39,6 +39,8 @@ PyObject *ndd_probe_keys(PyObject *self, PyObject *args);
 
 /* _kernels.c: the k smallest of a[0..n) moved to a[0..k), any order. */
 void ndd_select_smallest(uint64_t *a, Py_ssize_t n, Py_ssize_t k);
+void ndd_prefix_under(const uint64_t *m, Py_ssize_t n, const uint8_t *cl, int shift,
+                      Py_ssize_t length, uint64_t *o, uint64_t *tie, uint8_t *c);
 
 /* _count.c */
 extern const char ndd_count_blocks_doc[];

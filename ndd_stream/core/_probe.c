@@ -5,9 +5,11 @@
 #define check ndd_check
 
 /* The ``length`` smallest of m[0..n) (distinct) under (cl[m >> shift], m) into o; cl NULL:
- * by m alone (order version 0). ``tie`` and ``c`` have room for n items. */
-static void
-prefix_under(const uint64_t *m, Py_ssize_t n, const uint8_t *cl, int shift, Py_ssize_t length,
+ * by m alone (order version 0). ``tie`` and ``c`` have room for n items. Also the body of
+ * _kernels.c's order_prefix: one copy of the prefix rule. */
+void
+ndd_prefix_under(const uint64_t *m, Py_ssize_t n, const uint8_t *cl, int shift,
+                 Py_ssize_t length,
              uint64_t *o, uint64_t *tie, uint8_t *c)
 {
     if (cl == NULL) {
@@ -157,8 +159,8 @@ ndd_probe_keys(PyObject *self, PyObject *args)
         Py_ssize_t ncodes = 0, nkeys = 0;
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t v = 0; v < nv; v++)
-            prefix_under(m, n, views[v].obj ? views[v].buf : NULL, shift, length,
-                         rows + v * length, tie, c);
+            ndd_prefix_under(m, n, views[v].obj ? views[v].buf : NULL, shift, length,
+                             rows + v * length, tie, c);
         memcpy(a, nv ? rows : m, (size_t)total * sizeof(uint64_t));
         /* LSD radix sort by the top 32 bits (the key), 8 bits a pass */
         for (int pass = 0; pass < 4; pass++) {
