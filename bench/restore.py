@@ -23,7 +23,7 @@ from ndd_stream import jsonio
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.kafka.broker import EmbeddedBroker
 from ndd_stream.kafka.reads import BrokerReads
-from ndd_stream.state.codec import document_key, encode_document
+from ndd_stream.state.codec import Checkpoint, decode_document, document_key, encode_document
 from ndd_stream.state.rocks import RocksStore
 from ndd_stream.worker.changelog import read_partition
 
@@ -45,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         for i, doc in enumerate(docs):
             detector.decide(doc)
             if i % 500 == 0:
-                store.commit({"next": i})
-        store.commit({"next": n})
+                store.commit(Checkpoint(i))
+        store.commit(Checkpoint(n))
         disk = store.size_bytes()
         records = [(document_key(d), encode_document(d)) for d in store.load()]
         store.close()
@@ -74,10 +74,8 @@ def main(argv: list[str] | None = None) -> int:
             fetch_s = time.perf_counter() - start
             target = RocksStore(Path(tmp) / "b")
             for key, value in read.records:
-                from ndd_stream.state.codec import decode_document
-
                 target.add(decode_document(key, value))
-            target.commit({"changelog": read.next_offset})
+            target.commit(Checkpoint(changelog=read.next_offset))
             rebuilt = Detector(config, store=target)
             assert rebuilt.restore() == n
             changelog_s = time.perf_counter() - start

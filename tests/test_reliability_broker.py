@@ -82,7 +82,7 @@ def _state(settings: Settings) -> tuple[int, int]:
         store = RocksStore(path)
         try:
             docs += sum(1 for _ in store.load())
-            nexts += store.marker().get("next", 0)
+            nexts += store.checkpoint().next
         finally:
             store.close()
     return docs, nexts

@@ -20,9 +20,13 @@ from ndd_stream.jsonio import dumps
 from ndd_stream.state.codec import (
     FORMAT,
     FORMAT_KEY,
+    MARKER_KEY,
+    Checkpoint,
     CorruptRecord,
+    decode_checkpoint,
     decode_document,
     document_key,
+    encode_checkpoint,
     encode_document,
 )
 from ndd_stream.state.rocks import RocksStore
@@ -37,7 +41,6 @@ class MemoryStore:
         self._hours: dict[tuple[str, int], list[StoredDocument]] = {}
         self._pending: list[StoredDocument] = []
         self._dropped: list[tuple[str, int]] = []
-        self._marker: dict[str, int] = {}
 
     def add(self, doc: StoredDocument) -> None:
         self._pending.append(doc)
@@ -51,18 +54,13 @@ class MemoryStore:
         docs.sort(key=lambda d: (d.scope, d.number))
         return iter(docs)
 
-    def commit(self, marker: dict[str, int] | None = None) -> None:
+    def commit(self) -> None:
         for key in self._dropped:
             self._hours.pop(key, None)
         self._dropped.clear()
         for doc in self._pending:
             self._hours.setdefault((doc.scope, doc.hour), []).append(doc)
         self._pending.clear()
-        if marker is not None:
-            self._marker = dict(marker)
-
-    def marker(self) -> dict[str, int]:
-        return dict(self._marker)
 
     def close(self) -> None:
         self._pending.clear()
@@ -108,14 +106,13 @@ def test_committed_documents_load_in_scope_and_arrival_order(make_store: Factory
 def test_uncommitted_additions_are_not_loaded(make_store: Factory) -> None:
     store = make_store()
     store.add(_stored("a", 0, 1))
-    store.commit({"offset": 1})
+    store.commit()
     store.add(_stored("a", 1, 1))
     reopened = make_store()
     if reopened is store:  # the memory store: same object, pending batch still buffered
         assert [d.number for d in store.load()] == [0]
     else:
         assert [d.number for d in reopened.load()] == [0]
-    assert reopened.marker() == {"offset": 1}
 
 
 def test_drop_hour_removes_only_that_scope_and_hour(make_store: Factory) -> None:
@@ -133,9 +130,33 @@ def test_records_round_trip_exactly(make_store: Factory) -> None:
         "id", Status.NEAR_DUPLICATE, 0.8125, "other", "ch2", 12.0, "ch/ü", -3))
     store = make_store()
     store.add(doc)
-    store.commit({"x": 3, "y": 4})
+    store.commit()
     assert list(make_store().load()) == [doc]
-    assert make_store().marker() == {"x": 3, "y": 4}
+
+
+def test_the_checkpoint_is_written_with_the_documents_it_reflects(tmp_path: Path) -> None:
+    order = {"v": 1, "consumed": 9, "frontier": [5, "raw", 0, 3], "sources": []}
+    store = RocksStore(tmp_path)
+    assert store.checkpoint() == Checkpoint()  # none yet: from offset 0
+    store.add(_stored("a", 0, 1))
+    store.commit(Checkpoint(7, 3, order))
+    store.add(_stored("a", 1, 1))
+    store.close()  # the second document, never committed, is gone with its position
+    store = RocksStore(tmp_path)
+    assert store.checkpoint() == Checkpoint(7, 3, order)
+    assert [d.number for d in store.load()] == [0]
+    store.close()
+
+
+def test_a_checkpoint_of_the_first_layout_is_read(tmp_path: Path) -> None:
+    store = RocksStore(tmp_path)
+    store._db.put(MARKER_KEY, b"\x01" + b'{"next": 12, "changelog": 40}')
+    assert store.checkpoint() == Checkpoint(12, 40, None)
+    store.close()
+    assert decode_checkpoint(encode_checkpoint(Checkpoint(1, 2, {"v": 1}))) == Checkpoint(
+        1, 2, {"v": 1})
+    with pytest.raises(CorruptRecord):
+        decode_checkpoint(b"\x07{}")
 
 
 def test_figures_and_a_novel_decision_round_trip(make_store: Factory) -> None:
@@ -215,7 +236,7 @@ def test_restored_detector_continues_with_identical_decisions(
     detector = Detector(config, store=make_store())
     for i, doc in enumerate(docs):
         if i and i % 97 == 0:  # "crash": reopen the store, rebuild a fresh detector
-            detector.store.commit({"next": i})
+            detector.store.commit()
             detector = Detector(config, store=make_store())
             assert detector.restore() > 0
             assert all(w.index.prepared for w in detector.windows())

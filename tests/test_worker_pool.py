@@ -19,7 +19,8 @@ from newsgen import items
 
 from ndd_stream import jsonio
 from ndd_stream.kafka.reads import Fetched
-from ndd_stream.worker.changelog import POSITION_KEY
+from ndd_stream.state.codec import decode_checkpoint
+from ndd_stream.worker.changelog import CHECKPOINT_KEY
 from ndd_stream.worker.deciding import OutputTopics, PartitionDecider
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import BrokerLostData, DeciderPool
@@ -86,8 +87,9 @@ def test_a_batch_is_decided_in_order_then_changelog_then_state(tmp_path: Path) -
     assert _decisions(log) == _want(lines)
     assert sum(1 for [(status, _)] in _want(lines).values() if status != "unique") > 2
     changelog = log.topic("changelog")
-    assert [r.key for r in changelog[-1:]] == [POSITION_KEY] and changelog[-1].value == b"12"
-    assert len(changelog) == 12 + 1 + 1  # the opening sentinel, 12 documents, the position
+    assert [r.key for r in changelog[-1:]] == [CHECKPOINT_KEY]
+    assert decode_checkpoint(changelog[-1].value).next == 12
+    assert len(changelog) == 12 + 1 + 1  # the opening sentinel, 12 documents, the checkpoint
     decider = pool.deciders[0]
     assert (decider.next_offset, decider.changelog_next) == (12, len(changelog))
     assert [r for r in log.reads if r[0] == SCOPED] == []

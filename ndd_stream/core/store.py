@@ -46,11 +46,9 @@ class StateStore(Protocol):
     def load(self) -> Iterator[StoredDocument]:
         """Every retained document, ordered by scope then arrival number."""
 
-    def commit(self, marker: dict[str, int] | None = None) -> None:
-        """Make everything added so far durable, together with ``marker`` (e.g. offsets)."""
-
-    def marker(self) -> dict[str, int]:
-        """The marker of the last commit ({} if none)."""
+    def commit(self) -> None:
+        """Make everything added so far durable (a worker's store writes the position it
+        reflects in the same write: ``state.rocks.RocksStore.commit``)."""
 
     def close(self) -> None:
         """Release resources; uncommitted additions are lost."""
@@ -69,11 +67,8 @@ class NullStore:
     def load(self) -> Iterator[StoredDocument]:
         return iter(())
 
-    def commit(self, marker: dict[str, int] | None = None) -> None:
+    def commit(self) -> None:
         return None
-
-    def marker(self) -> dict[str, int]:
-        return {}
 
     def close(self) -> None:
         return None

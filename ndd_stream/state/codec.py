@@ -3,10 +3,12 @@
 Document key:        b"d" | u16 BE len(scope) | scope UTF-8 | i64 BE hour+2**63 | u64 BE number
 Document value (v2): b"\\x02" | JSON {"n", "h", "c", "t", "nf", "i", "d": decision, "f": figures}
 Document value (v1): b"\\x01" | JSON {"n", "h", "c", "t", "nf", "i", "d": decision}
-Marker key:          b"m:marker"   value: b"\\x01" | JSON {name: int}
+Checkpoint key:      b"m:marker"   value (v2): b"\\x02" | JSON {"next", "changelog", "order"}
+                                   value (v1): b"\\x01" | JSON {"next", "changelog"} (read)
 Format key:          b"m:format"   value: b"ndd-state-2" (b"ndd-state-1" is upgraded on open)
-Order key:           b"m:order"    value: b"\\x01" | JSON checkpoint of the event-time order
-                     (ndd_stream.worker.merge: {"v", "consumed", "frontier", "sources"})
+
+The checkpoint is a partition's one position (:class:`Checkpoint`); the same v2 value is the
+changelog's checkpoint record (key ``ndd-checkpoint``, worker/changelog.py).
 
 v2 adds the item's figures (``core.novelty.figures``: a string, null when not indexed), which
 the novelty rule compares with later items. v1 records stay readable: their figures are
@@ -21,6 +23,7 @@ range delete. The hour is offset by 2**63 so negative hours sort correctly.
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from typing import Any
 
 from ndd_stream.core.document import Decision
@@ -30,8 +33,7 @@ from ndd_stream.jsonio import dumps, loads
 FORMAT = b"ndd-state-2"
 READABLE_FORMATS = (b"ndd-state-1", FORMAT)  # a v1 store is upgraded in place on open
 FORMAT_KEY = b"m:format"
-MARKER_KEY = b"m:marker"
-ORDER_KEY = b"m:order"
+MARKER_KEY = b"m:marker"  # the partition's checkpoint
 DOC_PREFIX = b"d"
 DOC_END = b"e"  # first byte after every document key
 _V1 = b"\x01"
@@ -81,29 +83,33 @@ def decode_document(key: bytes, value: bytes) -> StoredDocument:
         raise CorruptRecord(f"undecodable document record: {exc}") from exc
 
 
-def encode_marker(marker: dict[str, int]) -> bytes:
-    return _V1 + dumps(marker)
+@dataclass(frozen=True)
+class Checkpoint:
+    """A scoped partition's one position: written with the state it reflects in one RocksDB
+    batch, and after each batch's documents as one changelog record, so recovery reads one
+    record (never a position without its order, never the consumer group's offset)."""
+
+    next: int = 0  # first scoped offset the state does not reflect (re-read from here)
+    changelog: int = 0  # first changelog offset the local store does not hold (local only)
+    order: dict[str, Any] | None = None  # the event-time sequencer's (worker/merge.py)
 
 
-def decode_marker(value: bytes | None) -> dict[str, int]:
+def encode_checkpoint(checkpoint: Checkpoint) -> bytes:
+    return _V2 + dumps({"next": checkpoint.next, "changelog": checkpoint.changelog,
+                        "order": checkpoint.order})
+
+
+def decode_checkpoint(value: bytes | None) -> Checkpoint:
+    """A stored checkpoint; the empty one (offset 0, no order) when there is none yet."""
     if not value:
-        return {}
-    if not value.startswith(_V1):
-        raise CorruptRecord(f"unknown marker version {value[:1]!r}")
-    return {str(k): int(v) for k, v in loads(value[1:]).items()}
-
-
-def encode_order(checkpoint: dict[str, Any]) -> bytes:
-    """The event-time order's checkpoint (also the value of its changelog record)."""
-    return _V1 + dumps(checkpoint)
-
-
-def decode_order(value: bytes | None) -> dict[str, Any] | None:
-    if not value:
-        return None
-    if not value.startswith(_V1):
-        raise CorruptRecord(f"unknown order checkpoint version {value[:1]!r}")
-    data = loads(value[1:])
-    if not isinstance(data, dict):
-        raise CorruptRecord("order checkpoint is not an object")
-    return data
+        return Checkpoint()
+    if value[:1] not in (_V1, _V2):
+        raise CorruptRecord(f"unknown checkpoint version {value[:1]!r}")
+    try:
+        data = loads(value[1:])
+        order = data.get("order")
+        if order is not None and not isinstance(order, dict):
+            raise TypeError("order is not an object")
+        return Checkpoint(int(data.get("next", 0)), int(data.get("changelog", 0)), order)
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise CorruptRecord(f"undecodable checkpoint: {exc}") from exc

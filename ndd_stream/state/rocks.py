@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rocksdict import AccessType, Options, Rdict, WriteBatch, WriteOptions
 
@@ -22,16 +21,14 @@ from ndd_stream.state.codec import (
     FORMAT,
     FORMAT_KEY,
     MARKER_KEY,
-    ORDER_KEY,
     READABLE_FORMATS,
+    Checkpoint,
     CorruptRecord,
+    decode_checkpoint,
     decode_document,
-    decode_marker,
-    decode_order,
     document_key,
+    encode_checkpoint,
     encode_document,
-    encode_marker,
-    encode_order,
     hour_prefix,
 )
 
@@ -101,23 +98,16 @@ class RocksStore:
         docs.sort(key=lambda d: (d.scope, d.number))
         return iter(docs)
 
-    def commit(self, marker: dict[str, int] | None = None,
-               order: dict[str, Any] | None = None) -> None:
-        """Write the batch with the marker (and the order checkpoint) it reflects, at once."""
-        if marker is not None:
-            self._batch.put(MARKER_KEY, encode_marker(marker))
-        if order is not None:
-            self._batch.put(ORDER_KEY, encode_order(order))
+    def commit(self, checkpoint: Checkpoint | None = None) -> None:
+        """Write the batch with the checkpoint it reflects, at once."""
+        if checkpoint is not None:
+            self._batch.put(MARKER_KEY, encode_checkpoint(checkpoint))
         if not self._batch.is_empty():
             self._db.write(self._batch, self._write_options)
             self._batch = WriteBatch(raw_mode=True)
 
-    def marker(self) -> dict[str, int]:
-        return decode_marker(self._db.get(MARKER_KEY))
-
-    def order(self) -> dict[str, Any] | None:
-        """The event-time order's checkpoint committed with the marker, if any."""
-        return decode_order(self._db.get(ORDER_KEY))
+    def checkpoint(self) -> Checkpoint:
+        return decode_checkpoint(self._db.get(MARKER_KEY))
 
     def compact(self) -> None:
         """Reclaim the space of dropped hours now (normally left to RocksDB)."""

@@ -14,15 +14,16 @@ import uuid
 from dataclasses import dataclass
 
 from ndd_stream.kafka.reads import Log
+from ndd_stream.state.codec import Checkpoint, decode_checkpoint
 
 SENTINEL_KEY = b"ndd-sentinel"
+CHECKPOINT_KEY = b"ndd-checkpoint"
+"""Key of the record written after each batch's documents: the partition's checkpoint
+(``state.codec.encode_checkpoint``: the first scoped offset not yet reflected, and the
+event-time order's state), so a worker that takes the partition over resumes exactly there
+instead of trusting the group's committed offset. One record: never half of it."""
 POSITION_KEY = b"ndd-position"
-"""Key of the record written after each batch's documents: the value is the first scoped
-offset not yet reflected (decimal), so a worker that takes the partition over resumes
-exactly there instead of trusting the group's committed offset."""
-ORDER_KEY = b"ndd-order"
-"""Key of the record written after a position record under event-time order: the order's
-checkpoint (``state.codec.encode_order``) that goes with that position."""
+"""The position record of earlier workers (the offset alone, decimal): read as a checkpoint."""
 
 
 class ChangelogError(RuntimeError):
@@ -33,10 +34,7 @@ class ChangelogError(RuntimeError):
 class ChangelogRead:
     records: list[tuple[bytes, bytes]]  # (key, value) of document records, in order
     next_offset: int  # offset after the sentinel: where the next reader starts
-    position: int | None = None  # the last position record read (scoped offset), if any
-    # the last position record followed by its order checkpoint (event-time order): a
-    # worker killed while producing a batch's changelog can leave a position without it
-    paired: tuple[int, bytes] | None = None
+    checkpoint: Checkpoint | None = None  # the last checkpoint read, if any
 
 
 def read_partition(log: Log, topic: str, partition: int, start: int,
@@ -52,21 +50,19 @@ def read_partition(log: Log, topic: str, partition: int, start: int,
         # will never come, so say so now; the caller compares next_offset with start.
         return ChangelogRead([], sentinel + 1)
     records: list[tuple[bytes, bytes]] = []
-    position: int | None = None
-    paired: tuple[int, bytes] | None = None
+    checkpoint: Checkpoint | None = None
     with log.records(topic, partition, start, timeout_s, ChangelogError) as found:
         for msg in found:
             key, value = msg.key or b"", msg.value or b""
             if key == SENTINEL_KEY:
                 if value == token:
-                    return ChangelogRead(records, msg.offset + 1, position, paired)
+                    return ChangelogRead(records, msg.offset + 1, checkpoint)
+                continue
+            if key == CHECKPOINT_KEY:
+                checkpoint = decode_checkpoint(value)
                 continue
             if key == POSITION_KEY:
-                position = int(value)
-                continue
-            if key == ORDER_KEY:
-                if position is not None:
-                    paired = (position, value)
+                checkpoint = Checkpoint(int(value))
                 continue
             records.append((key, value))
     raise ChangelogError(f"{topic}[{partition}]: ended before the sentinel")

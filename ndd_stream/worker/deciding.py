@@ -17,9 +17,9 @@ from ndd_stream.core.document import Decision
 from ndd_stream.core.items import Invalid, ItemFormat, parse_item
 from ndd_stream.core.store import StoredDocument
 from ndd_stream.jsonio import dumps
-from ndd_stream.state.codec import decode_order, document_key, encode_document, encode_order
+from ndd_stream.state.codec import Checkpoint, document_key, encode_checkpoint, encode_document
 from ndd_stream.state.rocks import RocksStore
-from ndd_stream.worker.changelog import ORDER_KEY, POSITION_KEY
+from ndd_stream.worker.changelog import CHECKPOINT_KEY
 from ndd_stream.worker.records import (
     H_ORDER,
     OutRecord,
@@ -29,10 +29,6 @@ from ndd_stream.worker.records import (
     header_map,
     iso_utc,
 )
-
-UNKNOWN_OFFSET = -1
-"""``next_offset`` of a partition rebuilt from a changelog without position records
-(written by an older worker): the first record the consumer delivers is taken as next."""
 
 
 @dataclass(frozen=True)
@@ -61,12 +57,8 @@ class ChangelogRecorder:
     def load(self) -> Iterator[StoredDocument]:
         return self.inner.load()
 
-    def commit(self, marker: dict[str, int] | None = None,
-               order: dict[str, Any] | None = None) -> None:
-        self.inner.commit(marker, order)
-
-    def marker(self) -> dict[str, int]:
-        return self.inner.marker()
+    def commit(self, checkpoint: Checkpoint | None = None) -> None:
+        self.inner.commit(checkpoint)
 
     def close(self) -> None:
         self.inner.close()
@@ -94,13 +86,23 @@ class PartitionDecider:
         self.detector = Detector(config, store=self.store)
         self.fmt = fmt
         self.topics = topics
-        marker = self.store.marker()
-        # first scoped offset not yet applied (UNKNOWN_OFFSET: the next one delivered)
-        self.next_offset = marker.get("next", 0)
-        self.changelog_next = marker.get("changelog", 0)  # first changelog offset not applied
-        # the event-time order's checkpoint committed with that marker (None: none yet)
-        self.order: dict[str, Any] | None = self.store.inner.order()
+        self.checkpoint = self.store.inner.checkpoint()  # the one position (state.codec)
         self.restored = self.detector.restore()
+
+    @property
+    def next_offset(self) -> int:
+        """The first scoped offset the state does not reflect."""
+        return self.checkpoint.next
+
+    @property
+    def changelog_next(self) -> int:
+        """The first changelog offset the local store does not hold."""
+        return self.checkpoint.changelog
+
+    @property
+    def order(self) -> dict[str, Any] | None:
+        """The event-time sequencer's checkpoint (None: none, or offset order)."""
+        return self.checkpoint.order
 
     def process(self, value: bytes | None, key: bytes | None, headers: object,
                 scoped: Source, order_note: str | None = None) -> Outcome:
@@ -131,52 +133,38 @@ class PartitionDecider:
             records.append(OutRecord(self.topics.decisions, key, dumps(audit), headers_out))
         return Outcome(records, decision=decision, channel=item.channel)
 
-    def drain_changelog(self, position: int | None = None,
-                        order: dict[str, Any] | None = None) -> list[OutRecord]:
+    def drain_changelog(self, checkpoint: Checkpoint | None = None) -> list[OutRecord]:
         """Changelog records for the documents decided since the last call, then (if given)
-        the position record: the first scoped offset the state does not reflect, and the
-        event-time order's checkpoint that goes with it."""
+        the checkpoint they lead to, as one record."""
         out = [OutRecord(self.topics.changelog, document_key(d), encode_document(d), [],
                          partition=self.partition) for d in self.store.pending]
         self.store.pending.clear()
-        if position is not None:
-            out.append(OutRecord(self.topics.changelog, POSITION_KEY, str(position).encode(),
-                                 [], partition=self.partition))
-        if order is not None:
-            out.append(OutRecord(self.topics.changelog, ORDER_KEY, encode_order(order), [],
-                                 partition=self.partition))
+        if checkpoint is not None:
+            out.append(OutRecord(self.topics.changelog, CHECKPOINT_KEY,
+                                 encode_checkpoint(checkpoint), [], partition=self.partition))
         return out
 
     def commit(self, next_offset: int, changelog_next: int | None = None,
                order: dict[str, Any] | None = None) -> None:
-        """Persist state with the offsets (and the order checkpoint) it reflects, in one
-        RocksDB write batch: the partition's one checkpoint."""
-        self.next_offset = next_offset
-        if changelog_next is not None:
-            self.changelog_next = changelog_next
-        if order is not None:
-            self.order = order
-        self.store.commit({"next": self.next_offset, "changelog": self.changelog_next}, order)
+        """Persist state with the checkpoint it reflects, in one RocksDB write batch."""
+        self.checkpoint = Checkpoint(
+            next_offset, self.changelog_next if changelog_next is None else changelog_next,
+            self.order if order is None else order)
+        self.store.commit(self.checkpoint)
         if self.store.inner.needs_compaction:
             self.store.inner.compact()
 
-    def apply_changelog(self, docs: list[tuple[bytes, bytes]], changelog_next: int,
-                        next_offset: int, order: bytes | None = None) -> int:
-        """Add changelog records written by another worker, then rebuild the detector.
-        ``next_offset`` is where that worker left the scoped partition (UNKNOWN_OFFSET:
-        take the first record the consumer delivers), ``order`` its order checkpoint."""
+    def apply_changelog(self, docs: list[tuple[bytes, bytes]], checkpoint: Checkpoint) -> int:
+        """Add changelog records written by another worker (or by this one before a crash),
+        then rebuild the detector, and go on from ``checkpoint``."""
         from ndd_stream.state.codec import decode_document
 
-        self.next_offset = next_offset
-        if order is not None:
-            self.order = decode_order(order)
         for key, value in docs:
             self.store.inner.add(decode_document(key, value))
-        self.store.inner.commit({"next": self.next_offset, "changelog": changelog_next})
-        self.changelog_next = changelog_next
+        self.checkpoint = checkpoint
+        self.store.inner.commit(checkpoint)
         self.detector = Detector(self.detector.config, store=self.store)
         self.restored = self.detector.restore()
-        self.store.commit({"next": self.next_offset, "changelog": changelog_next}, self.order)
         return len(docs)
 
     def close(self) -> None:

@@ -17,9 +17,9 @@ still in the agent's hands) are not decided; their new owner decides them.
 Under event-time order (``NDD_SCOPE_ORDER``) each partition's records pass through its
 sequencer (``merge.EventTimeMerge``) between step 0 (offset order, ``InOrder``) and step 1:
 items are decided when their turn comes, possibly in a later batch or on the timer
-(:meth:`DeciderPool.tick`). The partition's one checkpoint is then the marker (``next`` =
-the lowest scoped offset still held, where a restart re-reads from) with the sequencer's
-checkpoint, in the same RocksDB batch; the changelog's position record carries both.
+(:meth:`DeciderPool.tick`). The partition's one checkpoint (``state.codec.Checkpoint``)
+then holds ``next`` = the lowest scoped offset still held (where a restart re-reads from)
+and the sequencer's state, in the same RocksDB batch and in one changelog record.
 
 Decisions never hold the event loop for long (/health, timers and the consumer's
 heartbeats run on it): an item larger than :data:`OFFLOAD_BYTES` is decided in the pool's
@@ -39,7 +39,7 @@ import concurrent.futures
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -47,8 +47,9 @@ from typing import Any
 from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.items import ItemFormat
 from ndd_stream.kafka.reads import Log, read_range
+from ndd_stream.state.codec import Checkpoint
 from ndd_stream.worker.changelog import read_partition
-from ndd_stream.worker.deciding import UNKNOWN_OFFSET, OutputTopics, PartitionDecider
+from ndd_stream.worker.deciding import OutputTopics, PartitionDecider
 from ndd_stream.worker.inorder import TP, InOrder, Message
 from ndd_stream.worker.merge import (
     EventTimeMerge,
@@ -181,8 +182,7 @@ class DeciderPool:
         if self.event_order is not None:
             self.merges[partition] = self._merge(decider)
         # Decided strictly in order from the state's own position (not Faust's).
-        known = decider.next_offset != UNKNOWN_OFFSET
-        self.order.resume(self._tp(partition), decider.next_offset if known else None)
+        self.order.resume(self._tp(partition), decider.next_offset)
         self.metrics.assigned.set(len(self.deciders))
         return decider
 
@@ -193,7 +193,7 @@ class DeciderPool:
         merge: EventTimeMerge[Message] = EventTimeMerge(cfg.idle_s, cfg.stall_s, cfg.max_bytes)
         if decider.order is not None:
             merge.restore(decider.order, now)
-        elif decider.next_offset != UNKNOWN_OFFSET:
+        else:
             merge.consumed = decider.next_offset  # before: decided in offset order
         merge.expect(self.sources, now)
         return merge
@@ -216,25 +216,16 @@ class DeciderPool:
                 f"{decider.changelog_next - 1}: the broker lost data (restarted empty?). "
                 "Refusing to continue; restore the broker's data, or delete the state "
                 "directory to start from an empty window.")
-        if read.records or read.position is not None:
-            # Another worker owned the partition meanwhile (or this one wrote a batch's
-            # changelog and crashed before committing it locally): those records and the
-            # position they end at supersede the local state. Without a position record
-            # (older workers) take what the consumer delivers, and let identities answer.
-            position = read.position if read.position is not None else UNKNOWN_OFFSET
-            order = None
-            if self.event_order is not None:
-                # Only a position with its order checkpoint (a kill while producing a
-                # batch's changelog leaves a position, or documents, without one). Else the
-                # local state's: older, so the items after it are decided again, and the
-                # ones decided already are answered by identity. Never the consumer's
-                # offset: Faust commits past the items held for their turn.
-                position, order = (read.paired if read.paired is not None
-                                   else (decider.next_offset, None))
-            decider.apply_changelog(read.records, read.next_offset, position, order)
-            self.metrics.restored.labels("changelog").inc(len(read.records))
-        else:
-            decider.commit(decider.next_offset, read.next_offset)
+        # The partition's checkpoint: the last one in the changelog after the local store's
+        # (another worker owned the partition meanwhile, or this one wrote a batch's
+        # changelog and crashed before committing it locally), else the local one. A kill
+        # while a batch's changelog was produced can leave its documents without their
+        # checkpoint: going on from the older one decides those items again, and they are
+        # answered by identity. Never the consumer group's offset: Faust commits past the
+        # items an event-time scope holds for their turn.
+        checkpoint = replace(read.checkpoint or decider.checkpoint, changelog=read.next_offset)
+        decider.apply_changelog(read.records, checkpoint)
+        self.metrics.restored.labels("changelog").inc(len(read.records))
         log.info("partition %s ready: %d documents in window (%d changelog records) in %.2fs",
                  partition, decider.detector.window_documents(), len(read.records),
                  time.monotonic() - started,
@@ -342,7 +333,8 @@ class DeciderPool:
         orders = {p: self.merges[p].checkpoint() for p in cursor if p in self.merges}
         changelog_futures: dict[int, list[Awaitable[Any]]] = {}
         for partition, position in cursor.items():
-            records = self.deciders[partition].drain_changelog(position, orders.get(partition))
+            records = self.deciders[partition].drain_changelog(
+                Checkpoint(position, order=orders.get(partition)))
             changelog_futures[partition] = [await send(r) for r in records]
         changelog_next: dict[int, int] = {}
         for partition, futures in changelog_futures.items():
