@@ -230,12 +230,12 @@ class Settings(BaseSettings):
         "another field or a scope_map, offset for 'channel'.",
     )
     order_idle_ms: int = Field(
-        1000, ge=20, le=600_000,
-        description="event-time order: how long an item waits for a raw partition whose "
-        "router has nothing more to forward, before the scope steps over that partition "
-        "(on the router's next confirmation, sent every half of this): the added latency of "
-        "live traffic. Raise it if routers fall behind producers by more (items then come "
-        "out with ndd-order: behind).",
+        1500, ge=30, le=600_000,
+        description="event-time order: the longest a live item waits for a raw partition "
+        "whose router has nothing more to forward. Routers confirm such partitions every "
+        "third of this; a scope steps over one on the first confirmation at least two thirds "
+        "of this after the item came (covering what a router had not fetched yet). Raise it "
+        "if routers fall further behind producers (items then come out ndd-order: behind).",
     )
     order_stall_s: float = Field(
         120.0, gt=0,

@@ -53,7 +53,7 @@ def event_order_want(settings: Settings, lines: list[bytes], positions: list[Pos
 
 
 def _settings(make_settings: SettingsFactory, **overrides: object) -> Settings:
-    return make_settings(scope="global", order_stall_s=40.0, order_idle_ms=1000, **overrides)
+    return make_settings(scope="global", order_stall_s=40.0, order_idle_ms=1500, **overrides)
 
 
 def _check(settings: Settings, reader: Reader, lines: list[bytes], positions: list[Position],

@@ -85,7 +85,9 @@ class Service:
         self._unreachable_since: float | None = None  # start of the first failed check
         self.reads = BrokerReads(librdkafka_config(settings), settings.app_id)
         self.ordered = settings.event_time_order()
-        order = OrderConfig(settings.order_idle_ms / 1000, settings.order_stall_s,
+        # an idle raw partition is stepped over on a confirmation 2/3 of the wait after the
+        # item came; routers confirm every 1/3 (heartbeat below): at most the whole wait
+        order = OrderConfig(settings.order_idle_ms * 2 / 3000, settings.order_stall_s,
                             settings.order_buffer_mb << 20) if self.ordered else None
         self.pool = DeciderPool(
             settings.data_dir / settings.app_id, settings.detector_config(),
@@ -299,7 +301,7 @@ class Service:
                     log.exception("decider failed", extra={"event": "decider_error"})
                     fatal(f"decider crashed: {exc!r}")
 
-            @self.app.timer(interval=max(0.02, s.order_idle_ms / 2000))
+            @self.app.timer(interval=max(0.01, s.order_idle_ms / 3000))
             async def heartbeat() -> None:
                 await service.report_progress(set(service.raw_owned), every_s=10.0)
 
