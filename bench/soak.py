@@ -34,6 +34,7 @@ from bench.workload import NewsStream, WorkloadConfig
 from ndd_stream import jsonio
 from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.items import ItemFormat
+from ndd_stream.state.codec import Checkpoint
 from ndd_stream.worker.deciding import OutputTopics, PartitionDecider
 from ndd_stream.worker.records import Source
 
@@ -95,7 +96,7 @@ def run_soak(workdir: Path, *, hours: int = 96, per_hour: int = 1000, target_byt
                             "timestamp": doc.timestamp})
         decider.process(raw, doc.channel.encode(), [], Source("raw", 0, n))
         if (n + 1) % commit_every == 0 or n + 1 == total:
-            decider.drain_changelog(n + 1)
+            decider.drain_changelog(Checkpoint(n + 1))
             decider.commit(n + 1)
         if (n + 1) % per_hour == 0:
             samples.append(_sample(decider, path, process, (n + 1) // per_hour, n + 1,

@@ -25,6 +25,7 @@ from ndd_stream import jsonio
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Decision
 from ndd_stream.core.items import Invalid, ItemFormat, parse_item
+from ndd_stream.state.codec import Checkpoint
 
 START = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 CHANNELS = ("ch0", "ch1", "ch2", "ch3")
@@ -422,7 +423,7 @@ def atheris_main(argv: list[str]) -> None:
         parse_item(raw, fmt, position=source.position)
         decider.process(raw, None, source.headers(), source)
         if counter[0] % 500 == 0:
-            decider.drain_changelog(counter[0])
+            decider.drain_changelog(Checkpoint(counter[0]))
             decider.commit(counter[0])
 
     atheris.instrument_all()

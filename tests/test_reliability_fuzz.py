@@ -42,6 +42,7 @@ from ndd_stream.core import items as items_module
 from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.document import Document
 from ndd_stream.core.items import REASONS, Invalid, ItemFormat, decode_object, parse_item
+from ndd_stream.state.codec import Checkpoint
 from ndd_stream.worker.deciding import OutputTopics, PartitionDecider
 from ndd_stream.worker.records import Source
 from ndd_stream.worker.routing import dead_letter_limit, route_raw
@@ -118,7 +119,7 @@ def test_every_accepted_item_can_be_decided_and_routed(batch: list[dict[str, Any
                 if outcome.invalid is not None:
                     assert outcome.invalid.reason in REASONS
                     assert outcome.records[0].topic == "dlq"
-            decider.drain_changelog(len(batch))
+            decider.drain_changelog(Checkpoint(len(batch)))
             decider.commit(len(batch))
         finally:
             decider.close()
