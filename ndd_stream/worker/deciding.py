@@ -156,15 +156,16 @@ class PartitionDecider:
 
     def apply_changelog(self, docs: list[tuple[bytes, bytes]], checkpoint: Checkpoint) -> int:
         """Add changelog records written by another worker (or by this one before a crash),
-        then rebuild the detector, and go on from ``checkpoint``."""
+        then rebuild the detector (if there were any), and go on from ``checkpoint``."""
         from ndd_stream.state.codec import decode_document
 
         for key, value in docs:
             self.store.inner.add(decode_document(key, value))
         self.checkpoint = checkpoint
         self.store.inner.commit(checkpoint)
-        self.detector = Detector(self.detector.config, store=self.store)
-        self.restored = self.detector.restore()
+        if docs:
+            self.detector = Detector(self.detector.config, store=self.store)
+            self.restored = self.detector.restore()
         return len(docs)
 
     def close(self) -> None:
