@@ -2,6 +2,7 @@
 
     python -m bench.order [--one-day] [--workers 2] [--kills 6] [--order event-time offset]
                           [--items N] [--live-rate 200]
+                          [--scope channel] [--python BASE/.venv/bin/python NEW/.venv/bin/python]
 
 The items of ``../shared/data/reuters21578`` with bodies of 200+ characters (title + body),
 ``channel`` = the item's first ``<TOPICS>`` label or ``none`` (66 channels), event time
@@ -20,6 +21,14 @@ added latency: output time - produce time per item (p50/p95/max).
 
 ``offset`` is the behaviour before event-time order (the router's fetch order): the
 baseline of the same run. Results are appended to bench/results/order.json.
+
+``--scope channel`` runs the same backlog under the default channel scope (no order
+setting is passed, so a revision before event-time order runs it too); the decisions to
+match are then ``ndd-stream dedup`` per channel (the file is in date order). ``--python``
+names the interpreters whose ``-m ndd_stream.cli worker`` runs the workers, one run each in
+the given order (default this one): ``--python A B B A A B`` is a same-run A/B of two
+revisions' venvs on one broker and one data set. Workers get only the settings the bench
+sets, so each revision runs with its own defaults.
 """
 
 from __future__ import annotations
@@ -28,9 +37,11 @@ import argparse
 import html
 import io
 import json
+import os
 import platform
 import random
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -97,15 +108,46 @@ def want_event_order(settings: Any, lines: list[bytes]) -> dict[str, tuple[str, 
     return out
 
 
-def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: int,
-             kills: int, live_rate: float, seed: int) -> dict[str, Any]:
-    from harness.kafka import Reader, create_topics, worker_settings
-    from harness.scenarios import Feeder
+def want_own(python: str, lines: list[bytes], work: Path) -> dict[str, tuple[str, Any]]:
+    """What ``python``'s own ``ndd-stream dedup`` decides for the lines in file order (its
+    revision's rules; the channel scope's reference, the file being in date order)."""
+    src, out = work / "own-in.jsonl", work / "own-out.jsonl"
+    src.write_bytes(b"\n".join(lines) + b"\n")
+    subprocess.run([python, "-m", "ndd_stream.cli", "dedup", str(src), "-o", str(out)],
+                   cwd=work, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   timeout=1800,
+                   env={k: v for k, v in os.environ.items() if not k.startswith("NDD_")})
+    return {rec["identity"]: (rec["status"], rec["duplicate_of"])
+            for rec in map(json.loads, out.read_bytes().splitlines())
+            if rec["status"] != "invalid"}
+
+
+def start_worker(settings: Any, log: Path, python: str) -> Any:
+    """A worker under ``python`` given only the settings this bench set (NDD_* variables):
+    each revision keeps its own defaults, and an older one gets no variable it lacks."""
     from harness.worker import WorkerProcess
 
-    suffix = f"order-{order}-{int(time.time())}"
-    settings = worker_settings(broker.bootstrap, suffix, work / suffix, scope="global",
-                               scope_order=order, order_stall_s=60.0)
+    proc = WorkerProcess(settings, log, python=python)
+    named = {"NDD_" + name.upper() for name in settings.model_fields_set}
+    proc.env = {k: v for k, v in (proc.env or {}).items()
+                if not k.startswith("NDD_") or k in named}
+    # ``-m`` puts the working directory first on sys.path: run where no ndd_stream
+    # checkout is, so ``python`` imports its own venv's revision
+    proc.cwd = log.parent
+    return proc.start()
+
+
+def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: int,
+             kills: int, live_rate: float, seed: int, scope: str = "global",
+             python: str = sys.executable) -> dict[str, Any]:
+    from harness.kafka import Reader, create_topics, worker_settings
+    from harness.scenarios import Feeder
+
+    suffix = f"order-{scope}-{order}-{time.time_ns() // 1_000_000}"
+    # channel: only settings every revision has (no scope_order, no order_* knobs)
+    knobs: dict[str, Any] = ({"scope_order": order, "order_stall_s": 60.0}
+                             if scope == "global" else {})
+    settings = worker_settings(broker.bootstrap, suffix, work / suffix, scope=scope, **knobs)
     create_topics(settings)
     rnd = random.Random(seed)
     # live: 10 lines a chunk, so the feed is steady rather than bursts of 200
@@ -114,8 +156,8 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
         feeder.start()
         positions = feeder.join(timeout=600)
     started = time.monotonic()
-    procs = [WorkerProcess(settings.model_copy(update={"data_dir": work / suffix / f"w{k}"}),
-                           work / f"{suffix}-w{k}-0.log").start() for k in range(workers)]
+    procs = [start_worker(settings.model_copy(update={"data_dir": work / suffix / f"w{k}"}),
+                          work / f"{suffix}-w{k}-0.log", python) for k in range(workers)]
     restarts = [0] * workers
     feed_start = started
     with Reader.outputs(settings) as reader:
@@ -131,9 +173,9 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
             victim = rnd.randrange(workers)
             procs[victim].kill9()
             restarts[victim] += 1
-            procs[victim] = WorkerProcess(
+            procs[victim] = start_worker(
                 settings.model_copy(update={"data_dir": work / suffix / f"w{victim}"}),
-                work / f"{suffix}-w{victim}-{restarts[victim]}.log").start()
+                work / f"{suffix}-w{victim}-{restarts[victim]}.log", python)
         if live_rate:
             positions = feeder.join(timeout=3600)
         reader.wait_for(positions, timeout=600, alive=lambda: all(p.alive() for p in procs))
@@ -145,11 +187,16 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
     by_source: dict[tuple[str, int, int], list[Any]] = {}
     for r in records:
         by_source.setdefault(r.source, []).append(r)
-    differ = sum(1 for copies in by_source.values()
-                 if copies[0].reason is None
-                 and {(c.status, c.duplicate_of) for c in copies} != {want.get(copies[0].identity)})
+
+    def differing(reference: dict[str, tuple[str, Any]]) -> list[str]:
+        return [copies[0].identity for copies in by_source.values()
+                if copies[0].reason is None and {(c.status, c.duplicate_of) for c in copies}
+                != {reference.get(copies[0].identity)}]
+
+    differ = len(differing(want))
     result: dict[str, Any] = {
-        "order": order, "items": len(lines), "workers": workers, "kills": kills,
+        "scope": scope, "order": order, "python": python, "items": len(lines),
+        "workers": workers, "kills": kills,
         "lost": len(set(positions) - set(by_source)),
         "late": sum(1 for r in records if r.policy == "late"),
         "behind": sum(1 for r in records if r.header("ndd-order") is not None),
@@ -157,6 +204,9 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
         "seconds": round(done - started, 1),
         "items_per_s": round(len(lines) / (done - started), 1),
     }
+    if scope == "channel":  # the worker's revision against its own dedup, and examples
+        result.update(differ_own=len(differing(want_own(python, lines, work))),
+                      differ_ids=differing(want)[:5])
     stamps = [r.timestamp_ms for r in records if r.timestamp_ms]
     if stamps and not live_rate:  # first output to last: the catch-up without the startup
         result["catchup_items_per_s"] = round(
@@ -183,6 +233,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--order", nargs="+", default=["event-time", "offset"],
                     choices=["event-time", "offset"])
     ap.add_argument("--live-rate", type=float, default=0.0)
+    ap.add_argument("--scope", choices=["channel", "global"], default="global",
+                    help="channel: the default scope, dedup per channel; --order is ignored")
+    ap.add_argument("--python", nargs="+", default=[sys.executable], metavar="PATH",
+                    help="interpreters running the workers, one run each in this order")
     ap.add_argument("--seed", type=int, default=20261125)
     ap.add_argument("--json", type=Path, default=RESULTS / "order.json")
     args = ap.parse_args(argv)
@@ -196,9 +250,11 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with tempfile.TemporaryDirectory(prefix="ndd-order-") as tmp, \
             EmbeddedBroker(log_dir=Path(tmp) / "tansu") as broker:
-        for order in args.order:
+        # channel scope: one run per interpreter, the order the revision's default
+        orders = args.order if args.scope == "global" else ["auto"]
+        for python, order in ((p, o) for p in args.python for o in orders):
             res = run_mode(broker, Path(tmp), lines, order, args.workers, args.kills,
-                           args.live_rate, args.seed)
+                           args.live_rate, args.seed, args.scope, python)
             res.update(one_day=args.one_day, machine=f"{platform.machine()} "
                        f"{platform.processor() or ''}".strip(), date=time.strftime("%F %T"))
             print(json.dumps(res))
@@ -208,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     args.json.write_text(json.dumps(runs + results, indent=1))
     ok = all(r["lost"] == 0 for r in results) and all(
         r["differ"] == r["late"] == r["behind"] == 0 for r in results
-        if r["order"] == "event-time")
+        if r["order"] != "offset")
     return 0 if ok else 1
 
 

@@ -89,10 +89,14 @@ class Process:
 
 
 class WorkerProcess(Process):
-    """``ndd-stream worker`` with these settings (as NDD_* variables)."""
+    """``ndd-stream worker`` with these settings (as NDD_* variables).
 
-    def __init__(self, settings: Settings, log_path: Path) -> None:
-        super().__init__([sys.executable, "-m", "ndd_stream.cli", "worker"], log_path,
+    ``python``: the interpreter that runs it (default this one), so a benchmark can drive
+    another revision's workers from its own venv.
+    """
+
+    def __init__(self, settings: Settings, log_path: Path, python: str | None = None) -> None:
+        super().__init__([python or sys.executable, "-m", "ndd_stream.cli", "worker"], log_path,
                          env={**os.environ, **settings.to_env(), "PYTHONUNBUFFERED": "1"})
         self.settings = settings
 
