@@ -24,10 +24,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ndd_stream.core.bitmaps import Bitmap, auto_bits
-from ndd_stream.core.document import Decision, Document, Policy, Status
+from ndd_stream.core.document import Decision, Document, Policy
 from ndd_stream.core.kernels import DEFAULT_DENSE_FRACTION, available_cores, probe_keys
 from ndd_stream.core.normalize import normal_form
-from ndd_stream.core.novelty import MAX_LISTED, Novelty, declares_correction, detail_line, judge
 from ndd_stream.core.novelty import figures as figures_of
 from ndd_stream.core.order import FrequencyBook, OrderVersion
 from ndd_stream.core.postings import PostingIndex
@@ -39,6 +38,7 @@ from ndd_stream.core.similarity import (
     size_bounds,
 )
 from ndd_stream.core.store import NullStore, StateStore, StoredDocument
+from ndd_stream.core.verdict import BestMatch, conclude, short_verdict, unique
 from ndd_stream.core.window import ScopeWindow, ShortDoc, WindowDoc
 
 SECONDS_PER_HOUR = 3600
@@ -171,7 +171,7 @@ class Detector:
         number = window.next_number
         window.next_number += 1
         decision, sig, probe = self._judge(window, doc, hour, nf, figs)
-        indexed = self._index(window, doc, hour, nf, sig, probe, decision, figs)
+        indexed = self._index(window, doc, hour, nf, sig, probe, decision, figs, number)
         if decision.policy is not Policy.LATE:  # a late item is not in the window: not kept
             window.remember(decision, hour)
         self.store.add(
@@ -215,7 +215,7 @@ class Detector:
                 sig = signature(rec.nf, self.config.q)
                 self._add_to_window(
                     window, rec.decision.identity, rec.channel, rec.timestamp, rec.hour, rec.nf,
-                    sig, rec.figures,
+                    sig, rec.figures, number=rec.number,
                 )
             window.remember(rec.decision, rec.hour)
         for window in self._windows.values():
@@ -237,65 +237,19 @@ class Detector:
         """The decision, the signature (None: not computed) and what the probe computed
         of it (reused to index the document)."""
 
-        def unique(policy: Policy = Policy.NONE) -> Decision:
-            return Decision(
-                doc.identity, Status.UNIQUE, 0.0, scope=doc.scope, hour=hour, policy=policy
-            )
-
-        def matched(
-            status: Status,
-            similarity: float,
-            identity: str,
-            channel: str,
-            timestamp: float,
-            policy: Policy = Policy.NONE,
-        ) -> Decision:
-            return Decision(
-                doc.identity,
-                status,
-                similarity,
-                identity,
-                channel,
-                timestamp,
-                scope=doc.scope,
-                hour=hour,
-                policy=policy,
-            )
-
         if window.is_late(hour):
-            return unique(Policy.LATE), None, None
+            return unique(doc, hour, Policy.LATE), None, None
         if not nf:
-            return unique(Policy.EMPTY), None, None
+            return unique(doc, hour, Policy.EMPTY), None, None
         if len(nf) < self.config.q:
-            short = self._short_match(window, hour, nf)
-            if short is None:
-                return unique(Policy.SHORT), None, None
-            return matched(
-                Status.EXACT_DUPLICATE,
-                1.0,
-                short.identity,
-                short.channel,
-                short.timestamp,
-                Policy.SHORT,
-            ), None, None
+            return short_verdict(doc, hour, self._short_match(window, hour, nf)), None, None
         sig = signature(nf, self.config.q)
         best, probe = self._best_match(window, hour, sig)
-        if best is None:
-            return unique(), sig, probe
-        shared, doc_match = best
-        size = max(sig.size, doc_match.size)
-        if figs is not None and (self.config.novelty == "on" or not doc.markup):
-            novel = _novelty(doc, nf, shared, int(sig.size), doc_match, figs)
-            if novel is not None:
-                return replace(unique(), similarity=novel.similarity, novel=novel), sig, probe
-        status = Status.EXACT_DUPLICATE if shared == size else Status.NEAR_DUPLICATE
-        return matched(
-            status, shared / size, doc_match.identity, doc_match.channel, doc_match.timestamp
-        ), sig, probe
+        return conclude(self.config.novelty, doc, hour, nf, figs, int(sig.size), best), sig, probe
 
     def _best_match(
         self, window: ScopeWindow, hour: int, sig: Codes
-    ) -> tuple[tuple[int, WindowDoc] | None, _Probe | None]:
+    ) -> tuple[BestMatch | None, _Probe | None]:
         """(shared q-grams, document) of the best match or None, and the probe (None when
         the window is empty)."""
         t = self.config.threshold
@@ -329,7 +283,7 @@ class Detector:
             keep = window.bitmaps.may_match(positions + window.doc_base, bitmap, sig.size, t)
             self.stats.bitmap_pruned += int(positions.size - np.count_nonzero(keep))
             positions = positions[keep]
-        best: tuple[int, WindowDoc] | None = None
+        best: BestMatch | None = None
         best_sim = -1.0
         for pos in positions.tolist():  # ascending = arrival order: ties keep the earliest
             cand = window.docs[pos]  # in the hour and size bounds: candidates applied them
@@ -360,6 +314,7 @@ class Detector:
         probe: _Probe | None,
         decision: Decision,
         figs: str | None,
+        number: int,
     ) -> bool:
         if decision.policy in (Policy.LATE, Policy.EMPTY):
             return False
@@ -367,11 +322,11 @@ class Detector:
             return False
         if sig is None:  # short text: indexed by its normal form
             window.short_by_hour.setdefault(hour, {}).setdefault(
-                nf, ShortDoc(doc.identity, doc.channel, doc.timestamp)
+                nf, ShortDoc(doc.identity, doc.channel, doc.timestamp, number)
             )
             return True
         self._add_to_window(window, doc.identity, doc.channel, doc.timestamp, hour, nf, sig, figs,
-                            probe)
+                            probe, number)
         return True
 
     def _add_to_window(
@@ -385,12 +340,13 @@ class Detector:
         sig: Codes,
         figs: str | None = None,
         probe: _Probe | None = None,
+        number: int = -1,
     ) -> None:
-        """Index a document of signature ``sig``; ``probe`` is what deciding it computed
-        (None on restore)."""
+        """Index a document of signature ``sig`` and arrival ``number``; ``probe`` is what
+        deciding it computed (None on restore)."""
         if sig.size == 0:  # short text on restore
             window.short_by_hour.setdefault(hour, {}).setdefault(
-                nf, ShortDoc(identity, channel, timestamp)
+                nf, ShortDoc(identity, channel, timestamp, number)
             )
             return
         version: OrderVersion = self._book.current
@@ -413,7 +369,8 @@ class Detector:
         if keys is None:
             keys = sorted_unique(prefix >> np.uint64(32)).astype(np.uint32)
         window.add(
-            WindowDoc(identity, channel, timestamp, hour, int(sig.size), version.number, nf, figs),
+            WindowDoc(identity, channel, timestamp, hour, int(sig.size), version.number, nf, figs,
+                      number),
             keys,
             version,
             min_overlap(int(sig.size), self.config.threshold),
@@ -468,20 +425,6 @@ def _probe_keys(versions: list[OrderVersion], mixed: Codes, length: int,
     codes = sorted_unique(np.concatenate(probes)) if len(probes) > 1 else probes[0]
     keys = sorted_unique(codes >> np.uint64(32)).astype(np.uint32)
     return probes, keys, int(codes.size)
-
-
-def _novelty(
-    doc: Document, nf: str, shared: int, size: int, match: WindowDoc, figs: str
-) -> Novelty | None:
-    """The core.novelty verdict on the best match, as the decision's explanation."""
-    verdict = judge(shared, size, match.size, figs, match.figures,
-                    lambda: declares_correction(doc.text), nf, match.nf)
-    if verdict is None:
-        return None
-    reason, only_new, only_old = verdict
-    return Novelty(reason, match.identity, shared / max(size, match.size),
-                   only_new[:MAX_LISTED], only_old[:MAX_LISTED],
-                   detail_line(reason, only_new, only_old))
 
 
 def _replayed(decision: Decision) -> Decision:

@@ -36,6 +36,7 @@ class WindowDoc:
     nf: str  # normal form, to recompute the signature on verification
     # its figures (core.novelty.figures), None when unknown (a state record of layout v1)
     figures: str | None = None
+    number: int = -1  # arrival number in its scope (ties across shards go to the lowest)
 
 
 @dataclass(slots=True)
@@ -43,6 +44,7 @@ class ShortDoc:
     identity: str
     channel: str
     timestamp: float
+    number: int = -1  # arrival number in its scope
 
 
 class ScopeWindow:
