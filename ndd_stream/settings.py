@@ -145,6 +145,15 @@ class Settings(BaseSettings):
         description="Index every item after its decision (Fig. 2); False indexes unique ones only.",
     )
 
+    # --- Scaling one scope (never changes a decision; docs/DEPLOYMENT.md, "Shards") ---
+    shards: int = Field(
+        1, ge=1, le=64,
+        description="Split the window of every scope over this many shards, each a partition "
+        "of the shards topic with its own state, so one scope's counting spreads over "
+        "workers. 1 = one window per scope (no shard stage). Needs index_duplicates. "
+        "Changing it needs empty state (a new app_id).",
+    )
+
     # --- Speed of the core (never changes a decision; docs/BENCHMARK.md) --------------
     count_threads: int | None = Field(
         None,
@@ -302,6 +311,13 @@ class Settings(BaseSettings):
         if not tls and (self.ssl_cafile or self.ssl_certfile):
             raise ValueError(f"SSL files are set but NDD_SECURITY_PROTOCOL is "
                              f"{self.security_protocol}; use SSL or SASL_SSL")
+        return self
+
+    @model_validator(mode="after")
+    def _shards_consistent(self) -> Settings:
+        if self.shards > 1 and not self.index_duplicates:
+            raise ValueError("NDD_SHARDS > 1 needs NDD_INDEX_DUPLICATES=true: what a shard "
+                             "holds may not depend on decisions")
         return self
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:

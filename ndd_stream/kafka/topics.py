@@ -55,6 +55,8 @@ class TopicSpec(_Topic):
     setting: str | None = None
     unmanaged_if: str | None = None
     partitions_setting: str | None = None
+    partitions_times: str | None = None
+    needs_above_one: str | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,8 @@ def _load_file(file: Path) -> list[TopicSpec]:
             setting=t.setting,
             unmanaged_if=t.unmanaged_if,
             partitions_setting=t.partitions_setting,
+            partitions_times=t.partitions_times,
+            needs_above_one=t.needs_above_one,
         )
         for key, t in parsed.topics.items()
     ]
@@ -235,10 +239,13 @@ class TopicEntry(BaseModel):
     setting: str | None = None
     unmanaged_if: str | None = None
     partitions_setting: str | None = None
+    partitions_times: str | None = None
+    needs_above_one: str | None = None
 
     _config = field_validator("config")(_config_values)
 
-    @field_validator("setting", "unmanaged_if", "partitions_setting")
+    @field_validator("setting", "unmanaged_if", "partitions_setting", "partitions_times",
+                     "needs_above_one")
     @classmethod
     def _a_settings_field(cls, value: str | None) -> str | None:
         if value is not None and value not in Settings.model_fields:
@@ -281,6 +288,8 @@ def resolve(
                 )
             )
             continue
+        if spec.needs_above_one and getattr(settings, spec.needs_above_one) <= 1:
+            continue  # e.g. the shard stage's topics when shards = 1: not used, not created
         names = _names(settings, spec)
         if not names:
             skipped.append(
@@ -292,6 +301,9 @@ def resolve(
             partitions = _positive_int(
                 getattr(settings, spec.partitions_setting), f"Settings.{spec.partitions_setting}"
             )
+        if spec.partitions_times and partitions is not None:
+            partitions *= _positive_int(getattr(settings, spec.partitions_times),
+                                        f"Settings.{spec.partitions_times}")
         for name in names:
             if not _TOPIC_NAME.match(name) or name in (".", ".."):
                 raise TopicDefinitionError(
