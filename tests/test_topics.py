@@ -38,10 +38,23 @@ def _write(tmp_path: Path, doc: object, name: str = "t.yaml") -> Path:
 
 
 # --- loading and validation -------------------------------------------------------------
+def test_shard_topics_exist_only_when_sharded_with_partitions_times_shards() -> None:
+    def counts(**kw: object) -> dict[str, int]:
+        s = settings_of(**kw)
+        resolved, _ = topics.resolve(s, topics.load_for(s))
+        return {t.key: t.partitions for t in resolved}
+
+    assert "shards" not in counts(partitions=4)
+    sharded = counts(partitions=4, shards=3)
+    assert sharded["shards"] == sharded["shards_changelog"] == 12
+    assert sharded["scoped"] == 4
+
+
 def test_bundled_definitions_cover_every_topic_of_the_service() -> None:
     definitions = topics.load_definitions(topics.default_definitions_path())
     keys = [t.key for t in definitions.topics]
-    assert set(keys) == {"raw", "scoped", "changelog", "unique", "duplicate", "dlq", "decisions"}
+    assert set(keys) == {"raw", "scoped", "changelog", "shards", "shards_changelog", "unique",
+                         "duplicate", "dlq", "decisions"}
     for spec in definitions.topics:
         assert spec.partitions >= 1 and spec.replication_factor == 1
         assert spec.config["cleanup.policy"] == "delete"  # Tansu cannot compact
@@ -59,7 +72,7 @@ def test_installed_package_falls_back_to_the_packaged_copy(
     (package / "_topics" / "news.yaml").write_bytes((BUNDLED / "news.yaml").read_bytes())
     monkeypatch.setattr(topics, "__file__", str(package / "kafka" / "topics.py"))
     assert topics.default_definitions_path() == package / "_topics"
-    assert len(topics.load_for(settings_of()).topics) == 7
+    assert len(topics.load_for(settings_of()).topics) == 9
     (package / "_topics" / "news.yaml").unlink()
     (package / "_topics").rmdir()
     with pytest.raises(topics.TopicDefinitionError, match="NDD_TOPICS_FILE"):
