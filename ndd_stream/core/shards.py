@@ -36,7 +36,7 @@ from ndd_stream.core.novelty import figures as figures_of
 from ndd_stream.core.qgrams import signature
 from ndd_stream.core.store import NullStore, StateStore, StoredDocument
 from ndd_stream.core.verdict import BestMatch, better, conclude, short_verdict, unique
-from ndd_stream.core.window import ShortDoc
+from ndd_stream.core.window import ScopeWindow, ShortDoc
 
 
 def shard_of(identity: str, shards: int) -> int:
@@ -89,6 +89,9 @@ class ShardIndex(Detector):
                  store: StateStore | None = None) -> None:
         super().__init__(config, store)
         self.shard = shard
+
+    def window_of(self, scope: str) -> ScopeWindow:
+        return self._window(scope)
 
     def answer(self, prep: Prepared) -> Answer:
         window = self._window(prep.scope)

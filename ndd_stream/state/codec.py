@@ -92,11 +92,17 @@ class Checkpoint:
     next: int = 0  # first scoped offset the state does not reflect (re-read from here)
     changelog: int = 0  # first changelog offset the local store does not hold (local only)
     order: dict[str, Any] | None = None  # the event-time sequencer's (worker/merge.py)
+    # sharded windows: scoped offsets of the items prepared for the shards and not decided
+    # yet, in the order they were admitted (worker/gathering.py); absent when empty
+    pending: tuple[int, ...] = ()
 
 
 def encode_checkpoint(checkpoint: Checkpoint) -> bytes:
-    return _V2 + dumps({"next": checkpoint.next, "changelog": checkpoint.changelog,
-                        "order": checkpoint.order})
+    data: dict[str, Any] = {"next": checkpoint.next, "changelog": checkpoint.changelog,
+                            "order": checkpoint.order}
+    if checkpoint.pending:
+        data["pending"] = list(checkpoint.pending)
+    return _V2 + dumps(data)
 
 
 def decode_checkpoint(value: bytes | None) -> Checkpoint:
@@ -110,6 +116,8 @@ def decode_checkpoint(value: bytes | None) -> Checkpoint:
         order = data.get("order")
         if order is not None and not isinstance(order, dict):
             raise TypeError("order is not an object")
-        return Checkpoint(int(data.get("next", 0)), int(data.get("changelog", 0)), order)
+        pending = tuple(int(o) for o in data.get("pending", ()))
+        return Checkpoint(int(data.get("next", 0)), int(data.get("changelog", 0)), order,
+                          pending)
     except (AttributeError, TypeError, ValueError) as exc:
         raise CorruptRecord(f"undecodable checkpoint: {exc}") from exc

@@ -24,8 +24,9 @@ import re
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -33,6 +34,8 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from ndd_stream.core import kernels
+from ndd_stream.core.detector import DetectorConfig
+from ndd_stream.core.items import ItemFormat
 from ndd_stream.kafka import topics as topic_defs
 from ndd_stream.kafka.config import describe, faust_broker_kwargs, librdkafka_config
 from ndd_stream.kafka.probe import unreachable_message, wait_for_broker
@@ -40,6 +43,7 @@ from ndd_stream.kafka.reads import BrokerReads, read_range
 from ndd_stream.settings import Settings
 from ndd_stream.worker.changelog import ChangelogError
 from ndd_stream.worker.deciding import OutputTopics
+from ndd_stream.worker.gathering import GatherDecider
 from ndd_stream.worker.inorder import InOrder, Message
 from ndd_stream.worker.logs import json_handler
 from ndd_stream.worker.merge import NO_TIME, SourceId
@@ -47,6 +51,7 @@ from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import BrokerLostData, DeciderPool, OrderConfig
 from ndd_stream.worker.records import OutRecord, Progress, Source, event_time_ms, header_map
 from ndd_stream.worker.routing import producer_request_limit, route_raw
+from ndd_stream.worker.sharding import ShardPartition
 
 log = logging.getLogger("ndd_stream.worker")
 
@@ -89,10 +94,24 @@ class Service:
         # item came; routers confirm every 1/3 (heartbeat below): at most the whole wait
         order = OrderConfig(settings.order_idle_ms * 2 / 3000, settings.order_stall_s,
                             settings.order_buffer_mb << 20) if self.ordered else None
+        state_dir, config = settings.data_dir / settings.app_id, settings.detector_config()
+        self.shards_name: str | None = None
+        self.shard_pool: DeciderPool | None = None
+        gather: Any = None
+        if settings.shards > 1:  # sharded windows: docs/DEPLOYMENT.md, "Shards"
+            shards_name = self.shards_name = topic_name(settings, "shards")
+            shards_changelog = topic_name(settings, "shards_changelog")
+            gather = partial(_gather_decider, config=config, fmt=self._format,
+                             topics=self.topics, shards=settings.shards,
+                             shards_topic=shards_name)
+            self.shard_pool = DeciderPool(
+                state_dir, config, self._format, self.topics, self.reads, self.metrics,
+                scoped_topic=shards_name, dir_prefix="shard",
+                factory=partial(_shard_partition, config=config, shards=settings.shards,
+                                changelog=shards_changelog, scoped_topic=self.scoped_name))
         self.pool = DeciderPool(
-            settings.data_dir / settings.app_id, settings.detector_config(),
-            settings.item_format(), self.topics, self.reads, self.metrics,
-            scoped_topic=self.scoped_name, order=order,
+            state_dir, config, settings.item_format(), self.topics, self.reads, self.metrics,
+            scoped_topic=self.scoped_name, order=order, factory=gather,
         )
         self.router_order = InOrder(partial(read_range, self.reads), self.metrics, "processed")
         # event-time order: what the router has handed to the producer, per raw partition
@@ -236,7 +255,8 @@ class Service:
                                "offset": m.offset, "event": "dlq"})
         return record
 
-    async def assigned(self, raw: list[tuple[str, int]], scoped: list[int]) -> None:
+    async def assigned(self, raw: list[tuple[str, int]], scoped: list[int],
+                       shards: Sequence[int] = ()) -> None:
         """A rebalance gave this worker these partitions: open the scoped ones, and start
         both agents where the group's committed offsets say (one OffsetFetch for both).
 
@@ -256,6 +276,8 @@ class Service:
                 log.warning("raw partitions unknown (%s): each is waited for once heard of",
                             exc, extra={"event": "metadata_unknown"})
         tps = raw + [(self.scoped_name, p) for p in scoped]
+        if self.shards_name is not None:
+            tps += [(self.shards_name, p) for p in shards]
         try:
             committed = await asyncio.get_running_loop().run_in_executor(
                 None, self.reads.committed, tps)
@@ -267,23 +289,27 @@ class Service:
             offset = committed.get(tp, -1)
             if offset >= 0:
                 self.router_order.resume(tp, min(offset, self.router_order.next.get(tp, offset)))
-        try:
-            await self.pool.assign(scoped)
-        except (BrokerLostData, ChangelogError) as exc:
-            fatal(str(exc))
-        for partition in scoped:
-            offset = committed.get((self.scoped_name, partition), -1)
-            if offset < 0:
-                continue
+        pools = [(self.pool, self.scoped_name, scoped)]
+        if self.shard_pool is not None and self.shards_name is not None:
+            pools.append((self.shard_pool, self.shards_name, list(shards)))
+        for pool, topic, partitions in pools:
             try:
-                await self.pool.catch_up(partition, offset, self.send)
-            except Exception as exc:  # as in the decider: state is safe, exit loudly
-                log.exception("%s[%d]: catching up to offset %d failed", self.scoped_name,
-                              partition, offset, extra={"topic": self.scoped_name,
-                                                        "partition": partition,
-                                                        "offset": offset,
-                                                        "event": "decider_error"})
-                fatal(f"catch-up of {self.scoped_name}[{partition}] failed: {exc!r}")
+                await pool.assign(partitions)
+            except (BrokerLostData, ChangelogError) as exc:
+                fatal(str(exc))
+            for partition in partitions:
+                offset = committed.get((topic, partition), -1)
+                if offset < 0:
+                    continue
+                try:
+                    await pool.catch_up(partition, offset, self.send)
+                except Exception as exc:  # as in the decider: state is safe, exit loudly
+                    log.exception("%s[%d]: catching up to offset %d failed", topic,
+                                  partition, offset, extra={"topic": topic,
+                                                            "partition": partition,
+                                                            "offset": offset,
+                                                            "event": "decider_error"})
+                    fatal(f"catch-up of {topic}[{partition}] failed: {exc!r}")
 
     def _wire(self) -> None:
         s = self.settings
@@ -326,9 +352,24 @@ class Service:
                     fatal(f"decider crashed: {exc!r}")
                 service.record_lag(messages)
 
+        if self.shard_pool is not None and self.shards_name is not None:
+            shard_pool = self.shard_pool
+
+            @self.app.agent(self._topic(self.shards_name), name="ndd-shard")
+            async def shard(stream: faust.StreamT) -> None:
+                async for messages in held_batches(stream):
+                    try:
+                        await shard_pool.process(messages, service.send)
+                    except Exception as exc:  # as in the decider
+                        log.exception("shard failed", extra={"event": "decider_error"})
+                        fatal(f"shard crashed: {exc!r}")
+                    service.record_lag(messages)
+
+        internal = {self.scoped_name, self.shards_name}
+
         @self.app.on_partitions_revoked.connect  # type: ignore[arg-type]
         async def on_revoked(app: Any, revoked: Any, **kwargs: Any) -> None:
-            raw = {(tp.topic, tp.partition) for tp in revoked if tp.topic != service.scoped_name}
+            raw = {(tp.topic, tp.partition) for tp in revoked if tp.topic not in internal}
             service.router_order.keep(set(service.router_order.next) - raw)
             service.raw_owned -= raw
             for tp in raw:
@@ -338,13 +379,17 @@ class Service:
             if mine:
                 log.info("partitions revoked: %s", mine, extra={"event": "revoked"})
                 await service.pool.revoke(mine)
+            shards = [tp.partition for tp in revoked if tp.topic == service.shards_name]
+            if shards and service.shard_pool is not None:
+                log.info("shards revoked: %s", shards, extra={"event": "revoked"})
+                await service.shard_pool.revoke(shards)
 
         @self.app.on_partitions_assigned.connect  # type: ignore[arg-type]
         async def on_assigned(app: Any, assigned: Any, **kwargs: Any) -> None:
             await service.assigned(
-                sorted((tp.topic, tp.partition) for tp in assigned
-                       if tp.topic != service.scoped_name),
-                sorted(tp.partition for tp in assigned if tp.topic == service.scoped_name))
+                sorted((tp.topic, tp.partition) for tp in assigned if tp.topic not in internal),
+                sorted(tp.partition for tp in assigned if tp.topic == service.scoped_name),
+                sorted(tp.partition for tp in assigned if tp.topic == service.shards_name))
 
         @self.app.page("/metrics")
         async def metrics_page(web: Any, request: Any) -> Any:
@@ -353,9 +398,11 @@ class Service:
 
         @self.app.page("/health")
         async def health_page(web: Any, request: Any) -> Any:
+            shards = service.shard_pool.deciders if service.shard_pool is not None else {}
             body = {"status": "ok", "partitions": sorted(service.pool.deciders),
-                    "window_documents": sum(d.detector.window_documents()
-                                            for d in service.pool.deciders.values())}
+                    "shards": sorted(shards),
+                    "window_documents": sum(d.window_documents() for d in [
+                        *service.pool.deciders.values(), *shards.values()])}
             return web.json(body)
 
         @self.app.timer(interval=2.0)
@@ -393,6 +440,16 @@ class Service:
                      describe(s), s.raw_topic_pattern or s.raw_topics, service.scoped_name,
                      kernels.IMPLEMENTATION, s.web_host, service.web_port,
                      extra={"event": "start"})
+
+
+def _gather_decider(partition: int, path: Path, *, config: DetectorConfig, fmt: ItemFormat,
+                    topics: OutputTopics, shards: int, shards_topic: str) -> GatherDecider:
+    return GatherDecider(partition, path, config, fmt, topics, shards, shards_topic)
+
+
+def _shard_partition(partition: int, path: Path, *, config: DetectorConfig, shards: int,
+                     changelog: str, scoped_topic: str) -> ShardPartition:
+    return ShardPartition(partition, path, config, shards, changelog, scoped_topic)
 
 
 async def held_batches(stream: faust.StreamT) -> AsyncIterator[list[Message]]:

@@ -74,24 +74,25 @@ class Outcome:
     channel: str = ""
 
 
-class PartitionDecider:
-    """Detector + RocksDB state for one partition of the scoped topic."""
+class StatefulPartition:
+    """A partition of an input topic with its own RocksDB state and changelog: the one
+    checkpoint, changelog and recovery mechanism that deciders and shards share
+    (docs/STATE.md). Subclasses say what a record does (``process``)."""
 
-    def __init__(
-        self, partition: int, path: Path, config: DetectorConfig, fmt: ItemFormat,
-        topics: OutputTopics,
-    ) -> None:
+    def __init__(self, partition: int, path: Path, changelog_topic: str) -> None:
         self.partition = partition
+        self.changelog_topic = changelog_topic
         self.store = ChangelogRecorder(RocksStore(path))
-        self.detector = Detector(config, store=self.store)
-        self.fmt = fmt
-        self.topics = topics
         self.checkpoint = self.store.inner.checkpoint()  # the one position (state.codec)
-        self.restored = self.detector.restore()
+        self.detector: Any = self._make_detector()
+        self.restored: int = self.detector.restore()
+
+    def _make_detector(self) -> Any:
+        raise NotImplementedError
 
     @property
     def next_offset(self) -> int:
-        """The first scoped offset the state does not reflect."""
+        """The first input offset the state does not reflect."""
         return self.checkpoint.next
 
     @property
@@ -103,6 +104,66 @@ class PartitionDecider:
     def order(self) -> dict[str, Any] | None:
         """The event-time sequencer's checkpoint (None: none, or offset order)."""
         return self.checkpoint.order
+
+    def window_documents(self) -> int:
+        """Documents in the windows this partition holds (0: it holds none)."""
+        windows = getattr(self.detector, "windows", None)
+        return sum(w.document_count for w in windows()) if windows is not None else 0
+
+    def window_hours(self) -> int:
+        windows = getattr(self.detector, "windows", None)
+        return max((w.hours_span() for w in windows()), default=0) if windows else 0
+
+    def drain_changelog(self, checkpoint: Checkpoint | None = None) -> list[OutRecord]:
+        """Changelog records for the documents stored since the last call, then (if given)
+        the checkpoint they lead to, as one record."""
+        out = [OutRecord(self.changelog_topic, document_key(d), encode_document(d), [],
+                         partition=self.partition) for d in self.store.pending]
+        self.store.pending.clear()
+        if checkpoint is not None:
+            out.append(OutRecord(self.changelog_topic, CHECKPOINT_KEY,
+                                 encode_checkpoint(checkpoint), [], partition=self.partition))
+        return out
+
+    def commit(self, checkpoint: Checkpoint) -> None:
+        """Persist state with the checkpoint it reflects, in one RocksDB write batch."""
+        self.checkpoint = checkpoint
+        self.store.commit(self.checkpoint)
+        if self.store.inner.needs_compaction:
+            self.store.inner.compact()
+
+    def apply_changelog(self, docs: list[tuple[bytes, bytes]], checkpoint: Checkpoint) -> int:
+        """Add changelog records written by another worker (or by this one before a crash),
+        then rebuild the detector (if there were any), and go on from ``checkpoint``."""
+        from ndd_stream.state.codec import decode_document
+
+        for key, value in docs:
+            self.store.inner.add(decode_document(key, value))
+        self.checkpoint = checkpoint
+        self.store.inner.commit(checkpoint)
+        if docs:
+            self.detector = self._make_detector()
+            self.restored = self.detector.restore()
+        return len(docs)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class PartitionDecider(StatefulPartition):
+    """Detector + RocksDB state for one partition of the scoped topic."""
+
+    def __init__(
+        self, partition: int, path: Path, config: DetectorConfig, fmt: ItemFormat,
+        topics: OutputTopics,
+    ) -> None:
+        self.config = config
+        self.fmt = fmt
+        self.topics = topics
+        super().__init__(partition, path, topics.changelog)
+
+    def _make_detector(self) -> Detector:
+        return Detector(self.config, store=self.store)
 
     def process(self, value: bytes | None, key: bytes | None, headers: object,
                 scoped: Source, order_note: str | None = None) -> Outcome:
@@ -118,55 +179,26 @@ class PartitionDecider:
                                dlq_headers(item.reason, item.detail, source))
             return Outcome([record], invalid=item)
         decision = self.detector.decide(item)
-        topic = self.topics.duplicate if decision.is_duplicate else self.topics.unique
-        headers_out = decision_headers(decision, source)
-        if order_note is not None:
-            headers_out.append((H_ORDER, order_note.encode()))
-        records = [OutRecord(topic, key, raw, headers_out)]
-        if self.topics.decisions:
-            audit = decision.as_dict()
-            if order_note is not None:
-                audit["order"] = order_note
-            audit["channel"] = item.channel
-            audit["time"] = iso_utc(item.timestamp)
-            audit["source"] = source.position
-            records.append(OutRecord(self.topics.decisions, key, dumps(audit), headers_out))
+        records = routed_records(self.topics, decision, item.channel, item.timestamp, key, raw,
+                                 source, order_note)
         return Outcome(records, decision=decision, channel=item.channel)
 
-    def drain_changelog(self, checkpoint: Checkpoint | None = None) -> list[OutRecord]:
-        """Changelog records for the documents decided since the last call, then (if given)
-        the checkpoint they lead to, as one record."""
-        out = [OutRecord(self.topics.changelog, document_key(d), encode_document(d), [],
-                         partition=self.partition) for d in self.store.pending]
-        self.store.pending.clear()
-        if checkpoint is not None:
-            out.append(OutRecord(self.topics.changelog, CHECKPOINT_KEY,
-                                 encode_checkpoint(checkpoint), [], partition=self.partition))
-        return out
 
-    def commit(self, next_offset: int, changelog_next: int | None = None,
-               order: dict[str, Any] | None = None) -> None:
-        """Persist state with the checkpoint it reflects, in one RocksDB write batch."""
-        self.checkpoint = Checkpoint(
-            next_offset, self.changelog_next if changelog_next is None else changelog_next,
-            self.order if order is None else order)
-        self.store.commit(self.checkpoint)
-        if self.store.inner.needs_compaction:
-            self.store.inner.compact()
-
-    def apply_changelog(self, docs: list[tuple[bytes, bytes]], checkpoint: Checkpoint) -> int:
-        """Add changelog records written by another worker (or by this one before a crash),
-        then rebuild the detector (if there were any), and go on from ``checkpoint``."""
-        from ndd_stream.state.codec import decode_document
-
-        for key, value in docs:
-            self.store.inner.add(decode_document(key, value))
-        self.checkpoint = checkpoint
-        self.store.inner.commit(checkpoint)
-        if docs:
-            self.detector = Detector(self.detector.config, store=self.store)
-            self.restored = self.detector.restore()
-        return len(docs)
-
-    def close(self) -> None:
-        self.store.close()
+def routed_records(topics: OutputTopics, decision: Decision, channel: str, timestamp: float,
+                   key: bytes | None, raw: bytes, source: Source,
+                   order_note: str | None = None) -> list[OutRecord]:
+    """Where a decided item goes: its routed record, and its audit record if enabled."""
+    topic = topics.duplicate if decision.is_duplicate else topics.unique
+    headers_out = decision_headers(decision, source)
+    if order_note is not None:
+        headers_out.append((H_ORDER, order_note.encode()))
+    records = [OutRecord(topic, key, raw, headers_out)]
+    if topics.decisions:
+        audit = decision.as_dict()
+        if order_note is not None:
+            audit["order"] = order_note
+        audit["channel"] = channel
+        audit["time"] = iso_utc(timestamp)
+        audit["source"] = source.position
+        records.append(OutRecord(topics.decisions, key, dumps(audit), headers_out))
+    return records

@@ -58,6 +58,16 @@ class WorkerMetrics:
                                     "Times a scope stopped waiting for a raw partition, by why: "
                                     "idle (nothing to forward), stall (not heard of), memory",
                                     ["reason"], registry=r)
+        self.busy = Counter("ndd_busy_seconds_total",
+                            "Seconds spent deciding or answering, per scoped partition or "
+                            "shard (shard-K): the load of each", ["partition"], registry=r)
+        self.shard_answers = Counter("ndd_shard_answers_total",
+                                     "Items a shard answered (sharded windows), per shard "
+                                     "(partition of the shards topic)", ["shard"], registry=r)
+        self.shard_waiting = Gauge("ndd_shard_waiting",
+                                   "Items a scoped partition's gatherer waits on a shard for: "
+                                   "the shard's lag in items", ["partition", "shard"],
+                                   registry=r)
 
     def count_item(self, status: str, channel: str, partition: str) -> None:
         """One decided item in ``ndd_items_total``, its channel label bounded."""

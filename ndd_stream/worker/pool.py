@@ -49,7 +49,7 @@ from ndd_stream.core.items import ItemFormat
 from ndd_stream.kafka.reads import Log, read_range
 from ndd_stream.state.codec import Checkpoint
 from ndd_stream.worker.changelog import read_partition
-from ndd_stream.worker.deciding import OutputTopics, PartitionDecider
+from ndd_stream.worker.deciding import Outcome, OutputTopics, PartitionDecider, StatefulPartition
 from ndd_stream.worker.inorder import TP, InOrder, Message
 from ndd_stream.worker.merge import (
     EventTimeMerge,
@@ -98,13 +98,18 @@ class BrokerLostData(RuntimeError):
 
 
 class DeciderPool:
-    """Opens, restores, runs and closes one PartitionDecider per owned scoped partition."""
+    """Opens, restores, runs and closes one stateful partition per owned input partition:
+    a PartitionDecider per scoped partition by default; with sharded windows a
+    GatherDecider per scoped partition, and, in a second pool, a ShardPartition per
+    partition of the shards topic."""
 
     def __init__(
         self, state_dir: Path, config: DetectorConfig, fmt: ItemFormat, topics: OutputTopics,
         log: Log, metrics: WorkerMetrics, scoped_topic: str = "scoped",
         restore_timeout_s: float = 300.0, order: OrderConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
+        factory: Callable[[int, Path], StatefulPartition] | None = None,
+        dir_prefix: str = "partition",
     ) -> None:
         self.scoped_topic = scoped_topic
         self.state_dir = state_dir
@@ -114,8 +119,12 @@ class DeciderPool:
         self.log = log
         self.restore_timeout_s = restore_timeout_s
         self.metrics = metrics
-        self.deciders: dict[int, PartitionDecider] = {}
-        self._opening: dict[int, asyncio.Task[PartitionDecider]] = {}
+        # what each partition is: a decider (default), a gatherer or a shard
+        self.factory = factory or (lambda partition, path: PartitionDecider(
+            partition, path, config, fmt, topics))
+        self.dir_prefix = dir_prefix
+        self.deciders: dict[int, Any] = {}
+        self._opening: dict[int, asyncio.Task[Any]] = {}
         # Scoped partitions assigned to this worker (None: not told yet, so all of them).
         self.owned: set[int] | None = None
         self.lock = asyncio.Lock()
@@ -158,7 +167,7 @@ class DeciderPool:
                 self.owned.difference_update(partitions)
             self.close(partitions)
 
-    async def ensure(self, partition: int) -> PartitionDecider:
+    async def ensure(self, partition: int) -> Any:
         decider = self.deciders.get(partition)
         if decider is not None:
             return decider
@@ -171,7 +180,7 @@ class DeciderPool:
         # the same directory would fail on RocksDB's lock ("lock hold by current process").
         return await asyncio.shield(task)
 
-    async def _open(self, partition: int) -> PartitionDecider:
+    async def _open(self, partition: int) -> Any:
         """Open in a thread and register the decider, whoever still waits for it."""
         try:
             decider = await asyncio.get_running_loop().run_in_executor(
@@ -186,7 +195,7 @@ class DeciderPool:
         self.metrics.assigned.set(len(self.deciders))
         return decider
 
-    def _merge(self, decider: PartitionDecider) -> EventTimeMerge[Message]:
+    def _merge(self, decider: StatefulPartition) -> EventTimeMerge[Message]:
         """The partition's sequencer, from its checkpoint: held items are re-read."""
         assert self.event_order is not None
         cfg, now = self.event_order, self._now()
@@ -201,17 +210,17 @@ class DeciderPool:
     def _tp(self, partition: int) -> TP:
         return (self.scoped_topic, partition)
 
-    def _open_sync(self, partition: int) -> PartitionDecider:
+    def _open_sync(self, partition: int) -> StatefulPartition:
         started = time.monotonic()
-        decider = PartitionDecider(partition, self.state_dir / f"partition-{partition}",
-                                   self.config, self.fmt, self.topics)
+        decider = self.factory(partition, self.state_dir / f"{self.dir_prefix}-{partition}")
         self.metrics.restored.labels("local").inc(decider.restored)
-        read = read_partition(self.log, self.topics.changelog, partition,
+        changelog = decider.changelog_topic
+        read = read_partition(self.log, changelog, partition,
                               decider.changelog_next, self.restore_timeout_s)
         if read.next_offset <= decider.changelog_next:
             decider.close()
             raise BrokerLostData(
-                f"{self.topics.changelog}[{partition}] ends at offset {read.next_offset - 1} "
+                f"{changelog}[{partition}] ends at offset {read.next_offset - 1} "
                 f"but the local state under {self.state_dir} already reflects offset "
                 f"{decider.changelog_next - 1}: the broker lost data (restarted empty?). "
                 "Refusing to continue; restore the broker's data, or delete the state "
@@ -226,8 +235,8 @@ class DeciderPool:
         checkpoint = replace(read.checkpoint or decider.checkpoint, changelog=read.next_offset)
         decider.apply_changelog(read.records, checkpoint)
         self.metrics.restored.labels("changelog").inc(len(read.records))
-        log.info("partition %s ready: %d documents in window (%d changelog records) in %.2fs",
-                 partition, decider.detector.window_documents(), len(read.records),
+        log.info("%s %s ready: %d documents in window (%d changelog records) in %.2fs",
+                 self.dir_prefix, partition, decider.window_documents(), len(read.records),
                  time.monotonic() - started,
                  extra={"partition": partition, "event": "partition_ready"})
         return decider
@@ -311,30 +320,39 @@ class DeciderPool:
             else:
                 outcome = decider.process(item.value, item.key, item.headers, source, note)
             self.metrics.latency.observe(time.perf_counter() - started)
+            self.metrics.busy.labels(self._label(item.partition)).inc(
+                time.perf_counter() - started)
             if time.perf_counter() - turn > YIELD_SECONDS:
                 await asyncio.sleep(0)
                 turn = time.perf_counter()
-            self._count(decider, outcome, source)
-            for record in outcome.records:
-                pending.append(await send(record))
+            for out in outcome if isinstance(outcome, list) else [outcome]:
+                self._count(decider, out, source)
+                for record in out.records:
+                    pending.append(await send(record))
         await _all(pending)
         # Where each partition now stands, if it moved (a catch-up whose records retention
         # removed moves too: they are logged as lost, and never come back).
         cursor: dict[int, int] = {}
         for partition, decider in self.deciders.items():
             merge = self.merges.get(partition)
+            gathering = hasattr(decider, "pending_offsets")
             if merge is not None:
                 if partition in self._touched:
                     cursor[partition] = merge.resume_offset()
-                continue
-            position = self.order.next.get(self._tp(partition))
-            if position is not None and position > decider.next_offset:
-                cursor[partition] = position
-        orders = {p: self.merges[p].checkpoint() for p in cursor if p in self.merges}
+            else:
+                position = self.order.next.get(self._tp(partition))
+                if position is not None and (position > decider.next_offset or (
+                        gathering and partition in self._touched)):
+                    cursor[partition] = position
+            if gathering and partition in cursor:  # re-read from the oldest undecided item
+                cursor[partition] = min((cursor[partition], *decider.pending_offsets()))
+        checkpoints = {p: Checkpoint(
+            position, order=self.merges[p].checkpoint() if p in self.merges else None,
+            pending=getattr(self.deciders[p], "pending_offsets", tuple)())
+            for p, position in cursor.items()}
         changelog_futures: dict[int, list[Awaitable[Any]]] = {}
-        for partition, position in cursor.items():
-            records = self.deciders[partition].drain_changelog(
-                Checkpoint(position, order=orders.get(partition)))
+        for partition, checkpoint in checkpoints.items():
+            records = self.deciders[partition].drain_changelog(checkpoint)
             changelog_futures[partition] = [await send(r) for r in records]
         changelog_next: dict[int, int] = {}
         for partition, futures in changelog_futures.items():
@@ -342,10 +360,15 @@ class DeciderPool:
             offsets = [m.offset for m in metadata if getattr(m, "offset", None) is not None]
             if offsets:
                 changelog_next[partition] = max(offsets) + 1
-        for partition, position in cursor.items():
+        for partition, checkpoint in checkpoints.items():
             decider = self.deciders[partition]
-            decider.commit(position, changelog_next.get(partition), orders.get(partition))
+            decider.commit(replace(checkpoint, changelog=changelog_next.get(
+                partition, decider.changelog_next)))
             self._gauges(decider)
+        # Sharded windows: the items now listed as pending go to the shards (write-ahead)
+        fanout = [r for p in checkpoints for r in getattr(self.deciders[p], "drain_fanout",
+                                                          list)()]
+        await _all([await send(r) for r in fanout])
         return len(work)
 
     def _sequence(self, run: Sequence[Message]) -> list[tuple[Message, str | None]]:
@@ -360,7 +383,12 @@ class DeciderPool:
                 continue
             self._touched.add(item.partition)
             headers = header_map(item.headers)
-            if H_CONTROL in headers:
+            control = headers.get(H_CONTROL)
+            if control is not None and control != b"progress":
+                merge.skip(item.offset)  # an answer of a shard: for the gatherer, unordered
+                work.append((item, None))
+                continue
+            if control is not None:
                 progress = Progress.parse(item.value)
                 if progress is None:
                     merge.skip(item.offset)  # a control record of another version
@@ -373,7 +401,10 @@ class DeciderPool:
             key = (OrderKey(ms, src.topic, src.partition, src.offset)
                    if ms is not None and src is not None else None)
             verdict = merge.offer(key, item.offset, len(item.value or b""), item, now)
-            if verdict in (Verdict.NOW, Verdict.COPY):
+            awaits = getattr(self.deciders[item.partition], "awaits", None)
+            if awaits is not None and awaits(item.offset):
+                work.append((item, None))  # released before a restart, not decided yet
+            elif verdict in (Verdict.NOW, Verdict.COPY):
                 work.append((item, None))
             elif verdict is Verdict.BEHIND:
                 work.append((item, "behind"))
@@ -409,7 +440,7 @@ class DeciderPool:
                     extra={"topic": self.scoped_topic, "partition": partition,
                            "event": "order_source_passed"})
 
-    def _count(self, decider: PartitionDecider, outcome: Any, source: Source) -> None:
+    def _count(self, decider: StatefulPartition, outcome: Outcome, source: Source) -> None:
         part = str(decider.partition)
         if outcome.invalid is not None:
             self.metrics.dlq.labels(outcome.invalid.reason, "decide").inc()
@@ -419,17 +450,27 @@ class DeciderPool:
                             "offset": source.offset, "event": "dlq"})
             return
         decision = outcome.decision
+        if decision is None:  # a shard's answer
+            self.metrics.shard_answers.labels(str(decider.partition)).inc()
+            return
         if decision.replayed:
             self.metrics.replayed.inc()
         self.metrics.count_item(decision.status.value, outcome.channel, part)
 
-    def _gauges(self, decider: PartitionDecider) -> None:
-        part = str(decider.partition)
-        windows = list(decider.detector.windows())
-        self.metrics.window_documents.labels(part).set(sum(w.document_count for w in windows))
-        self.metrics.window_hours.labels(part).set(max((w.hours_span() for w in windows),
-                                                       default=0))
+    def _label(self, partition: int) -> str:
+        """A partition in metric labels: "3" for scoped partition 3, "shard-5" for shard 5."""
+        return str(partition) if self.dir_prefix == "partition" else (
+            f"{self.dir_prefix}-{partition}")
+
+    def _gauges(self, decider: StatefulPartition) -> None:
+        part = self._label(decider.partition)
+        self.metrics.window_documents.labels(part).set(decider.window_documents())
+        self.metrics.window_hours.labels(part).set(decider.window_hours())
         self.metrics.state_bytes.labels(part).set(decider.store.inner.size_bytes())
+        waiting = getattr(decider, "waiting", None)
+        if waiting is not None:
+            for shard, count in waiting().items():
+                self.metrics.shard_waiting.labels(str(decider.partition), str(shard)).set(count)
 
 
 async def _all(futures: Sequence[Awaitable[Any]]) -> list[Any]:

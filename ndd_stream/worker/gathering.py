@@ -1,0 +1,177 @@
+"""A scoped partition's decider when windows are sharded (``NDD_SHARDS`` > 1).
+
+It is the scope's sequencer, as without shards (the pool orders its items), and its
+:class:`core.shards.Gatherer`: each item is admitted in order (normal form, figures and
+arrival number, once), prepared for every shard, and decided when the S answers are back.
+Answers come back into this same scoped partition (``ndd-control: answer``), so one input,
+one position and one checkpoint still say where the partition stands.
+
+Write-ahead, so a restart can never prepare another order than the shards saw: the
+prepared records of a batch are produced only after the checkpoint that lists their items
+as *pending* (scoped offsets in admission order) is in the changelog and in RocksDB
+(:meth:`DeciderPool._decide`). A restart re-reads the pending items, admits them again in
+the listed order (same numbers: admission is deterministic from the restored decisions),
+sends their prepared records again (shards skip numbers they have answered), and decides
+them from the answers it reads back. Items admitted but not yet checkpointed were never sent,
+and are sequenced afresh.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ndd_stream.core.detector import DetectorConfig
+from ndd_stream.core.document import Document
+from ndd_stream.core.items import Invalid, ItemFormat, parse_item
+from ndd_stream.core.shards import Answer, Gatherer, Pending
+from ndd_stream.worker.deciding import Outcome, OutputTopics, StatefulPartition, routed_records
+from ndd_stream.worker.records import H_CONTROL, OutRecord, Source, dlq_headers, header_map
+from ndd_stream.worker.shardwire import (
+    ANSWER_CONTROL,
+    BadShardRecord,
+    prepared_record,
+    read_answer,
+)
+
+log = logging.getLogger("ndd_stream.worker")
+
+
+@dataclass(slots=True)
+class _Entry:
+    """An admitted item waiting for its turn (and its answers)."""
+
+    offset: int
+    pending: Pending
+    key: bytes | None
+    raw: bytes
+    source: Source
+    note: str | None
+
+
+class GatherDecider(StatefulPartition):
+    """Sequencer + gatherer of one scoped partition; the documents live in the shards."""
+
+    def __init__(self, partition: int, path: Path, config: DetectorConfig, fmt: ItemFormat,
+                 topics: OutputTopics, shards: int, shards_topic: str) -> None:
+        self.config = config
+        self.fmt = fmt
+        self.topics = topics
+        self.shards = shards
+        self.shards_topic = shards_topic
+        super().__init__(partition, path, topics.changelog)
+        self.queue: deque[_Entry] = deque()
+        # (scope, arrival number) of each prepared item in the queue -> shard -> answer
+        self.answers: dict[tuple[str, int], dict[int, Answer]] = {}
+        self.fanout: list[OutRecord] = []  # prepared records to send after the checkpoint
+        self._readmit: dict[int, tuple[Any, ...] | None] = dict.fromkeys(
+            self.checkpoint.pending)
+
+    def _make_detector(self) -> Gatherer:
+        return Gatherer(self.config, self.shards, self.store)
+
+    # --- what the pool asks -----------------------------------------------------------
+    def awaits(self, offset: int) -> bool:
+        """True for a pending item re-read after a restart (the sequencer has passed it)."""
+        return offset in self._readmit
+
+    def pending_offsets(self) -> tuple[int, ...]:
+        """The checkpoint's ``pending``: every admitted, undecided item, in order."""
+        return tuple(e.offset for e in self.queue) + tuple(self._readmit)
+
+    def waiting(self) -> dict[int, int]:
+        """Per shard, the admitted items still waiting for its answer (the shard's lag)."""
+        out = dict.fromkeys(range(self.shards), 0)
+        for entry in self.queue:
+            prep = entry.pending.prepared
+            if prep is None:
+                continue
+            got = self.answers.get((prep.scope, prep.number), {})
+            for shard in out:
+                if shard not in got:
+                    out[shard] += 1
+        return out
+
+    # --- records ----------------------------------------------------------------------
+    def process(self, value: bytes | None, key: bytes | None, headers: object,
+                scoped: Source, order_note: str | None = None) -> list[Outcome]:
+        hdrs = header_map(headers)  # type: ignore[arg-type]
+        if hdrs.get(H_CONTROL) == ANSWER_CONTROL:
+            self._take_answer(value, scoped)
+            return self._resolve()
+        source = Source.from_headers(hdrs) or scoped
+        raw = value or b""
+        fallback = source.timestamp_ms / 1000 if source.timestamp_ms else None
+        item = parse_item(raw, self.fmt, position=source.position, fallback_timestamp=fallback)
+        if isinstance(item, Invalid):
+            self._readmit.pop(scoped.offset, None)
+            record = OutRecord(self.topics.dlq, key, raw,
+                               dlq_headers(item.reason, item.detail, source))
+            return [Outcome([record], invalid=item)]
+        args = (item, scoped.offset, key, raw, source, order_note)
+        if scoped.offset in self._readmit:
+            self._readmit[scoped.offset] = args
+            if any(v is None for v in self._readmit.values()):
+                return []  # the rest of the pending items come next
+            for again in list(self._readmit.values()):
+                assert again is not None
+                self._admit(*again)
+            self._readmit.clear()
+        else:
+            self._admit(*args)
+        return self._resolve()
+
+    def _admit(self, item: Document, offset: int, key: bytes | None, raw: bytes,
+               source: Source, note: str | None) -> None:
+        pending = self.detector.admit(item)
+        self.queue.append(_Entry(offset, pending, key, raw, source, note))
+        prep = pending.prepared
+        if prep is not None:
+            self.answers.setdefault((prep.scope, prep.number), {})
+            self.fanout += [prepared_record(prep, self.shards_topic, self.partition,
+                                            self.shards, s) for s in range(self.shards)]
+
+    def _take_answer(self, value: bytes | None, scoped: Source) -> None:
+        try:
+            answer = read_answer(value)
+        except BadShardRecord as exc:
+            log.warning("%s: skipped: %s", scoped.position, exc)
+            return
+        if not 0 <= answer.shard < self.shards:
+            log.warning("%s: skipped: an answer of shard %d of %d", scoped.position,
+                        answer.shard, self.shards)
+            return
+        got = self.answers.get((answer.scope, answer.number))
+        if got is None:
+            if not self._readmit:
+                return  # sent again for an item decided already
+            got = self.answers.setdefault((answer.scope, answer.number), {})
+        got.setdefault(answer.shard, answer)
+
+    def _resolve(self) -> list[Outcome]:
+        """Decide the items at the head of the queue whose answers are all in."""
+        out: list[Outcome] = []
+        while self.queue and not self._readmit:
+            entry = self.queue[0]
+            prep = entry.pending.prepared
+            answers: list[Answer] = []
+            if prep is not None:
+                got = self.answers.get((prep.scope, prep.number), {})
+                if len(got) < self.shards:
+                    break
+                answers = [got[s] for s in range(self.shards)]
+                del self.answers[(prep.scope, prep.number)]
+            self.queue.popleft()
+            decision = self.detector.resolve(entry.pending, answers)
+            doc = entry.pending.doc
+            records = routed_records(self.topics, decision, doc.channel, doc.timestamp,
+                                     entry.key, entry.raw, entry.source, entry.note)
+            out.append(Outcome(records, decision=decision, channel=doc.channel))
+        return out
+
+    def drain_fanout(self) -> list[OutRecord]:
+        out, self.fanout = self.fanout, []
+        return out

@@ -1,0 +1,59 @@
+"""One shard of the sharded windows (``NDD_SHARDS`` > 1): a partition of the shards topic.
+
+Partition ``k`` of ``<app>-news.shards`` is shard ``k % shards`` of scoped partition
+``k // shards``. It reads every item that partition's gatherer prepared, in order, answers
+each with its best local match (into the scoped partition), and indexes the items it owns.
+State, changelog (``<app>-shards-changelog``, same partition number), checkpoint and
+recovery are the deciders' (:class:`StatefulPartition`): restart- and kill -9-safe alike.
+
+A prepared item whose arrival number the shard has passed (sent again by a gatherer that
+restarted) is skipped: its answer was produced before the shard's checkpoint moved past it.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from ndd_stream.core.detector import DetectorConfig
+from ndd_stream.core.shards import ShardIndex
+from ndd_stream.worker.deciding import Outcome, StatefulPartition
+from ndd_stream.worker.records import Source
+from ndd_stream.worker.shardwire import BadShardRecord, answer_record, read_prepared
+
+log = logging.getLogger("ndd_stream.worker")
+
+
+class ShardPartition(StatefulPartition):
+    """A ShardIndex and its RocksDB state, for one partition of the shards topic."""
+
+    def __init__(self, partition: int, path: Path, config: DetectorConfig, shards: int,
+                 changelog_topic: str, scoped_topic: str) -> None:
+        self.config = config
+        self.shards = shards
+        self.shard = partition % shards
+        self.scoped_partition = partition // shards
+        self.scoped_topic = scoped_topic
+        self.answered = 0
+        super().__init__(partition, path, changelog_topic)
+
+    def _make_detector(self) -> ShardIndex:
+        return ShardIndex(self.shard, self.config, self.store)
+
+    def process(self, value: bytes | None, key: bytes | None, headers: object,
+                source: Source, order_note: str | None = None) -> Outcome:
+        try:
+            prep, scoped_partition = read_prepared(value)
+        except BadShardRecord as exc:
+            log.warning("%s: skipped: %s", source.position, exc)
+            return Outcome([])
+        if scoped_partition != self.scoped_partition or prep.owner >= self.shards:
+            log.warning("%s: skipped: prepared for scoped partition %d of %d shards",
+                        source.position, scoped_partition, prep.owner)
+            return Outcome([])
+        window = self.detector.window_of(prep.scope)
+        if prep.number < window.next_number:
+            return Outcome([])  # answered before (a restarted gatherer sent it again)
+        answer = self.detector.answer(prep)
+        self.answered += 1
+        return Outcome([answer_record(answer, self.scoped_topic, self.scoped_partition)])
