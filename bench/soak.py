@@ -97,7 +97,7 @@ def run_soak(workdir: Path, *, hours: int = 96, per_hour: int = 1000, target_byt
         decider.process(raw, doc.channel.encode(), [], Source("raw", 0, n))
         if (n + 1) % commit_every == 0 or n + 1 == total:
             decider.drain_changelog(Checkpoint(n + 1))
-            decider.commit(n + 1)
+            decider.commit(Checkpoint(n + 1, decider.changelog_next))
         if (n + 1) % per_hour == 0:
             samples.append(_sample(decider, path, process, (n + 1) // per_hour, n + 1,
                                    time.perf_counter() - started))

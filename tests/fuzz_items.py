@@ -424,7 +424,7 @@ def atheris_main(argv: list[str]) -> None:
         decider.process(raw, None, source.headers(), source)
         if counter[0] % 500 == 0:
             decider.drain_changelog(Checkpoint(counter[0]))
-            decider.commit(counter[0])
+            decider.commit(Checkpoint(counter[0], decider.changelog_next))
 
     atheris.instrument_all()
     atheris.Setup(argv, target)

@@ -120,7 +120,7 @@ def test_every_accepted_item_can_be_decided_and_routed(batch: list[dict[str, Any
                     assert outcome.invalid.reason in REASONS
                     assert outcome.records[0].topic == "dlq"
             decider.drain_changelog(Checkpoint(len(batch)))
-            decider.commit(len(batch))
+            decider.commit(Checkpoint(len(batch), decider.changelog_next))
         finally:
             decider.close()
 
