@@ -1,6 +1,7 @@
 """End-to-end throughput through the broker: raw topic in, output topics out.
 
     python -m bench.e2e [--warmup 50000] [--measure 5000] [--workers 1 2] [--threshold 0.8]
+                        [--scope global --shards 1 2 --out e2e-shards]
 
 For each worker count: start the embedded broker, create the topics, pre-load
 ``warmup + measure`` ~5 KB items (bench.workload, event time spaced so that the window
@@ -37,9 +38,9 @@ RESULTS = Path(__file__).parent / "results"
 WINDOW_HOURS = 24
 
 
-def make_items(total: int, window_docs: int) -> list[bytes]:
+def make_items(total: int, window_docs: int, scope: str = "channel") -> list[bytes]:
     spacing = (WINDOW_HOURS + 1) * 3600 / max(window_docs, 1)
-    stream = NewsStream(WorkloadConfig(spacing=spacing, scope="channel"))
+    stream = NewsStream(WorkloadConfig(spacing=spacing, scope=scope))
     out = []
     for doc in itertools.islice(stream, total):
         out.append(jsonio.dumps({"id": doc.identity, "channel": doc.channel, "text": doc.text,
@@ -69,12 +70,12 @@ def count_outputs(consumer: Consumer) -> int:
         n += sum(1 for m in msgs if m.error() is None)
 
 
-def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir: Path
-        ) -> dict[str, Any]:
+def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir: Path,
+        scope: str = "channel", shards: int = 1) -> dict[str, Any]:
     with EmbeddedBroker(log_dir=workdir) as broker:
         settings = Settings(brokers=[broker.bootstrap], partitions=4, threshold=threshold,
                             data_dir=workdir / "state", session_timeout_s=6.0, web_port=0,
-                            decisions_topic="")
+                            decisions_topic="", scope=scope, shards=shards)
         report = apply(settings, load_for(settings), timeout=30)
         assert not report.errors, report
         producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20,
@@ -122,7 +123,8 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
             consumer.close()
         assert t_warm is not None and t_end is not None, f"only {seen}/{total} outputs"
         rate = (total - warm_seen) / max(t_end - t_warm, 1e-9)
-        return {"workers": workers, "items": total, "warmup": warmup,
+        return {"workers": workers, "shards": shards, "scope": scope,
+                "items": total, "warmup": warmup,
                 "measured": total - warm_seen, "seconds": round(t_end - t_warm, 2),
                 "items_per_s": round(rate, 1), "per_worker": round(rate / workers, 1)}
 
@@ -133,32 +135,40 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--measure", type=int, default=5_000)
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--threshold", type=float, default=0.8)
+    ap.add_argument("--scope", default="channel", help="NDD_SCOPE (global: one scope)")
+    ap.add_argument("--shards", type=int, nargs="+", default=[1],
+                    help="NDD_SHARDS values, each run with every --workers count")
+    ap.add_argument("--window", type=int, default=None,
+                    help="documents the window holds (default: --warmup)")
+    ap.add_argument("--out", default="e2e", help="results name under bench/results")
     args = ap.parse_args(argv)
     RESULTS.mkdir(exist_ok=True)
     t0 = time.perf_counter()
-    items = make_items(args.warmup + args.measure, args.warmup)
+    items = make_items(args.warmup + args.measure, args.window or args.warmup, args.scope)
     print(f"generated {len(items)} items in {time.perf_counter() - t0:.0f}s", flush=True)
-    settings = Settings(threshold=args.threshold)
+    settings = Settings(threshold=args.threshold, scope=args.scope)
     core = core_rate(settings, items, args.warmup)
     print(f"core alone: {core:.0f} items/s", flush=True)
     runs = []
-    for n in args.workers:
-        with tempfile.TemporaryDirectory() as tmp:
-            result = run(n, items, args.warmup, args.threshold, Path(tmp))
-        result["core_items_per_s"] = round(core, 1)
-        result["layer_overhead"] = round(core / result["per_worker"], 2)
-        print(result, flush=True)
-        runs.append(result)
+    for shards in args.shards:
+        for n in args.workers:
+            with tempfile.TemporaryDirectory() as tmp:
+                result = run(n, items, args.warmup, args.threshold, Path(tmp), args.scope,
+                             shards)
+            result["core_items_per_s"] = round(core, 1)
+            result["layer_overhead"] = round(core / result["per_worker"], 2)
+            print(result, flush=True)
+            runs.append(result)
     out = {"machine": {"cpu": platform.processor() or platform.machine(),
                        "cores": os.cpu_count(), "python": platform.python_version()},
            "threshold": args.threshold, "item_bytes": round(sum(map(len, items)) / len(items)),
-           "runs": runs}
-    (RESULTS / "e2e.json").write_bytes(jsonio.dumps(out))
-    lines = ["| workers | items/s total | items/s per worker | core alone items/s | "
-             "core ÷ per-worker |", "|---|---|---|---|---|"]
-    lines += [f"| {r['workers']} | {r['items_per_s']} | {r['per_worker']} | "
+           "scope": args.scope, "runs": runs}
+    (RESULTS / f"{args.out}.json").write_bytes(jsonio.dumps(out))
+    lines = ["| shards | workers | items/s total | items/s per worker | core alone items/s | "
+             "core ÷ per-worker |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['shards']} | {r['workers']} | {r['items_per_s']} | {r['per_worker']} | "
               f"{r['core_items_per_s']} | {r['layer_overhead']} |" for r in runs]
-    (RESULTS / "e2e.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

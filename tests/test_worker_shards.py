@@ -1,0 +1,161 @@
+"""The sharded worker's logic on an in-memory log (no broker): a gatherer pool and a shard
+pool pass prepared items and answers through the log; decisions equal dedup's, and a
+gatherer or shard that stops at any point (write-ahead pending list, answers sent again,
+prepared items sent again) changes none. tests/test_shards_broker.py runs the same code
+against Kafka."""
+
+from __future__ import annotations
+
+import asyncio
+from functools import partial
+from pathlib import Path
+
+import pytest
+from harness.fakes import MemoryLog
+from test_worker_pool import RAW, SCOPED, SETTINGS, TOPICS, _decisions, _lines, _scoped, _want
+
+from ndd_stream.kafka.reads import Fetched
+from ndd_stream.state.codec import decode_checkpoint
+from ndd_stream.worker.gathering import GatherDecider
+from ndd_stream.worker.metrics import WorkerMetrics
+from ndd_stream.worker.pool import DeciderPool
+from ndd_stream.worker.records import Source
+from ndd_stream.worker.routing import route_raw
+from ndd_stream.worker.sharding import ShardPartition
+
+SHARDS_TOPIC, SHARDS = "shards", 3
+CONFIG = SETTINGS.detector_config()
+
+
+def _gatherer(log: MemoryLog, state: Path) -> DeciderPool:
+    def make(partition: int, path: Path) -> GatherDecider:
+        return GatherDecider(partition, path, CONFIG, SETTINGS.item_format(), TOPICS, SHARDS,
+                             SHARDS_TOPIC)
+    return DeciderPool(state, CONFIG, SETTINGS.item_format(), TOPICS, log, WorkerMetrics(),
+                       scoped_topic=SCOPED, factory=make)
+
+
+def _shards(log: MemoryLog, state: Path) -> DeciderPool:
+    make = partial(ShardPartition, config=CONFIG, shards=SHARDS,
+                   changelog_topic="shards-changelog", scoped_topic=SCOPED)
+    return DeciderPool(state, CONFIG, SETTINGS.item_format(), TOPICS, log, WorkerMetrics(),
+                       scoped_topic=SHARDS_TOPIC, dir_prefix="shard",
+                       factory=lambda p, path: make(p, path))
+
+
+class Cursor:
+    """What a consumer has delivered of each partition so far."""
+
+    def __init__(self, log: MemoryLog) -> None:
+        self.log = log
+        self.at: dict[tuple[str, int], int] = {}
+
+    def new(self, topic: str) -> list[Fetched]:
+        out = []
+        for (t, p), records in sorted(self.log.logs.items()):
+            if t == topic:
+                out += records[self.at.get((t, p), 0):]
+                self.at[(t, p)] = len(records)
+        return out
+
+
+async def _drive(log: MemoryLog, gather: DeciderPool, shards: DeciderPool,
+                 gc: Cursor, sc: Cursor, rounds: int = 100) -> None:
+    """Deliver new records to both pools until nothing moves."""
+    for _ in range(rounds):
+        scoped, prepared = gc.new(SCOPED), sc.new(SHARDS_TOPIC)
+        if not scoped and not prepared:
+            return
+        if scoped:
+            await gather.process(scoped, log.send)
+        if prepared:
+            await shards.process(prepared, log.send)
+
+
+def test_a_sharded_scope_decides_as_dedup_and_spreads_its_documents(tmp_path: Path) -> None:
+    log, lines = MemoryLog(), _lines(40)
+    _scoped(log, lines)
+    gather, shards = _gatherer(log, tmp_path / "g"), _shards(log, tmp_path / "s")
+    asyncio.run(_drive(log, gather, shards, Cursor(log), Cursor(log)))
+    assert _decisions(log) == _want(lines)
+    held = [d.window_documents() for d in shards.deciders.values()]
+    assert len(held) == SHARDS and sum(held) == 40 and min(held) > 0
+    assert gather.deciders[0].window_documents() == 0  # the documents live in the shards
+    assert len(log.topic(SHARDS_TOPIC)) == 40 * SHARDS
+    assert decode_checkpoint(log.topic("changelog")[-1].value).pending == ()
+    gather.close()
+    shards.close()
+
+
+@pytest.mark.parametrize("answers_seen", [0, 7, 31])
+def test_a_gatherer_stopped_with_items_pending_decides_them_as_before(
+        tmp_path: Path, answers_seen: int) -> None:
+    """The gatherer admits and prepares items, the shards answer some, the gatherer stops
+    (its in-memory queue and answers are lost); a new one re-reads from its checkpoint,
+    admits the pending items again (same numbers), sends them again (the shards skip them)
+    and decides everything as dedup."""
+    log, lines = MemoryLog(), _lines(30, seed=3)
+    _scoped(log, lines[:20])
+    gather, shards = _gatherer(log, tmp_path / "g"), _shards(log, tmp_path / "s")
+    gc, sc = Cursor(log), Cursor(log)
+
+    async def first() -> None:
+        await gather.process(gc.new(SCOPED), log.send)  # 20 items prepared
+        await shards.process(sc.new(SHARDS_TOPIC), log.send)  # 60 answers
+        answers = gc.new(SCOPED)
+        await gather.process(answers[:answers_seen], log.send)  # then the gatherer stops
+
+    asyncio.run(first())
+    checkpoint = gather.deciders[0].checkpoint
+    assert checkpoint.pending  # the write-ahead list
+    gather.close()
+    again = _gatherer(log, tmp_path / "g")
+    prepared_before = len(log.topic(SHARDS_TOPIC))
+
+    async def second() -> None:
+        # a restarted consumer resumes at the checkpoint: the pool re-reads from there
+        await again.catch_up(0, len(log.logs[(SCOPED, 0)]), log.send)
+        await _drive(log, again, shards, gc, sc)
+        for offset, line in enumerate(lines[20:], start=20):  # the router forwards more
+            record, _ = route_raw(line, None, Source(RAW, 0, offset),
+                                  SETTINGS.item_format(), SCOPED, "dlq")
+            await log.send(record)
+        await _drive(log, again, shards, gc, sc)
+
+    asyncio.run(second())
+    assert _decisions(log) == _want(lines)  # each item decided once, as dedup
+    resent = log.topic(SHARDS_TOPIC)[prepared_before:]
+    assert len(resent) >= len(checkpoint.pending) * SHARDS > 0
+    assert sum(d.window_documents() for d in shards.deciders.values()) == 30
+    again.close()
+    shards.close()
+
+
+def test_a_shard_restarted_from_its_store_answers_on_without_indexing_twice(
+        tmp_path: Path) -> None:
+    log, lines = MemoryLog(), _lines(24, seed=5)
+    scoped = _scoped(log, lines)
+    gather, shards = _gatherer(log, tmp_path / "g"), _shards(log, tmp_path / "s")
+    gc, sc = Cursor(log), Cursor(log)
+
+    async def first() -> None:
+        gc.new(SCOPED)
+        await gather.process(scoped[:12], log.send)
+        await shards.process(sc.new(SHARDS_TOPIC), log.send)
+
+    asyncio.run(first())
+    shards.close()  # a clean stop; the checkpoint is at the prepared items answered
+    shards2 = _shards(log, tmp_path / "s")
+    sc2 = Cursor(log)  # a new consumer from the start: everything is delivered again
+
+    async def second() -> None:
+        await _drive(log, gather, shards2, gc, sc2)
+        await gather.process(scoped[12:], log.send)
+        await _drive(log, gather, shards2, gc, sc2)
+
+    asyncio.run(second())
+    assert _decisions(log) == _want(lines)
+    assert sum(d.window_documents() for d in shards2.deciders.values()) == 24
+    gather.close()
+    shards2.close()
+
