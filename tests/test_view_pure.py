@@ -318,3 +318,24 @@ def test_no_login_without_a_password(view_server) -> None:  # type: ignore[no-un
             assert (await client.get("/")).status == 200
 
     asyncio.run(run())
+
+
+def test_the_now_page_shows_each_shards_load_and_lag() -> None:
+    """Sharded windows: per shard of each scoped partition, items answered per second since
+    the last probe (its load) and prepared items not answered yet (its lag)."""
+    from ndd_stream.view.model import LagRow
+
+    state = ViewState(ItemFormat(), Limits())
+    state.set_lag([LagRow("app-news.shards", k, "shard", 100 * k, 100 * k + 5)
+                   for k in range(4)], 0, T0, None)
+    state.set_lag([LagRow("app-news.shards", k, "shard", 100 * k + 20 * (k + 1), 100 * k + 90)
+                   for k in range(4)], 0, T0 + 2, T0)
+    page = str(pages.now_fragment(queries.now(state, T0 + 2, 300, shards=2)))
+    table = page[page.index('id="shards"'):]
+    table = table[:table.index("</table>")]
+    rows = table.split("<tr>")[2:]
+    assert len(rows) == 4
+    # partition 3 = scoped partition 1, shard 1: 80 answered in 2 s, 10 still to answer
+    assert [c.split("<")[0] for c in rows[3].split(">")[1::2]][:6] == [
+        "1", "1", "3", "380", "40.0", "10"]
+    assert "Shards" not in str(pages.now_fragment(queries.now(state, T0 + 2, 300, shards=1)))

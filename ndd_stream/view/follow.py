@@ -52,10 +52,11 @@ def output_topics(settings: Settings) -> dict[str, str]:
     return out
 
 
-def scoped_topic(settings: Settings) -> str:
-    """The worker's internal scope-keyed topic, as ``topics apply`` names it."""
+def scoped_topic(settings: Settings, key: str = "scoped") -> str | None:
+    """The worker's internal scope-keyed topic (or another by ``key``), as ``topics
+    apply`` names it; None when the settings have no such topic (shards = 1)."""
     resolved, _ = topic_defs.resolve(settings, topic_defs.load_for(settings))
-    return next(t.name for t in resolved if t.key == "scoped")
+    return next((t.name for t in resolved if t.key == key), None)
 
 
 def to_record(msg: Any) -> TailRecord:
@@ -222,13 +223,15 @@ class LagProbe(_Thread):
         metadata = consumer.list_topics(timeout=10)
         pattern = re.compile(s.raw_topic_pattern) if s.raw_topic_pattern else None
         raw = set(s.raw_topics) if pattern is None else set()
-        scoped = scoped_topic(s)
+        scoped, shards = scoped_topic(s), scoped_topic(s, "shards")
         out = []
         for name, meta in sorted(metadata.topics.items()):
             if meta.error is not None:
                 continue
             if name == scoped:
                 role = "decider"
+            elif name == shards:
+                role = "shard"
             elif name in raw or (pattern is not None and pattern.fullmatch(name)):
                 role = "router"
             else:

@@ -138,9 +138,10 @@ class Locator:
 class LagRow:
     topic: str
     partition: int
-    role: str  # router (raw topics) or decider (scoped topic)
+    role: str  # router (raw topics), decider (scoped topic) or shard (shards topic)
     committed: int  # -1: the group has committed nothing here
     high: int
+    rate: float | None = None  # records/s done since the previous probe (shards: the load)
 
     @property
     def lag(self) -> int:
@@ -319,6 +320,12 @@ class ViewState:
             self.lag_error = error
             if error is not None:
                 return
+            if since is not None:  # what each partition did since the last probe: its load
+                seconds = max(now - since, 1e-3)
+                for r in rows:
+                    before = self.lag.get((r.topic, r.partition))
+                    if before is not None and r.committed >= 0:
+                        r.rate = max(0, r.committed - max(before.committed, 0)) / seconds
             self.lag = {(r.topic, r.partition): r for r in rows}
             self.lag_updated = now
             total = sum(r.lag for r in rows if r.role == "decider")

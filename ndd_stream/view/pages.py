@@ -97,7 +97,7 @@ def now_fragment(d: Now) -> Html:
                                    {s: d.series[s] for s in STATUSES}, chart_id="chart-outcome"),
                  charts.line_chart("consumer lag of the deciders (records)", start, step,
                                    {"lag": d.series["lag"]}, unit="", chart_id="chart-lag"),
-                 html("</div>"), _scope_table(d), _lag_table(d), _held(d)])
+                 html("</div>"), _scope_table(d), _shard_table(d), _lag_table(d), _held(d)])
 
 
 def _span_name(span: int) -> str:
@@ -137,6 +137,22 @@ def _lag_table(d: Now) -> Html:
     return html('<h2>Consumer lag per partition</h2>{}<table class="grid" id="lag"><tr>'
                 "<th>agent</th><th>topic</th><th>partition</th><th>committed</th>"
                 "<th>high watermark</th><th>lag</th></tr>{}</table>", status, rows)
+
+
+def _shard_table(d: Now) -> Html:
+    """Sharded windows: each shard's load (items answered per second since the last probe)
+    and lag (prepared items it has not answered)."""
+    rows = [r for r in d.lag if r.role == "shard"]
+    if not rows or d.shards <= 1:
+        return EMPTY
+    cells = join(html("<tr><td class='num'>{}</td><td class='num'>{}</td><td class='num'>{}"
+                      "</td><td class='num'>{}</td><td class='num'>{}</td>"
+                      "<td class='num lag'>{}</td></tr>", r.partition // d.shards,
+                      r.partition % d.shards, r.partition, max(r.committed, 0),
+                      plain("-" if r.rate is None else f"{r.rate:.1f}"), r.lag) for r in rows)
+    return html('<h2>Shards</h2><table class="grid" id="shards"><tr><th>scoped partition</th>'
+                "<th>shard</th><th>partition of {}</th><th>answered</th><th>answers/s</th>"
+                "<th>lag</th></tr>{}</table>", rows[0].topic, cells)
 
 
 def _held(d: Now) -> Html:

@@ -110,9 +110,10 @@ class Now:
     lag_error: str | None
     held: dict[str, int] = field(default_factory=dict)
     follow_error: str | None = None
+    shards: int = 1  # NDD_SHARDS: shard partition k is shard k % shards of k // shards
 
 
-def now(state: ViewState, at: float, span: int) -> Now:
+def now(state: ViewState, at: float, span: int, shards: int = 1) -> Now:
     with state.lock:
         start, step, buckets = state.timeline.window(at, span)
         _, _, gauges = state.gauges.window(at, span)
@@ -139,7 +140,7 @@ def now(state: ViewState, at: float, span: int) -> Now:
                 "evicted_decisions": state.decisions.evicted,
                 "evicted_texts": state.texts.evicted}
         return Now(span, start, step, series, rate_in, rate_out, totals, scopes, lag_rows,
-                   state.lag_updated, state.lag_error, held, state.follow_error)
+                   state.lag_updated, state.lag_error, held, state.follow_error, shards)
 
 
 @dataclass

@@ -129,7 +129,8 @@ class ViewServer:
     def _now(self, request: web.Request) -> tuple[queries.Now, str]:
         key = request.query.get("span", "15m")
         key = key if key in queries.SPANS else "15m"
-        return queries.now(self.state, time.time(), queries.SPANS[key]), key
+        return queries.now(self.state, time.time(), queries.SPANS[key],
+                           self.settings.shards), key
 
     async def now(self, request: web.Request) -> web.Response:
         data, key = self._now(request)
