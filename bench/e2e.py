@@ -70,14 +70,74 @@ def count_outputs(consumer: Consumer) -> int:
         n += sum(1 for m in msgs if m.error() is None)
 
 
+def owned(log: Path) -> list[str]:
+    """What a worker's log says it owns now: "partition N" and "shard K" since its last
+    rebalance."""
+    mine: set[tuple[str, int]] = set()
+    for line in log.read_text(errors="replace").splitlines():
+        if '"event":"partition_ready"' in line.replace(" ", ""):
+            kind, n = jsonio.loads(line)["message"].split()[:2]
+            mine.add((kind, int(n)))
+        elif '"event":"revoked"' in line.replace(" ", ""):
+            mine.clear()
+    return [f"{k} {n}" for k, n in sorted(mine)]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def settled(logs: list[Path], partitions: int, shards: int, quiet_s: float = 8.0,
+            timeout_s: float = 300.0) -> float:
+    """Wait until the workers own every scoped partition and shard, with no rebalance for
+    ``quiet_s``; returns the seconds it took. Tansu's joins are slow, and a rebalance in the
+    measured span would measure the broker's group protocol, not the workers."""
+    want = {("partition", p) for p in range(partitions)}
+    if shards > 1:
+        want |= {("shard", k) for k in range(partitions * shards)}
+    start = time.monotonic()
+    last_change, last_seen = start, -1
+    while time.monotonic() - start < timeout_s:
+        owned: set[tuple[str, int]] = set()
+        events = 0
+        for log in logs:
+            mine: set[tuple[str, int]] = set()
+            for line in log.read_text(errors="replace").splitlines():
+                if '"event":"partition_ready"' in line.replace(" ", ""):
+                    kind, n = jsonio.loads(line)["message"].split()[:2]
+                    mine.add((kind, int(n)))
+                    events += 1
+                elif '"event":"revoked"' in line.replace(" ", ""):
+                    mine.clear()  # a rebalance: what it keeps is opened again or kept
+                    events += 1
+            owned |= mine
+        now = time.monotonic()
+        if events != last_seen:
+            last_seen, last_change = events, now
+        if want <= owned and now - last_change >= quiet_s:
+            return now - start
+        time.sleep(0.5)
+    raise TimeoutError(f"workers did not settle in {timeout_s:.0f}s")
+
+
 def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir: Path,
-        scope: str = "channel", shards: int = 1) -> dict[str, Any]:
+        scope: str = "channel", shards: int = 1, partitions: int = 4,
+        settle: bool = False) -> dict[str, Any]:
     with EmbeddedBroker(log_dir=workdir) as broker:
-        settings = Settings(brokers=[broker.bootstrap], partitions=4, threshold=threshold,
-                            data_dir=workdir / "state", session_timeout_s=6.0, web_port=0,
-                            decisions_topic="", scope=scope, shards=shards)
+        settings = Settings(brokers=[broker.bootstrap], partitions=partitions,
+                            threshold=threshold, data_dir=workdir / "state",
+                            session_timeout_s=6.0, web_port=0, decisions_topic="",
+                            scope=scope, shards=shards)
         report = apply(settings, load_for(settings), timeout=30)
         assert not report.errors, report
+        procs: list[subprocess.Popen[bytes]] = []
+        if settle:  # workers first, items once the group is stable
+            procs = start_workers(settings, workers, workdir)
+            waited = settled([workdir / f"worker-{i}.log" for i in range(workers)],
+                             partitions, shards)
+            print(f"workers settled after {waited:.0f}s", flush=True)
         producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20,
                              "batch.num.messages": 500})
         for raw in items:
@@ -94,13 +154,8 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
         outs = [settings.unique_topic, settings.duplicate_topic, settings.dlq_topic]
         meta = consumer.list_topics(timeout=10)
         consumer.assign([TopicPartition(t, p, 0) for t in outs for p in meta.topics[t].partitions])
-        procs = []
-        env = {**os.environ, **settings.to_env()}
-        for i in range(workers):
-            wenv = {**env, "NDD_DATA_DIR": str(workdir / f"state-{i}")}
-            log = open(workdir / f"worker-{i}.log", "wb")  # noqa: SIM115
-            procs.append(subprocess.Popen([sys.executable, "-m", "ndd_stream.cli", "worker"],
-                                          env=wenv, stdout=log, stderr=subprocess.STDOUT))
+        if not settle:
+            procs = start_workers(settings, workers, workdir)
         total, seen = len(items), 0
         t_warm = t_end = None
         deadline = time.monotonic() + 3600
@@ -112,6 +167,8 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
                     t_warm, warm_seen = now, seen
                 if seen >= total:
                     t_end = now
+            cpu = [round(cpu_seconds(p.pid), 1) for p in procs]
+            owners = [owned(workdir / f"worker-{i}.log") for i in range(workers)]
         finally:
             for p in procs:
                 p.terminate()
@@ -126,7 +183,20 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
         return {"workers": workers, "shards": shards, "scope": scope,
                 "items": total, "warmup": warmup,
                 "measured": total - warm_seen, "seconds": round(t_end - t_warm, 2),
+                "worker_cpu_s": cpu, "owned": owners,
                 "items_per_s": round(rate, 1), "per_worker": round(rate / workers, 1)}
+
+
+def start_workers(settings: Settings, workers: int, workdir: Path
+                  ) -> list[subprocess.Popen[bytes]]:
+    procs = []
+    env = {**os.environ, **settings.to_env()}
+    for i in range(workers):
+        wenv = {**env, "NDD_DATA_DIR": str(workdir / f"state-{i}")}
+        log = open(workdir / f"worker-{i}.log", "wb")  # noqa: SIM115
+        procs.append(subprocess.Popen([sys.executable, "-m", "ndd_stream.cli", "worker"],
+                                      env=wenv, stdout=log, stderr=subprocess.STDOUT))
+    return procs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window", type=int, default=None,
                     help="documents the window holds (default: --warmup)")
     ap.add_argument("--out", default="e2e", help="results name under bench/results")
+    ap.add_argument("--partitions", type=int, default=4, help="NDD_PARTITIONS")
+    ap.add_argument("--settle", action="store_true",
+                    help="start the workers first and produce once their group is stable")
     args = ap.parse_args(argv)
     RESULTS.mkdir(exist_ok=True)
     t0 = time.perf_counter()
@@ -154,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in args.workers:
             with tempfile.TemporaryDirectory() as tmp:
                 result = run(n, items, args.warmup, args.threshold, Path(tmp), args.scope,
-                             shards)
+                             shards, args.partitions, args.settle)
             result["core_items_per_s"] = round(core, 1)
             result["layer_overhead"] = round(core / result["per_worker"], 2)
             print(result, flush=True)
@@ -162,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     out = {"machine": {"cpu": platform.processor() or platform.machine(),
                        "cores": os.cpu_count(), "python": platform.python_version()},
            "threshold": args.threshold, "item_bytes": round(sum(map(len, items)) / len(items)),
-           "scope": args.scope, "runs": runs}
+           "scope": args.scope, "partitions": args.partitions, "settle": args.settle,
+           "runs": runs}
     (RESULTS / f"{args.out}.json").write_bytes(jsonio.dumps(out))
     lines = ["| shards | workers | items/s total | items/s per worker | core alone items/s | "
              "core ÷ per-worker |", "|---|---|---|---|---|---|"]

@@ -1,6 +1,7 @@
 """Cross-channel scope on a backlog: Reuters-21578 keyed by channel, produced at once.
 
     python -m bench.order [--one-day] [--workers 2] [--kills 6] [--order event-time offset]
+                          [--shards 2] [--partitions 1]
                           [--items N] [--live-rate 200]
                           [--scope channel] [--python BASE/.venv/bin/python NEW/.venv/bin/python]
 
@@ -139,7 +140,8 @@ def start_worker(settings: Any, log: Path, python: str) -> Any:
 
 def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: int,
              kills: int, live_rate: float, seed: int, scope: str = "global",
-             python: str = sys.executable) -> dict[str, Any]:
+             python: str = sys.executable, shards: int = 1,
+             partitions: int | None = None) -> dict[str, Any]:
     from harness.kafka import Reader, create_topics, worker_settings
     from harness.scenarios import Feeder
 
@@ -147,6 +149,10 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
     # channel: only settings every revision has (no scope_order, no order_* knobs)
     knobs: dict[str, Any] = ({"scope_order": order, "order_stall_s": 60.0}
                              if scope == "global" else {})
+    if shards > 1:  # only settings a revision with sharded windows has
+        knobs["shards"] = shards
+    if partitions is not None:
+        knobs["partitions"] = partitions
     settings = worker_settings(broker.bootstrap, suffix, work / suffix, scope=scope, **knobs)
     create_topics(settings)
     rnd = random.Random(seed)
@@ -196,7 +202,7 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
     differ = len(differing(want))
     result: dict[str, Any] = {
         "scope": scope, "order": order, "python": python, "items": len(lines),
-        "workers": workers, "kills": kills,
+        "workers": workers, "kills": kills, "shards": shards,
         "lost": len(set(positions) - set(by_source)),
         "late": sum(1 for r in records if r.policy == "late"),
         "behind": sum(1 for r in records if r.header("ndd-order") is not None),
@@ -237,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="channel: the default scope, dedup per channel; --order is ignored")
     ap.add_argument("--python", nargs="+", default=[sys.executable], metavar="PATH",
                     help="interpreters running the workers, one run each in this order")
+    ap.add_argument("--shards", type=int, default=1, help="NDD_SHARDS (sharded windows)")
+    ap.add_argument("--partitions", type=int, default=None, help="NDD_PARTITIONS")
     ap.add_argument("--seed", type=int, default=20261125)
     ap.add_argument("--json", type=Path, default=RESULTS / "order.json")
     args = ap.parse_args(argv)
@@ -254,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
         orders = args.order if args.scope == "global" else ["auto"]
         for python, order in ((p, o) for p in args.python for o in orders):
             res = run_mode(broker, Path(tmp), lines, order, args.workers, args.kills,
-                           args.live_rate, args.seed, args.scope, python)
+                           args.live_rate, args.seed, args.scope, python, args.shards,
+                           args.partitions)
             res.update(one_day=args.one_day, machine=f"{platform.machine()} "
                        f"{platform.processor() or ''}".strip(), date=time.strftime("%F %T"))
             print(json.dumps(res))
