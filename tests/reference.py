@@ -86,6 +86,12 @@ def _headline(text: str) -> list[str]:
     return out[:24]
 
 
+def _stem_jaccard(a: list[str], b: list[str]) -> float:
+    """Jaccard of the headlines' words cut to their first five letters."""
+    sa, sb = {w[:5] for w in a}, {w[:5] for w in b}
+    return len(sa & sb) / len(sa | sb)
+
+
 def novelty(doc: Document, other: Document, grams: set[str], other_grams: set[str]
             ) -> tuple[str, tuple[str, ...], tuple[str, ...]] | None:
     """The rule of docs/EVALUATION.md, straight from its wording."""
@@ -95,18 +101,22 @@ def novelty(doc: Document, other: Document, grams: set[str], other_grams: set[st
     only_old = tuple(g[0] for j, g in theirs.items()
                      if not any(k == j or _same(f, g) for k, f in mine.items()))
     shorter = min(len(grams), len(other_grams))
-    if shorter and len(grams & other_grams) / shorter < 0.5:
-        return "new_content", only_new, only_old
-    correction = re.search(r"\b(corrected|corrects|correction)\b", doc.text.lower())
     s_new, s_old = _subject(doc.text), _subject(other.text)
+    h_new, h_old = _headline(doc.text), _headline(other.text)
+    if shorter and len(grams & other_grams) / shorter < 0.5:
+        rewrite = (len(grams & other_grams) / shorter >= 0.4
+                   and not (only_new and only_old)
+                   and bool((s_new and s_new in normal_form(other.text))
+                            or (s_old and s_old in normal_form(doc.text)))
+                   and bool(h_new and h_old) and _stem_jaccard(h_new, h_old) >= 0.2)
+        return None if rewrite else ("new_content", only_new, only_old)
+    correction = re.search(r"\b(corrected|corrects|correction)\b", doc.text.lower())
     if (s_new and s_old and s_new not in normal_form(other.text)
             and s_old not in normal_form(doc.text) and not correction):
         return "subject", (s_new,), (s_old,)
-    h_new, h_old = _headline(doc.text), _headline(other.text)
     shared_grams = len(grams & other_grams)
     if (h_new and h_old and shared_grams / max(len(grams), len(other_grams)) < 0.5
-            and len(set(h_new) & set(h_old)) / len(set(h_new) | set(h_old)) < 0.2
-            and not correction):
+            and _stem_jaccard(h_new, h_old) < 0.2 and not correction):
         return ("headline", tuple(w for w in h_new if w not in h_old),
                 tuple(w for w in h_old if w not in h_new))
     changed = min(len(only_new), len(only_old))

@@ -9,7 +9,14 @@ share less than a fifth of their words (word Jaccard < ``MAX_HEADLINE_OVERLAP``)
 is a new report. Above doc_q 1/2 a new headline over the same text is a re-slugged repeat.
 
 The headline is the first line of the item (the title, for items that have one), as its
-distinct lower-cased words (letters and digits), the first ``MAX_WORDS``.
+distinct lower-cased words (letters and digits), the first ``MAX_WORDS``. Two headlines'
+words are compared by their first ``STEM`` letters, so one word written in another form
+counts as shared (``EXPAND`` / ``EXPANSION``, ``ACQUIRES`` / ``ACQUISITION``), as a
+figure is compared as a quantity, not a string (core.quantities).
+
+The same measure says when two headlines **agree** (share at least a fifth of their
+stems): core.novelty then takes a text that differs in more than half, but keeps the
+subject, the headline and every figure, for a rewrite of the same report.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import re
 MAX_HEADLINE_OVERLAP = (1, 5)  # a fraction: headlines sharing under a fifth of their words
 MAX_DOC_Q = (1, 2)  # a fraction: only when the texts differ in at least half
 MAX_WORDS = 24
+STEM = 5  # headline words are compared by their first five letters
 
 _WORD = re.compile(r"[^\W_]+")
 
@@ -32,12 +40,21 @@ def headline_words(text: str) -> list[str]:
 def new_headline(words_new: list[str], words_old: list[str], shared_qgrams: int,
                  size_new: int, size_old: int) -> bool:
     """Both headlines known, texts differing in half (doc_q < 1/2), headlines sharing under a
-    fifth of their words. Integer arithmetic."""
+    fifth of their word stems. Integer arithmetic."""
     if not words_new or not words_old:
         return False
     num, den = MAX_DOC_Q
     if shared_qgrams * den >= num * max(size_new, size_old):
         return False
-    a, b = set(words_new), set(words_old)
+    return not _shared_enough(words_new, words_old)
+
+
+def same_headline(words_new: list[str], words_old: list[str]) -> bool:
+    """Both headlines known and sharing at least a fifth of their word stems."""
+    return bool(words_new and words_old) and _shared_enough(words_new, words_old)
+
+
+def _shared_enough(words_new: list[str], words_old: list[str]) -> bool:
+    a, b = {w[:STEM] for w in words_new}, {w[:STEM] for w in words_old}
     num, den = MAX_HEADLINE_OVERLAP
-    return len(a & b) * den < num * len(a | b)
+    return len(a & b) * den >= num * len(a | b)
