@@ -86,9 +86,16 @@ def _headline(text: str) -> list[str]:
     return out[:24]
 
 
+def _stem(word: str) -> str:
+    word = re.sub(r"^(.{3,}?)(ing|ed|s)$", r"\1", word)
+    word = re.sub(r"^(.{3,})e$", r"\1", word)
+    return word[:5]
+
+
 def _stem_jaccard(a: list[str], b: list[str]) -> float:
-    """Jaccard of the headlines' words cut to their first five letters."""
-    sa, sb = {w[:5] for w in a}, {w[:5] for w in b}
+    """Jaccard of the headlines' word stems (an -s, -ed or -ing ending and a final e cut,
+    the first five letters)."""
+    sa, sb = {_stem(w) for w in a}, {_stem(w) for w in b}
     return len(sa & sb) / len(sa | sb)
 
 

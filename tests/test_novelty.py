@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from ndd_stream.core import novelty, quantities
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Decision, Document, Status
-from ndd_stream.core.headline import headline_words, new_headline, same_headline
+from ndd_stream.core.headline import headline_words, new_headline, same_headline, stem
 from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.novelty import facts, figures, judge
 from ndd_stream.core.qgrams import signature
@@ -99,6 +99,10 @@ def test_headline_words_and_the_follow_up_test() -> None:
                             4, 10, 8)
     assert new_headline(["champion", "to", "build", "alberta", "mill"], champion, 4, 10, 8)
     assert same_headline(["health", "acquires", "homes"], ["health", "acquisition", "plan"])
+    assert same_headline(["health", "buys", "facilities"], ["health", "to", "buy", "homes"])
+    assert [stem(w) for w in ("raise", "raises", "raised", "raising", "buys", "seed", "us",
+                              "taxes", "expansion")] == [
+        "rais", "rais", "rais", "rais", "buy", "seed", "us", "tax", "expan"]
     assert not same_headline(["health", "buys", "two", "homes"], ["health", "acquisition", "plan"])
     assert not same_headline(["health", "buys"], [])
 
@@ -336,6 +340,16 @@ def test_subject_fast_path_equals_the_pattern(parts: list[str]) -> None:
     if m is not None and rest and _named(m.group()).search(rest):
         want = normal_form(m.group())
     assert subject(text) == want
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="abeginsdé3", max_size=9))
+def test_stem_equals_its_definition(word: str) -> None:
+    """Cut one ending (-ing, -ed, -s) leaving 3+ letters, then a final e leaving 3+, then
+    keep five letters: the same as the reference's two patterns."""
+    want = re.sub(r"^(.{3,}?)(ing|ed|s)$", r"\1", word)
+    want = re.sub(r"^(.{3,})e$", r"\1", want)[:5]
+    assert stem(word) == want
 
 
 @settings(max_examples=300, deadline=None)

@@ -10,9 +10,10 @@ is a new report. Above doc_q 1/2 a new headline over the same text is a re-slugg
 
 The headline is the first line of the item (the title, for items that have one), as its
 distinct lower-cased words (letters and digits), the first ``MAX_WORDS``. Two headlines'
-words are compared by their first ``STEM`` letters, so one word written in another form
-counts as shared (``EXPAND`` / ``EXPANSION``, ``ACQUIRES`` / ``ACQUISITION``), as a
-figure is compared as a quantity, not a string (core.quantities).
+words are compared by a light stem (:func:`stem`: an ``-s``, ``-ed`` or ``-ing`` ending and
+a final ``e`` cut, then the first ``STEM`` letters), so one word written in another form
+counts as shared (``BUYS`` / ``BUY``, ``RAISED`` / ``RAISES``, ``EXPAND`` / ``EXPANSION``),
+as a figure is compared as a quantity, not a string (core.quantities).
 
 The same measure says when two headlines **agree** (share at least a fifth of their
 stems): core.novelty then takes a text that differs in more than half, but keeps the
@@ -26,7 +27,8 @@ import re
 MAX_HEADLINE_OVERLAP = (1, 5)  # a fraction: headlines sharing under a fifth of their words
 MAX_DOC_Q = (1, 2)  # a fraction: only when the texts differ in at least half
 MAX_WORDS = 24
-STEM = 5  # headline words are compared by their first five letters
+STEM = 5  # headline words are compared by (at most) the first five letters of their stem
+_ENDINGS = ("ing", "ed", "s")
 
 _WORD = re.compile(r"[^\W_]+")
 
@@ -54,7 +56,19 @@ def same_headline(words_new: list[str], words_old: list[str]) -> bool:
     return bool(words_new and words_old) and _shared_enough(words_new, words_old)
 
 
+def stem(word: str) -> str:
+    """``word`` without one ending of ``_ENDINGS`` and then a final ``e`` (each only when
+    three letters remain), cut to ``STEM`` letters: raise, raises, raised, raising -> rais."""
+    for ending in _ENDINGS:
+        if word.endswith(ending) and len(word) - len(ending) >= 3:
+            word = word[: -len(ending)]
+            break
+    if word.endswith("e") and len(word) > 3:
+        word = word[:-1]
+    return word[:STEM]
+
+
 def _shared_enough(words_new: list[str], words_old: list[str]) -> bool:
-    a, b = {w[:STEM] for w in words_new}, {w[:STEM] for w in words_old}
+    a, b = set(map(stem, words_new)), set(map(stem, words_old))
     num, den = MAX_HEADLINE_OVERLAP
     return len(a & b) * den >= num * len(a | b)
