@@ -108,16 +108,11 @@ def novelty(doc: Document, other: Document, grams: set[str], other_grams: set[st
     only_old = tuple(g[0] for j, g in theirs.items()
                      if not any(k == j or _same(f, g) for k, f in mine.items()))
     shorter = min(len(grams), len(other_grams))
+    if shorter and len(grams & other_grams) / shorter < 0.5:
+        return "new_content", only_new, only_old
+    correction = re.search(r"\b(corrected|corrects|correction)\b", doc.text.lower())
     s_new, s_old = _subject(doc.text), _subject(other.text)
     h_new, h_old = _headline(doc.text), _headline(other.text)
-    if shorter and len(grams & other_grams) / shorter < 0.5:
-        rewrite = (len(grams & other_grams) / shorter >= 0.4
-                   and not (only_new and only_old)
-                   and bool((s_new and s_new in normal_form(other.text))
-                            or (s_old and s_old in normal_form(doc.text)))
-                   and bool(h_new and h_old) and _stem_jaccard(h_new, h_old) >= 0.2)
-        return None if rewrite else ("new_content", only_new, only_old)
-    correction = re.search(r"\b(corrected|corrects|correction)\b", doc.text.lower())
     if (s_new and s_old and s_new not in normal_form(other.text)
             and s_old not in normal_form(doc.text) and not correction):
         return "subject", (s_new,), (s_old,)

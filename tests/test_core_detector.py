@@ -215,7 +215,7 @@ def templated_streams(draw: st.DrawFn) -> list[Document]:
     """Reports of one template with other figures, subjects and headlines, repeats,
     corrections, cuts and rewrites (half the words replaced, the headline kept or re-worded):
     the cases the novelty rule decides (figures as quantities, subject, headline,
-    new_content and its rewrites, declared corrections)."""
+    new_content, declared corrections)."""
     rnd = random.Random(draw(st.integers(0, 2**32)))
     template = ("Net {0} vs {1} mln , sales {2} vs {3} , shr {4} cts vs {5} cts , "
                 "the board met in rome today and the bank said rates {6}")

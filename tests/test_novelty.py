@@ -11,14 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ndd_stream.core import novelty, quantities
+from ndd_stream.core import quantities
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Decision, Document, Status
-from ndd_stream.core.headline import headline_words, new_headline, same_headline, stem
+from ndd_stream.core.headline import headline_words, new_headline, stem
 from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.novelty import facts, figures, judge
-from ndd_stream.core.qgrams import signature
-from ndd_stream.core.subject import same_subject, subject
+from ndd_stream.core.subject import subject
 from ndd_stream.settings import Settings
 from ndd_stream.worker.records import decision_headers, header_map
 
@@ -98,13 +97,14 @@ def test_headline_words_and_the_follow_up_test() -> None:
     assert not new_headline(["champion", "to", "expand", "alberta", "mill"], champion,
                             4, 10, 8)
     assert new_headline(["champion", "to", "build", "alberta", "mill"], champion, 4, 10, 8)
-    assert same_headline(["health", "acquires", "homes"], ["health", "acquisition", "plan"])
-    assert same_headline(["health", "buys", "facilities"], ["health", "to", "buy", "homes"])
+    # 2 of 5 stems shared (healt, buy): a re-worded headline; as words 1 of 6
+    assert not new_headline(["health", "buys", "facilities"], ["health", "to", "buy", "homes"],
+                            4, 10, 8)
+    assert new_headline(["health", "sells", "two", "homes"], ["health", "to", "buy", "plan"],
+                        4, 10, 8)
     assert [stem(w) for w in ("raise", "raises", "raised", "raising", "buys", "seed", "us",
                               "taxes", "expansion")] == [
         "rais", "rais", "rais", "rais", "buy", "seed", "us", "tax", "expan"]
-    assert not same_headline(["health", "buys", "two", "homes"], ["health", "acquisition", "plan"])
-    assert not same_headline(["health", "buys"], [])
 
 
 def test_follow_up_under_a_new_headline_is_new() -> None:
@@ -124,49 +124,7 @@ def test_follow_up_under_a_new_headline_is_new() -> None:
         _decide(first, same_headline)[1].novel.reason != "headline")
 
 
-def test_rewrite_of_one_report_is_a_duplicate() -> None:
-    """Two fifths to half of the shorter text shared, one names the other's subject, the
-    headlines agree, no figure changed: the same report told otherwise. Change any of the
-    four and it is a new report."""
-    facts_ = "Arbor Drugs Inc agreed to sell its candy unit to Keystone Foods for 12.5 mln dlrs. "
-    first = ("ARBOR DRUGS SELLS CANDY UNIT\n" + facts_ + "Arbor said the unit had sales of "
-             "about 40 mln dlrs last year and employs 300 people at two plants in Ohio. ")
-    rewrite = ("ARBOR DRUGS TO SELL UNIT TO KEYSTONE\n" + facts_ + "The candy maker, "
-               "a small part of Arbor, will be run as a division of the Keystone group. ")
-    second = _decide(first, rewrite)[1]
-    assert second.is_duplicate, second
-    a, b = signature(normal_form(rewrite)), signature(normal_form(first))
-    shared, size_new, size_old = len(set(a.tolist()) & set(b.tolist())), a.size, b.size
-    assert 2 * min(size_new, size_old) <= 5 * shared and 2 * shared < min(size_new, size_old)
-    args = (shared, size_new, size_old, figures(rewrite), figures(first), False,
-            normal_form(rewrite), normal_form(first))
-    assert judge(*args) is None
-    for changed in (rewrite.replace("ARBOR DRUGS TO SELL UNIT TO KEYSTONE",
-                                    "KEYSTONE FOODS CHIEF QUITS"),  # a new headline
-                    rewrite.replace("Arbor", "Sunco").replace("ARBOR", "SUNCO"),
-                    rewrite.replace("12.5", "14.5")):  # a figure changed
-        novel = _decide(first, changed)[1].novel
-        assert novel is not None and novel.reason == "new_content", changed
-    # the rewrite test through judge, one condition at a time (integer arithmetic)
-    assert judge(4, 10, 10, "^arbor #arbor,sells 1", "^arbor #arbor,sell 1", False,
-                 "arbor", "arbor") is None  # overlap 2/5
-    assert judge(3, 10, 10, "^arbor #arbor,sells 1", "^arbor #arbor,sell 1", False,
-                 "arbor", "arbor")[0] == "new_content"  # 3/10 < 2/5
-    assert judge(4, 10, 10, "^arbor #arbor,sells 1", "^arbor #arbor,sell 2", False,
-                 "arbor", "arbor")[0] == "new_content"  # a figure changed
-    assert judge(4, 10, 10, "^arbor #arbor,sells 1", "^arbor #arbor,sell 1 2", False,
-                 "arbor", "arbor") is None  # a figure dropped is no change
-    assert judge(4, 10, 10, "^arbor #arbor,sells 1", "^sun #sun,sell 1", False,
-                 "arbor", "sun")[0] == "new_content"  # another subject
-    assert judge(4, 10, 10, "^arbor #a,b,c,d,e 1", "^arbor #f,g,h,i,arbor 1", False,
-                 "arbor", "arbor")[0] == "new_content"  # 1 of 9 headline stems shared
-    assert judge(4, 10, 10, "^arbor #arbor 1", None, False, "arbor", "arbor")[0] == (
-        "new_content")  # the match's facts unknown (a v1 record)
-    assert same_subject("arbor", "x", "", "arbordrugs")
-    assert not same_subject("", "arbor", "", "arbor")
-
-
-REWRITE_FACTS = [
+RETOLD_FACTS = [
     ("Arbor Drugs Inc agreed to sell its candy unit for 12.5 mln dlrs.",
      "The candy unit goes to a buyer for 12.5 mln dlrs, Arbor Drugs said.",
      "Arbor Drugs Inc agreed to sell its candy unit for 14.5 mln dlrs."),
@@ -183,20 +141,21 @@ REWRITE_FACTS = [
      "It becomes a division of Keystone Foods.",
      "Keystone Foods will run it as a division."),
 ]
-REWRITE_HEADLINES = ["ARBOR DRUGS SELLS CANDY UNIT", "ARBOR DRUG TO SELL CANDY UNIT",
+RETOLD_HEADLINES = ["ARBOR DRUGS SELLS CANDY UNIT", "ARBOR DRUG TO SELL CANDY UNIT",
                      "ARBOR SALE OF UNIT TO KEYSTONE", "KEYSTONE BUYS ARBOR CANDY UNIT",
-                     "SUNCO SELLS CANDY UNIT"]
+                     "SUNCO SELLS CANDY UNIT", "NEW OWNER FOR CONFECTIONER",
+                     "CONFECTIONER SOLD BY DRUG GROUP", "DRUGS GROUPS SELLS CONFECTIONERS"]
 
 
-def _rewrite_stream(seed: int) -> list[Document]:
+def _retold_stream(seed: int) -> list[Document]:
     """Tellings of one report: each fact in one of two wordings or with another figure,
     under one of several headlines (stem variants, another subject, a new headline)."""
     rnd = random.Random(seed)
     out = []
     for i in range(8):
-        chosen = [f[rnd.choices((0, 1, 2), (5, 4, 1))[0]] for f in REWRITE_FACTS
+        chosen = [f[rnd.choices((0, 1, 2), (5, 4, 1))[0]] for f in RETOLD_FACTS
                   if rnd.random() < 0.85]
-        headline = rnd.choice(REWRITE_HEADLINES)
+        headline = rnd.choice(RETOLD_HEADLINES)
         body = " ".join(chosen)
         if headline.startswith("SUNCO"):
             body = body.replace("Arbor", "Sunco")
@@ -205,22 +164,16 @@ def _rewrite_stream(seed: int) -> list[Document]:
     return out
 
 
-def test_rewrites_equal_the_brute_force_reference(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The detector decides streams of rewrites as the reference's wording of the rule
-    does, and the rewrite exception is exercised (taken and refused) on them."""
+def test_retellings_equal_the_brute_force_reference() -> None:
+    """The detector decides streams of one report told several ways (re-worded facts and
+    headlines, another figure, another subject) as the reference's wording of the rule does;
+    the streams reach the overlap, subject and (stemmed) headline tests."""
     sys.path.insert(0, str(Path(__file__).parent))
     from reference import brute_force
 
-    taken = []
-    real = novelty._rewrite
-
-    def spy(*args: object) -> bool:
-        taken.append(real(*args))  # type: ignore[arg-type]
-        return taken[-1]
-
-    monkeypatch.setattr(novelty, "_rewrite", spy)
+    reasons: set[str | None] = set()
     for seed in range(60):
-        docs = _rewrite_stream(seed)
+        docs = _retold_stream(seed)
         for threshold in (0.2, 0.3):
             detector = Detector(DetectorConfig(threshold=threshold))
             got = [detector.decide(d) for d in docs]
@@ -229,7 +182,8 @@ def test_rewrites_equal_the_brute_force_reference(monkeypatch: pytest.MonkeyPatc
                 assert (g.status.value, g.duplicate_of,
                         g.novel.reason if g.novel else None) == (w.status, w.duplicate_of,
                                                                   w.novel), (seed, g, w)
-    assert True in taken and False in taken
+                reasons.add(g.novel.reason if g.novel else g.status.value)
+    assert {"new_content", "headline", "near_duplicate"} <= reasons, reasons
 
 
 def test_figures_written_differently_are_the_same_report() -> None:

@@ -14,10 +14,6 @@ words are compared by a light stem (:func:`stem`: an ``-s``, ``-ed`` or ``-ing``
 a final ``e`` cut, then the first ``STEM`` letters), so one word written in another form
 counts as shared (``BUYS`` / ``BUY``, ``RAISED`` / ``RAISES``, ``EXPAND`` / ``EXPANSION``),
 as a figure is compared as a quantity, not a string (core.quantities).
-
-The same measure says when two headlines **agree** (share at least a fifth of their
-stems): core.novelty then takes a text that differs in more than half, but keeps the
-subject, the headline and every figure, for a rewrite of the same report.
 """
 
 from __future__ import annotations
@@ -48,12 +44,9 @@ def new_headline(words_new: list[str], words_old: list[str], shared_qgrams: int,
     num, den = MAX_DOC_Q
     if shared_qgrams * den >= num * max(size_new, size_old):
         return False
-    return not _shared_enough(words_new, words_old)
-
-
-def same_headline(words_new: list[str], words_old: list[str]) -> bool:
-    """Both headlines known and sharing at least a fifth of their word stems."""
-    return bool(words_new and words_old) and _shared_enough(words_new, words_old)
+    a, b = set(map(stem, words_new)), set(map(stem, words_old))
+    num, den = MAX_HEADLINE_OVERLAP
+    return len(a & b) * den < num * len(a | b)
 
 
 def stem(word: str) -> str:
@@ -67,8 +60,3 @@ def stem(word: str) -> str:
         word = word[:-1]
     return word[:STEM]
 
-
-def _shared_enough(words_new: list[str], words_old: list[str]) -> bool:
-    a, b = set(map(stem, words_new)), set(map(stem, words_old))
-    num, den = MAX_HEADLINE_OVERLAP
-    return len(a & b) * den >= num * len(a | b)

@@ -9,11 +9,7 @@ when one of these holds, checked in this order:
 1. ``new_content``: the two share less than half of the shorter text's q-grams
    (overlap |A ∩ B| / min(|A|, |B|) < ``MIN_OVERLAP`` = 1/2). A shortened, truncated or expanded
    copy contains, or is contained in, the other; two reports that merely share a template
-   or a topic do not. Only bites when doc_q < 0.5 (doc_q <= overlap). Except a **rewrite**:
-   the overlap is at least ``MIN_REWRITE_OVERLAP`` = 2/5, one item names the other's
-   subject (core.subject), the headlines agree (share a fifth of their word stems,
-   core.headline) and no figure changed (none differs in both directions): the same facts
-   told in other words. It then passes every test below, so it is a repeat.
+   or a topic do not. Only bites when doc_q < 0.5 (doc_q <= overlap).
 2. ``subject``: the two are about another subject (core.subject): each item's first line
    begins with a name the item repeats, and neither name occurs in the other item. Two
    companies' crude postings or two issuers' bonds share template and figures, not names.
@@ -47,11 +43,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ndd_stream.core import quantities
-from ndd_stream.core.headline import headline_words, new_headline, same_headline
-from ndd_stream.core.subject import other_subject, same_subject, subject
+from ndd_stream.core.headline import headline_words, new_headline
+from ndd_stream.core.subject import other_subject, subject
 
 MIN_OVERLAP = (1, 2)  # a fraction: at least half of the shorter text is shared
-MIN_REWRITE_OVERLAP = (2, 5)  # a fraction: a rewrite shares at least two fifths of it
 MAX_CHANGED_SHARE = (1, 5)  # a fraction: at most one figure in five changed
 MAX_LISTED = 20  # only_new / only_old lists are capped (audit records stay small)
 
@@ -151,11 +146,7 @@ def judge(
     num, den = MIN_OVERLAP
     if size_new and size_old and shared_qgrams * den < num * min(size_new, size_old):
         only_new, only_old = _differing(figures_new, figures_old or "")
-        if figures_old is None or not _rewrite(shared_qgrams, min(size_new, size_old),
-                                               figures_new, figures_old, nf_new, nf_old,
-                                               only_new, only_old):
-            return "new_content", only_new, only_old
-        return None
+        return "new_content", only_new, only_old
     if figures_old is None:
         return None
     new, old = facts(figures_new), facts(figures_old)
@@ -184,20 +175,6 @@ def judge(
         return ("figures", tuple(map(quantities.written, only_new_t)),
                 tuple(map(quantities.written, only_old_t)))
     return None
-
-
-def _rewrite(shared_qgrams: int, shorter: int, figures_new: str, figures_old: str,
-             nf_new: str, nf_old: str, only_new: tuple[str, ...],
-             only_old: tuple[str, ...]) -> bool:
-    """The same report in other words: two fifths of the shorter text shared, the same
-    subject, agreeing headlines and no figure changed. (Such a pair passes the subject,
-    headline and figures tests, which is why it is a repeat.)"""
-    num, den = MIN_REWRITE_OVERLAP
-    if shared_qgrams * den < num * shorter or (only_new and only_old):
-        return False
-    new, old = facts(figures_new), facts(figures_old)
-    return (same_subject(new.subject, nf_new, old.subject, nf_old)
-            and same_headline(new.headline, old.headline))
 
 
 def detail_line(reason: str, only_new: tuple[str, ...], only_old: tuple[str, ...]) -> str:

@@ -11,7 +11,6 @@ the rest of the item names it too, capitalised (``Unocal said ...``): a headline
 the story never names again (``HOUSING``, a typo, ``3RD``) is not taken for a subject.
 Two items have **another subject** when each one's subject appears nowhere in the other's
 normal form: a rewrite of one story names its subject in both, whatever its headline.
-They have the **same subject** when one's subject occurs in the other's normal form.
 """
 
 from __future__ import annotations
@@ -59,10 +58,3 @@ def other_subject(subject_new: str, nf_new: str, subject_old: str, nf_old: str) 
     """Each item has a subject, and neither subject occurs in the other item's normal form."""
     return bool(subject_new and subject_old and subject_new not in nf_old
                 and subject_old not in nf_new)
-
-
-def same_subject(subject_new: str, nf_new: str, subject_old: str, nf_old: str) -> bool:
-    """One item has a subject and the other item names it (the negation of
-    :func:`other_subject` when both have one)."""
-    return bool((subject_new and subject_new in nf_old)
-                or (subject_old and subject_old in nf_new))
