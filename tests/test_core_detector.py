@@ -213,8 +213,9 @@ def test_ties_go_to_the_earliest_item() -> None:
 @st.composite
 def templated_streams(draw: st.DrawFn) -> list[Document]:
     """Reports of one template with other figures, subjects and headlines, repeats,
-    corrections and cuts: the cases the novelty rule decides (figures as quantities, subject,
-    headline, new_content, declared corrections)."""
+    corrections, cuts and rewrites (half the words replaced, the headline kept or re-worded):
+    the cases the novelty rule decides (figures as quantities, subject, headline,
+    new_content, declared corrections)."""
     rnd = random.Random(draw(st.integers(0, 2**32)))
     template = ("Net {0} vs {1} mln , sales {2} vs {3} , shr {4} cts vs {5} cts , "
                 "the board met in rome today and the bank said rates {6}")
@@ -225,12 +226,21 @@ def templated_streams(draw: st.DrawFn) -> list[Document]:
         text = template.format(*figs)
         if rnd.random() < 0.7:
             text = (rnd.choice(["ARBOR DRUGS NET", "SUN RAISES CRUDE POSTINGS", "ARBOR NET UP",
-                                "CREDITORS REJECT RESCHEDULING PLAN"]) + "\n" + text
+                                "CREDITORS REJECT RESCHEDULING PLAN",
+                                "ARBOR DRUGSTORES NETS"]) + "\n" + text
                     + rnd.choice(["", " Arbor said.", " Sun said.", " 1.46 billion dlrs"]))
         if docs and rnd.random() < 0.4:
             text = rnd.choice(docs).text
             if rnd.random() < 0.5:
                 text = text.replace(rnd.choice(["58.8", "7", "3", "1,250"]), "99", 1)
+            elif rnd.random() < 0.5:  # a rewrite: a run of words told otherwise
+                words = text.split(" ")
+                start = rnd.randrange(1, max(2, len(words)))
+                for j in range(start, min(len(words), start + rnd.randint(4, 24))):
+                    words[j] = rnd.choice(["earnings", "rose", "strongly", "the", "quarter",
+                                           "company", "reported"])
+                words[start - 1] = words[0].split("\n")[0].capitalize()  # subject named
+                text = " ".join(words)
         if rnd.random() < 0.2:
             text = "Corrected " + text
         if rnd.random() < 0.2:

@@ -9,7 +9,11 @@ share less than a fifth of their words (word Jaccard < ``MAX_HEADLINE_OVERLAP``)
 is a new report. Above doc_q 1/2 a new headline over the same text is a re-slugged repeat.
 
 The headline is the first line of the item (the title, for items that have one), as its
-distinct lower-cased words (letters and digits), the first ``MAX_WORDS``.
+distinct lower-cased words (letters and digits), the first ``MAX_WORDS``. Two headlines'
+words are compared by a light stem (:func:`stem`: an ``-s``, ``-ed`` or ``-ing`` ending and
+a final ``e`` cut, then the first ``STEM`` letters), so one word written in another form
+counts as shared (``BUYS`` / ``BUY``, ``RAISED`` / ``RAISES``, ``EXPAND`` / ``EXPANSION``),
+as a figure is compared as a quantity, not a string (core.quantities).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import re
 MAX_HEADLINE_OVERLAP = (1, 5)  # a fraction: headlines sharing under a fifth of their words
 MAX_DOC_Q = (1, 2)  # a fraction: only when the texts differ in at least half
 MAX_WORDS = 24
+STEM = 5  # headline words are compared by (at most) the first five letters of their stem
+_ENDINGS = ("ing", "ed", "s")
 
 _WORD = re.compile(r"[^\W_]+")
 
@@ -32,12 +38,25 @@ def headline_words(text: str) -> list[str]:
 def new_headline(words_new: list[str], words_old: list[str], shared_qgrams: int,
                  size_new: int, size_old: int) -> bool:
     """Both headlines known, texts differing in half (doc_q < 1/2), headlines sharing under a
-    fifth of their words. Integer arithmetic."""
+    fifth of their word stems. Integer arithmetic."""
     if not words_new or not words_old:
         return False
     num, den = MAX_DOC_Q
     if shared_qgrams * den >= num * max(size_new, size_old):
         return False
-    a, b = set(words_new), set(words_old)
+    a, b = set(map(stem, words_new)), set(map(stem, words_old))
     num, den = MAX_HEADLINE_OVERLAP
     return len(a & b) * den < num * len(a | b)
+
+
+def stem(word: str) -> str:
+    """``word`` without one ending of ``_ENDINGS`` and then a final ``e`` (each only when
+    three letters remain), cut to ``STEM`` letters: raise, raises, raised, raising -> rais."""
+    for ending in _ENDINGS:
+        if word.endswith(ending) and len(word) - len(ending) >= 3:
+            word = word[: -len(ending)]
+            break
+    if word.endswith("e") and len(word) > 3:
+        word = word[:-1]
+    return word[:STEM]
+
