@@ -159,3 +159,38 @@ def test_a_shard_restarted_from_its_store_answers_on_without_indexing_twice(
     gather.close()
     shards2.close()
 
+
+
+def test_pending_items_that_retention_removed_do_not_stall_the_rest(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The gatherer stopped with items pending, and retention removed some of them before it
+    came back: it says so (records_lost) and decides the others, instead of waiting for them
+    forever."""
+    log, lines = MemoryLog(), _lines(12, seed=7)
+    _scoped(log, lines)
+    gather, shards = _gatherer(log, tmp_path / "g"), _shards(log, tmp_path / "s")
+    gc, sc = Cursor(log), Cursor(log)
+
+    async def first() -> None:
+        await gather.process(gc.new(SCOPED), log.send)  # 12 prepared, none decided
+
+    asyncio.run(first())
+    assert gather.deciders[0].checkpoint.pending == tuple((n, n) for n in range(12))
+    gather.close()
+    log.delete_before(SCOPED, 0, 3)  # items 0-2 are gone
+    again = _gatherer(log, tmp_path / "g")
+
+    async def second() -> None:
+        await again.catch_up(0, len(log.logs[(SCOPED, 0)]), log.send)
+        await _drive(log, again, shards, gc, sc)
+
+    asyncio.run(second())
+    decided = _decisions(log)
+    assert len(decided) == 9
+    # the shards hold items 0-2 (they were prepared); the rest keep the numbers the shards
+    # saw, so they are decided as dedup decides them among all 12
+    want = _want(lines)
+    assert decided == {identity: want[identity] for identity in decided}
+    assert "records_lost" in {getattr(r, "event", None) for r in caplog.records}
+    again.close()
+    shards.close()

@@ -199,7 +199,10 @@ class Gatherer:
             lambda text: normal_form(text, case_sensitive=config.case_sensitive))
         self._scopes: dict[str, _Scope] = {}
 
-    def admit(self, doc: Document) -> Pending:
+    def admit(self, doc: Document, number: int | None = None) -> Pending:
+        """Admit the next item of its scope. ``number``: the arrival number it had when it
+        was admitted before (a restarted gatherer whose earlier items were lost goes on
+        from the numbering the shards saw); None or -1: the next one."""
         scope = self._scope(doc.scope)
         hour = hour_of(doc.timestamp)
         for expired in scope.advance(hour):
@@ -209,6 +212,8 @@ class Gatherer:
             return Pending(doc, hour, slot=first, replay=True)
         nf = self._normal_form(doc.text)
         figs = figures_of(doc.text) if self.config.novelty != "off" else None
+        if number is not None and number >= 0:
+            scope.next_number = max(scope.next_number, number)
         pending = Pending(doc, hour, scope.next_number, nf, figs)
         scope.next_number += 1
         if scope.is_late(hour):

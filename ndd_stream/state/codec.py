@@ -92,16 +92,16 @@ class Checkpoint:
     next: int = 0  # first scoped offset the state does not reflect (re-read from here)
     changelog: int = 0  # first changelog offset the local store does not hold (local only)
     order: dict[str, Any] | None = None  # the event-time sequencer's (worker/merge.py)
-    # sharded windows: scoped offsets of the items prepared for the shards and not decided
-    # yet, in the order they were admitted (worker/gathering.py); absent when empty
-    pending: tuple[int, ...] = ()
+    # sharded windows: (scoped offset, arrival number or -1) of the items admitted and not
+    # decided yet, in the order they were admitted (worker/gathering.py); absent when empty
+    pending: tuple[tuple[int, int], ...] = ()
 
 
 def encode_checkpoint(checkpoint: Checkpoint) -> bytes:
     data: dict[str, Any] = {"next": checkpoint.next, "changelog": checkpoint.changelog,
                             "order": checkpoint.order}
     if checkpoint.pending:
-        data["pending"] = list(checkpoint.pending)
+        data["pending"] = [list(entry) for entry in checkpoint.pending]
     return _V2 + dumps(data)
 
 
@@ -116,7 +116,7 @@ def decode_checkpoint(value: bytes | None) -> Checkpoint:
         order = data.get("order")
         if order is not None and not isinstance(order, dict):
             raise TypeError("order is not an object")
-        pending = tuple(int(o) for o in data.get("pending", ()))
+        pending = tuple((int(o), int(n)) for o, n in data.get("pending", ()))
         return Checkpoint(int(data.get("next", 0)), int(data.get("changelog", 0)), order,
                           pending)
     except (AttributeError, TypeError, ValueError) as exc:

@@ -8,7 +8,8 @@ one position and one checkpoint still say where the partition stands.
 
 Write-ahead, so a restart can never prepare another order than the shards saw: the
 prepared records of a batch are produced only after the checkpoint that lists their items
-as *pending* (scoped offsets in admission order) is in the changelog and in RocksDB
+as *pending* (scoped offsets and arrival numbers, in admission order) is in the changelog
+and in RocksDB
 (:meth:`DeciderPool._decide`). A restart re-reads the pending items, admits them again in
 the listed order (same numbers: admission is deterministic from the restored decisions),
 sends their prepared records again (shards skip numbers they have answered), and decides
@@ -67,8 +68,9 @@ class GatherDecider(StatefulPartition):
         # (scope, arrival number) of each prepared item in the queue -> shard -> answer
         self.answers: dict[tuple[str, int], dict[int, Answer]] = {}
         self.fanout: list[OutRecord] = []  # prepared records to send after the checkpoint
-        self._readmit: dict[int, tuple[Any, ...] | None] = dict.fromkeys(
-            self.checkpoint.pending)
+        # pending items to re-read after a restart: offset -> arrival number, and what was read
+        self._numbers = dict(self.checkpoint.pending)
+        self._readmit: dict[int, tuple[Any, ...] | None] = dict.fromkeys(self._numbers)
 
     def _make_detector(self) -> Gatherer:
         return Gatherer(self.config, self.shards, self.store)
@@ -78,9 +80,11 @@ class GatherDecider(StatefulPartition):
         """True for a pending item re-read after a restart (the sequencer has passed it)."""
         return offset in self._readmit
 
-    def pending_offsets(self) -> tuple[int, ...]:
-        """The checkpoint's ``pending``: every admitted, undecided item, in order."""
-        return tuple(e.offset for e in self.queue) + tuple(self._readmit)
+    def pending(self) -> tuple[tuple[int, int], ...]:
+        """The checkpoint's ``pending``: every admitted, undecided item, in order, as
+        (scoped offset, arrival number or -1)."""
+        return tuple((e.offset, e.pending.number) for e in self.queue) + tuple(
+            (offset, self._numbers[offset]) for offset in self._readmit)
 
     def waiting(self) -> dict[int, int]:
         """Per shard, the admitted items still waiting for its answer (the shard's lag)."""
@@ -99,6 +103,7 @@ class GatherDecider(StatefulPartition):
     def process(self, value: bytes | None, key: bytes | None, headers: object,
                 scoped: Source, order_note: str | None = None) -> list[Outcome]:
         hdrs = header_map(headers)  # type: ignore[arg-type]
+        self._readmit_lost(scoped)
         if hdrs.get(H_CONTROL) == ANSWER_CONTROL:
             self._take_answer(value, scoped)
             return self._resolve()
@@ -120,13 +125,31 @@ class GatherDecider(StatefulPartition):
                 assert again is not None
                 self._admit(*again)
             self._readmit.clear()
+            self._numbers.clear()
         else:
             self._admit(*args)
         return self._resolve()
 
+    def _readmit_lost(self, scoped: Source) -> None:
+        """Past the last pending offset with some never re-read (retention removed them):
+        admit the rest in their order and say what was lost, rather than wait forever."""
+        if not self._readmit or scoped.offset <= max(self._readmit):
+            return
+        lost = [o for o, args in self._readmit.items() if args is None]
+        log.error("%s[%d]: pending items at offsets %s are gone from the broker (retention?)"
+                  ": they are not decided", scoped.topic, scoped.partition, lost[:10],
+                  extra={"topic": scoped.topic, "partition": scoped.partition,
+                         "event": "records_lost"})
+        for args in [a for a in self._readmit.values() if a is not None]:
+            self._admit(*args)
+        self._readmit.clear()
+        self._numbers.clear()
+
     def _admit(self, item: Document, offset: int, key: bytes | None, raw: bytes,
                source: Source, note: str | None) -> None:
-        pending = self.detector.admit(item)
+        # again after a restart: the number the shards saw (the same, unless items before it
+        # were lost; the gatherer then goes on from the shards' numbering)
+        pending = self.detector.admit(item, self._numbers.get(offset))
         self.queue.append(_Entry(offset, pending, key, raw, source, note))
         prep = pending.prepared
         if prep is not None:

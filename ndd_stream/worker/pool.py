@@ -335,7 +335,7 @@ class DeciderPool:
         cursor: dict[int, int] = {}
         for partition, decider in self.deciders.items():
             merge = self.merges.get(partition)
-            gathering = hasattr(decider, "pending_offsets")
+            gathering = hasattr(decider, "pending")
             if merge is not None:
                 if partition in self._touched:
                     cursor[partition] = merge.resume_offset()
@@ -345,10 +345,11 @@ class DeciderPool:
                         gathering and partition in self._touched)):
                     cursor[partition] = position
             if gathering and partition in cursor:  # re-read from the oldest undecided item
-                cursor[partition] = min((cursor[partition], *decider.pending_offsets()))
+                cursor[partition] = min((cursor[partition],
+                                         *(offset for offset, _ in decider.pending())))
         checkpoints = {p: Checkpoint(
             position, order=self.merges[p].checkpoint() if p in self.merges else None,
-            pending=getattr(self.deciders[p], "pending_offsets", tuple)())
+            pending=getattr(self.deciders[p], "pending", tuple)())
             for p, position in cursor.items()}
         changelog_futures: dict[int, list[Awaitable[Any]]] = {}
         for partition, checkpoint in checkpoints.items():
