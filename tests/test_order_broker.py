@@ -80,6 +80,13 @@ def test_a_backlog_over_several_raw_partitions_is_decided_as_dedup_in_event_time
     fetch_order = sorted(range(len(lines)), key=lambda i: positions[i])
     assert (expected_decisions(settings, [lines[i] for i in fetch_order])[0]
             != event_order_want(settings, lines, positions)[0])
+    decide_backlog(settings, lines, positions, workers, tmp_path, f"backlog, {workers} worker(s)")
+
+
+def decide_backlog(settings: Settings, lines: list[bytes], positions: list[Position],
+                   workers: int, tmp_path: Path, label: str) -> Report:
+    """Start ``workers`` workers on a backlog already produced, each with its own state
+    directory, and check what they routed against dedup in event-time order."""
     started = [WorkerProcess(settings.model_copy(update={"data_dir": tmp_path / f"w{k}"}),
                              tmp_path / f"worker-{k}.log").start() for k in range(workers)]
     try:
@@ -87,7 +94,7 @@ def test_a_backlog_over_several_raw_partitions_is_decided_as_dedup_in_event_time
             assert reader.wait_for(positions, timeout=240,
                                    alive=lambda: all(w.alive() for w in started)), (
                 started[0].log_tail())
-            _check(settings, reader, lines, positions, f"backlog, {workers} worker(s)")
+            return _check(settings, reader, lines, positions, label)
     finally:
         for w in started:
             w.stop()
@@ -99,12 +106,21 @@ def test_kill_9_during_the_catch_up_changes_no_decision(make_settings: SettingsF
     create_topics(settings)
     lines = cross_channel(1500, seed=31)
     positions = feed_all(settings, lines)
+    kill_during_backlog(settings, lines, positions, (100, 500, 900, 1200), tmp_path,
+                        "kill -9 in catch-up")
+
+
+def kill_during_backlog(settings: Settings, lines: list[bytes], positions: list[Position],
+                        targets: tuple[int, ...], tmp_path: Path, label: str,
+                        timeout: float = 120) -> Report:
+    """One worker on a backlog, killed with SIGKILL once ``target`` outputs are out (for
+    each target) and restarted on the same state; then checked against dedup."""
     worker = WorkerProcess(settings, tmp_path / "worker-0.log").start()
     kills = 0
     try:
         with Reader.outputs(settings) as reader:
-            for target in (100, 500, 900, 1200):
-                assert reader.wait_count(target, timeout=120, alive=worker.alive), (
+            for target in targets:
+                assert reader.wait_count(target, timeout=timeout, alive=worker.alive), (
                     worker.log_tail())
                 time.sleep(random.Random(target).uniform(0.0, 0.4))
                 worker.kill9()
@@ -112,7 +128,7 @@ def test_kill_9_during_the_catch_up_changes_no_decision(make_settings: SettingsF
                 worker = WorkerProcess(settings, tmp_path / f"worker-{kills}.log").start()
             assert reader.wait_for(positions, timeout=240, alive=worker.alive), (
                 worker.log_tail())
-            _check(settings, reader, lines, positions, "kill -9 in catch-up", kills)
+            return _check(settings, reader, lines, positions, label, kills)
     finally:
         worker.stop()
 

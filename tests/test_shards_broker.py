@@ -7,15 +7,12 @@ in event-time order, with one or two workers, through kill -9 of gatherer and sh
 
 from __future__ import annotations
 
-import random
-import time
 from pathlib import Path
 
 import pytest
-from harness.kafka import Reader, SettingsFactory, create_topics
+from harness.kafka import SettingsFactory, create_topics
 from harness.scenarios import feed_all
-from harness.worker import WorkerProcess
-from test_order_broker import _check, _settings, cross_channel
+from test_order_broker import _settings, cross_channel, decide_backlog, kill_during_backlog
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -25,17 +22,8 @@ def test_a_sharded_global_scope_decides_as_dedup(make_settings: SettingsFactory,
     create_topics(settings)
     lines = cross_channel(600, seed=60 + workers)
     positions = feed_all(settings, lines)
-    started = [WorkerProcess(settings.model_copy(update={"data_dir": tmp_path / f"w{k}"}),
-                             tmp_path / f"worker-{k}.log").start() for k in range(workers)]
-    try:
-        with Reader.outputs(settings) as reader:
-            assert reader.wait_for(positions, timeout=240,
-                                   alive=lambda: all(w.alive() for w in started)), (
-                started[0].log_tail())
-            _check(settings, reader, lines, positions, f"sharded, {workers} worker(s)")
-    finally:
-        for w in started:
-            w.stop()
+    decide_backlog(settings, lines, positions, workers, tmp_path,
+                   f"sharded, {workers} worker(s)")
 
 
 def test_kill_9_of_a_sharded_worker_changes_no_decision(make_settings: SettingsFactory,
@@ -44,19 +32,5 @@ def test_kill_9_of_a_sharded_worker_changes_no_decision(make_settings: SettingsF
     create_topics(settings)
     lines = cross_channel(900, seed=71)
     positions = feed_all(settings, lines)
-    worker = WorkerProcess(settings, tmp_path / "worker-0.log").start()
-    kills = 0
-    try:
-        with Reader.outputs(settings) as reader:
-            for target in (100, 400, 700):
-                assert reader.wait_count(target, timeout=180, alive=worker.alive), (
-                    worker.log_tail())
-                time.sleep(random.Random(target).uniform(0.0, 0.4))
-                worker.kill9()
-                kills += 1
-                worker = WorkerProcess(settings, tmp_path / f"worker-{kills}.log").start()
-            assert reader.wait_for(positions, timeout=240, alive=worker.alive), (
-                worker.log_tail())
-            _check(settings, reader, lines, positions, "sharded, kill -9", kills)
-    finally:
-        worker.stop()
+    kill_during_backlog(settings, lines, positions, (100, 400, 700), tmp_path,
+                        "sharded, kill -9", timeout=180)
