@@ -10,9 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from harness.kafka import SettingsFactory, create_topics
+from harness.kafka import Reader, SettingsFactory, create_topics
 from harness.scenarios import feed_all
-from test_order_broker import _settings, cross_channel, decide_backlog, kill_during_backlog
+from harness.worker import WorkerProcess
+from test_order_broker import (
+    _check,
+    _settings,
+    cross_channel,
+    decide_backlog,
+    kill_during_backlog,
+)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -34,3 +41,31 @@ def test_kill_9_of_a_sharded_worker_changes_no_decision(make_settings: SettingsF
     positions = feed_all(settings, lines)
     kill_during_backlog(settings, lines, positions, (100, 400, 700), tmp_path,
                         "sharded, kill -9", timeout=180)
+
+
+def test_shards_moved_by_rebalances_are_rebuilt_and_decide_as_dedup(
+        make_settings: SettingsFactory, tmp_path: Path) -> None:
+    """A second worker joins during the backlog (it takes shards over and rebuilds them from
+    the shards' changelog), then leaves (they move back, to state that is behind)."""
+    settings = _settings(make_settings, shards=2, partitions=1)
+    create_topics(settings)
+    lines = cross_channel(900, seed=83)
+    positions = feed_all(settings, lines)
+    first = WorkerProcess(settings.model_copy(update={"data_dir": tmp_path / "a"}),
+                          tmp_path / "worker-a.log").start()
+    second: WorkerProcess | None = None
+    try:
+        with Reader.outputs(settings) as reader:
+            assert reader.wait_count(150, timeout=180, alive=first.alive), first.log_tail()
+            second = WorkerProcess(settings.model_copy(update={"data_dir": tmp_path / "b"}),
+                                   tmp_path / "worker-b.log").start()
+            assert second.wait_event("partition_ready", 120), second.log_tail()
+            assert reader.wait_count(500, timeout=180, alive=first.alive), first.log_tail()
+            assert second.stop() == 0
+            assert reader.wait_for(positions, timeout=240, alive=first.alive), (
+                first.log_tail())
+            _check(settings, reader, lines, positions, "sharded, join and leave")
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
