@@ -12,19 +12,30 @@ from pathlib import Path
 
 import pytest
 from harness.fakes import MemoryLog
+from test_worker_order import (
+    PARTITIONS,
+    Clock,
+    by_partition,
+    cross_channel_lines,
+    event_order,
+    forward_backlog,
+    heartbeat,
+)
+from test_worker_order import _want as _want_ordered
 from test_worker_pool import RAW, SCOPED, SETTINGS, TOPICS, _decisions, _lines, _scoped, _want
 
 from ndd_stream.kafka.reads import Fetched
 from ndd_stream.state.codec import decode_checkpoint
 from ndd_stream.worker.gathering import GatherDecider
 from ndd_stream.worker.metrics import WorkerMetrics
-from ndd_stream.worker.pool import DeciderPool
+from ndd_stream.worker.pool import DeciderPool, OrderConfig
 from ndd_stream.worker.records import Source
 from ndd_stream.worker.routing import route_raw
 from ndd_stream.worker.sharding import ShardPartition
 
 SHARDS_TOPIC, SHARDS = "shards", 3
 CONFIG = SETTINGS.detector_config()
+ORDERED = SETTINGS.model_copy(update={"scope": "global"})
 
 
 def _gatherer(log: MemoryLog, state: Path) -> DeciderPool:
@@ -87,13 +98,15 @@ def test_a_sharded_scope_decides_as_dedup_and_spreads_its_documents(tmp_path: Pa
     shards.close()
 
 
-@pytest.mark.parametrize("answers_seen", [0, 7, 31])
+@pytest.mark.parametrize(("answers_seen", "moved"), [(0, False), (7, False), (31, False),
+                                                     (0, True), (31, True)])
 def test_a_gatherer_stopped_with_items_pending_decides_them_as_before(
-        tmp_path: Path, answers_seen: int) -> None:
+        tmp_path: Path, answers_seen: int, moved: bool) -> None:
     """The gatherer admits and prepares items, the shards answer some, the gatherer stops
     (its in-memory queue and answers are lost); a new one re-reads from its checkpoint,
     admits the pending items again (same numbers), sends them again (the shards skip them)
-    and decides everything as dedup."""
+    and decides everything as dedup. ``moved``: the new one is on another worker, without
+    local state: the pending list comes from the changelog's checkpoint."""
     log, lines = MemoryLog(), _lines(30, seed=3)
     _scoped(log, lines[:20])
     gather, shards = _gatherer(log, tmp_path / "g"), _shards(log, tmp_path / "s")
@@ -109,7 +122,7 @@ def test_a_gatherer_stopped_with_items_pending_decides_them_as_before(
     checkpoint = gather.deciders[0].checkpoint
     assert checkpoint.pending  # the write-ahead list
     gather.close()
-    again = _gatherer(log, tmp_path / "g")
+    again = _gatherer(log, tmp_path / ("elsewhere" if moved else "g"))
     prepared_before = len(log.topic(SHARDS_TOPIC))
 
     async def second() -> None:
@@ -192,5 +205,62 @@ def test_pending_items_that_retention_removed_do_not_stall_the_rest(
     want = _want(lines)
     assert decided == {identity: want[identity] for identity in decided}
     assert "records_lost" in {getattr(r, "event", None) for r in caplog.records}
+    again.close()
+    shards.close()
+
+
+def _ordered_gatherer(log: MemoryLog, state: Path, clock: Clock) -> DeciderPool:
+    def make(partition: int, path: Path) -> GatherDecider:
+        return GatherDecider(partition, path, ORDERED.detector_config(), ORDERED.item_format(),
+                             TOPICS, SHARDS, SHARDS_TOPIC)
+    pool = DeciderPool(state, CONFIG, ORDERED.item_format(), TOPICS, log, WorkerMetrics(),
+                       scoped_topic=SCOPED, factory=make, clock=clock,
+                       order=OrderConfig(idle_s=1.0, stall_s=60.0, max_bytes=1 << 30))
+    pool.expect([(RAW, p) for p in range(PARTITIONS)])
+    return pool
+
+
+@pytest.mark.parametrize(("crash_at", "moved"), [(100, False), (100, True), (130, False),
+                                                 (130, True)])
+def test_a_gatherer_in_event_time_order_stopped_anywhere_decides_as_dedup(
+        tmp_path: Path, crash_at: int, moved: bool) -> None:
+    """A cross-channel backlog in event-time order (items released by the sequencer, then
+    admitted): the gatherer stops with items pending, and comes back on the same worker or on
+    another one (the pending list then comes from the changelog's checkpoint). The items the
+    sequencer had released must be admitted again, not taken for decided."""
+    lines = cross_channel_lines(120, seed=9)
+    parts = by_partition(lines)
+    log = MemoryLog()
+    forward_backlog(log, parts, chunk=30, seed=crash_at)
+    clock = Clock()
+    gather = _ordered_gatherer(log, tmp_path / "g", clock)
+    shards = _shards(log, tmp_path / "s")
+    records = list(log.logs[(SCOPED, 0)])
+    sc = Cursor(log)
+
+    async def first() -> None:
+        await gather.process(records[:crash_at], log.send)
+        await shards.process(sc.new(SHARDS_TOPIC), log.send)
+        answers = log.logs[(SCOPED, 0)][len(records):]
+        await gather.process(answers[:len(answers) // 2], log.send)
+
+    asyncio.run(first())
+    assert gather.deciders[0].checkpoint.pending
+    gather.close()
+    again = _ordered_gatherer(log, tmp_path / ("elsewhere" if moved else "g"), clock)
+    gc = Cursor(log)
+    gc.at[(SCOPED, 0)] = crash_at  # Faust resumes at its committed offset, here the stop
+
+    async def second() -> None:
+        await again.catch_up(0, crash_at, log.send)
+        for _ in range(60):
+            await _drive(log, again, shards, gc, sc)
+            clock.now += 5.0  # the feed is over: the routers confirm after the idle wait
+            heartbeat(log)
+        await _drive(log, again, shards, gc, sc)
+
+    asyncio.run(second())
+    got = {identity: set(d) for identity, d in _decisions(log).items()}
+    assert got == _want_ordered(event_order(parts))
     again.close()
     shards.close()

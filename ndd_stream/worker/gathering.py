@@ -29,6 +29,7 @@ from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.document import Document
 from ndd_stream.core.items import Invalid, ItemFormat, parse_item
 from ndd_stream.core.shards import Answer, Gatherer, Pending
+from ndd_stream.state.codec import Checkpoint
 from ndd_stream.worker.deciding import Outcome, OutputTopics, StatefulPartition, routed_records
 from ndd_stream.worker.records import H_CONTROL, OutRecord, Source, dlq_headers, header_map
 from ndd_stream.worker.shardwire import (
@@ -63,17 +64,28 @@ class GatherDecider(StatefulPartition):
         self.topics = topics
         self.shards = shards
         self.shards_topic = shards_topic
-        super().__init__(partition, path, topics.changelog)
         self.queue: deque[_Entry] = deque()
         # (scope, arrival number) of each prepared item in the queue -> shard -> answer
         self.answers: dict[tuple[str, int], dict[int, Answer]] = {}
+        super().__init__(partition, path, topics.changelog)
         self.fanout: list[OutRecord] = []  # prepared records to send after the checkpoint
-        # pending items to re-read after a restart: offset -> arrival number, and what was read
-        self._numbers = dict(self.checkpoint.pending)
-        self._readmit: dict[int, tuple[Any, ...] | None] = dict.fromkeys(self._numbers)
+        self._expect_pending()
 
     def _make_detector(self) -> Gatherer:
         return Gatherer(self.config, self.shards, self.store)
+
+    def apply_changelog(self, docs: list[tuple[bytes, bytes]], checkpoint: Checkpoint) -> int:
+        applied = super().apply_changelog(docs, checkpoint)
+        self._expect_pending()  # the changelog's checkpoint can list more than the local one
+        return applied
+
+    def _expect_pending(self) -> None:
+        """The checkpoint's pending items are re-read and admitted again before any other:
+        offset -> arrival number, and what was read of each (None: not yet)."""
+        self.queue.clear()
+        self.answers.clear()
+        self._numbers = dict(self.checkpoint.pending)
+        self._readmit: dict[int, tuple[Any, ...] | None] = dict.fromkeys(self._numbers)
 
     # --- what the pool asks -----------------------------------------------------------
     def awaits(self, offset: int) -> bool:
