@@ -10,6 +10,7 @@ Needs: pip install helm-python-sdk kubernetes-validate
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -552,7 +553,8 @@ def test_persistence_disabled_uses_empty_dir() -> None:
 def test_notes_explain_scaling(case: tuple[Obj, list[Obj], str]) -> None:
     values, _, notes = case
     partitions = values.get("config", {}).get("partitions", 8)
-    assert f"Keep replicaCount <= {partitions}." in notes
+    shards = values.get("config", {}).get("shards", 1)
+    assert f"Keep replicaCount <= {partitions * shards}." in notes
     assert "NDD_PARTITIONS" in notes and "stay idle" in notes
     app_id = values.get("config", {}).get("appId", "ndd-stream")
     assert "rebuilds that partition's window from the changelog" in notes
@@ -585,6 +587,119 @@ def test_notes_without_persistence_rebuild_on_restart() -> None:
     assert "only catches up" not in notes
 
 
+# --- sharded windows (config.shards) ---------------------------------------------------
+
+
+def test_shards_reach_every_pod(monkeypatch: pytest.MonkeyPatch) -> None:
+    """config.shards is NDD_SHARDS in the workers, the topics Job (which must create the
+    shards topics) and the view (which labels shard partitions), default 1."""
+    for values, want in ((None, 1), ({"config": {"shards": 2}}, 2)):
+        objects, _ = render(values)
+        kinds = []
+        for kind, pod in pod_specs(objects):
+            (c,) = pod["containers"]
+            env = env_dict(c)
+            assert env["NDD_SHARDS"] == {"name": "NDD_SHARDS", "value": str(want)}, kind
+            assert settings_from_env(env, monkeypatch).shards == want, kind
+            kinds.append(kind)
+        assert sorted(kinds) == ["Deployment", "Job", "StatefulSet"]
+
+
+def test_shards_topics_follow_the_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Job's environment resolves the shards topics with partitions x shards
+    partitions when shards > 1, and none with the default."""
+    from ndd_stream.kafka import topics
+
+    definitions = topics.load_definitions(ROOT / "topics")
+    for shards, want in ((1, {}), (3, {"shards": 15, "shards_changelog": 15})):
+        objects, _ = render({"config": {"partitions": 5, "shards": shards}})
+        job = one(objects, "Job")["spec"]["template"]["spec"]["containers"][0]
+        resolved, _ = topics.resolve(settings_from_env(env_dict(job), monkeypatch), definitions)
+        got = {t.key: t.partitions for t in resolved if t.key.startswith("shards")}
+        assert got == want, shards
+        assert next(t for t in resolved if t.key == "scoped").partitions == 5
+
+
+@pytest.mark.parametrize("shards", [0, -1, 65, 1.5, "2"])
+def test_schema_rejects_bad_shards(shards: Any) -> None:
+    with pytest.raises(helm.HelmError) as err:
+        render({"config": {"shards": shards}})
+    assert "shards" in str(err.value)
+
+
+@pytest.mark.parametrize("shards", [1, 64, None])
+def test_schema_accepts_shards_in_range(shards: Any) -> None:
+    objects, _ = render({"config": {"shards": shards}})
+    env = env_dict(one(objects, "StatefulSet")["spec"]["template"]["spec"]["containers"][0])
+    assert env.get("NDD_SHARDS", {}).get("value") == (None if shards is None else str(shards))
+
+
+def test_schema_shards_bounds_are_the_settings_bounds() -> None:
+    """values.schema.json accepts exactly what Settings.shards accepts (ge/le)."""
+    schema = json.loads((CHART / "values.schema.json").read_text(encoding="utf-8"))
+    prop = schema["properties"]["config"]["properties"]["shards"]
+    bounds = {type(m).__name__: m for m in Settings.model_fields["shards"].metadata}
+    assert prop["minimum"] == bounds["Ge"].ge
+    assert prop["maximum"] == bounds["Le"].le
+
+
+def _pods_with_state(topic_partitions: dict[str, int], pods: int) -> int:
+    """How many of ``pods`` members of one worker group Faust's assignor gives a scoped or
+    shard partition (state), for topics of these partition counts, as PartitionAssignor
+    does it: topics of equal partition count are one copartitioned group, and each group
+    is spread over all members."""
+    from faust.assignor.client_assignment import CopartitionedAssignment
+    from faust.assignor.copartitioned_assignor import CopartitionedAssignor
+    from faust.assignor.partition_assignor import PartitionAssignor
+
+    class Cluster:
+        def partitions_for_topic(self, topic: str) -> set[int]:
+            return set(range(topic_partitions[topic]))
+
+    members = {f"m{i}": list(topic_partitions) for i in range(pods)}
+    groups = PartitionAssignor._get_copartitioned_groups(
+        set(topic_partitions), Cluster(), members)
+    busy: set[str] = set()
+    for count, topic_groups in groups.items():
+        for group in topic_groups:
+            empty = {m: CopartitionedAssignment(topics=set(group)) for m in members}
+            assignment = CopartitionedAssignor(group, empty, count, replicas=0).get_assignment()
+            if group & {"scoped", "shards"}:
+                busy |= {m for m, a in assignment.items() if a.actives}
+    return len(busy)
+
+
+@pytest.mark.parametrize(("partitions", "shards"), [(8, 1), (8, 2), (4, 3), (1, 4), (16, 1)])
+def test_notes_limit_is_what_the_group_deals_out(partitions: int, shards: int) -> None:
+    """The replica limit NOTES.txt names is where Faust's assignor starts leaving pods
+    without state (no scoped or shard partition; raw topic: the bundled 8 partitions)."""
+    _, notes = render({"config": {"partitions": partitions, "shards": shards}})
+    found = re.search(r"Keep replicaCount <= (\d+)\.", notes)
+    assert found, notes
+    limit = int(found[1])
+    topic_partitions = {"news.raw": 8, "scoped": partitions}
+    if shards > 1:
+        topic_partitions["shards"] = partitions * shards
+    assert _pods_with_state(topic_partitions, limit) == limit
+    assert _pods_with_state(topic_partitions, limit + 1) == limit
+
+
+def test_notes_with_shards() -> None:
+    values = {"replicaCount": 12, "config": {"partitions": 8, "shards": 2, "appId": "wire"}}
+    _, notes = render(values)
+    assert "WARNING" not in notes, "12 pods fit 8 x 2 shard partitions"
+    assert "Keep replicaCount <= 16." in notes
+    assert "16 partitions of wire-news.shards" in notes
+    assert "wire-shards-changelog" in notes and "rebuilds it from there" in notes
+    assert "needs new state (a new config.appId)" in notes
+    _, notes = render({**values, "replicaCount": 20})
+    assert ("WARNING: replicaCount (20) is larger than config.partitions x config.shards (16)"
+            in notes)
+    assert "4 pod(s) will sit idle" in notes
+    _, notes = render({"config": {"shards": 1}})
+    assert "shards" not in notes.lower()
+
+
 # --- topic definitions in effect ---------------------------------------------------------
 
 
@@ -609,7 +724,8 @@ def test_topic_definitions_fit_the_release(
             f"unknown {sorted(set(loaded) - set(bundled))})"
         )
         for key, spec in loaded.items():
-            for attr in ("name", "role", "setting", "unmanaged_if", "partitions_setting"):
+            for attr in ("name", "role", "setting", "unmanaged_if", "partitions_setting",
+                         "partitions_times", "needs_above_one"):
                 assert getattr(spec, attr) == getattr(bundled[key], attr), f"{key}.{attr}"
     else:
         path = ROOT / "topics"
@@ -626,9 +742,14 @@ def test_topic_definitions_fit_the_release(
     resolved, _ = topics.resolve(settings, topics.load_definitions(path), replication_factor=rf)
     assert resolved
     replicas = values.get("replicaCount", 1)
+    # The pods' work: every consumed partition, or with shards at least a shard partition
+    # (a pod may then hold no scoped partition and still count).
+    dealt = [t for t in resolved if t.role in ("input", "internal")
+             and (settings.shards == 1 or t.key in ("shards", "shards_changelog"))]
+    assert {t.key for t in dealt} >= ({"shards"} if settings.shards > 1 else {"raw", "scoped"})
+    for topic in dealt:
+        assert replicas <= topic.partitions, f"{topic.name}: idle pods"
     for topic in resolved:
-        if topic.role in ("input", "internal"):
-            assert replicas <= topic.partitions, f"{topic.name}: idle pods"
         if rf:
             assert topic.replication_factor == rf
     changelogs = [t for t in resolved if "changelog" in t.name]
