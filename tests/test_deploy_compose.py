@@ -54,13 +54,16 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k in keep}
 
 
-def compose_config(*args: str, file: Path = COMPOSE) -> subprocess.CompletedProcess[str]:
+def compose_config(*args: str, file: Path = COMPOSE,
+                   shell: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`docker-compose config` with a clean environment plus ``shell`` (variables the
+    user exported)."""
     return subprocess.run(
         [*docker_compose(), "--project-directory", str(ROOT), "-f", str(file), *args, "config"],
         capture_output=True,
         text=True,
         timeout=60,
-        env=clean_env(),
+        env={**clean_env(), **(shell or {})},
         cwd=ROOT,
     )
 
@@ -235,6 +238,37 @@ def test_worker_scales(resolved: Obj, raw: Obj) -> None:
     assert "no-new-privileges:true" in worker["security_opt"]
 
 
+def test_every_ndd_service_sees_the_same_shards(resolved: Obj) -> None:
+    """NDD_SHARDS (default 1) reaches topics (which creates the shards topics from it), the
+    workers and the view alike: a topics service without it would not create them."""
+    for name, svc in ndd_services(resolved):
+        assert env(svc)["NDD_SHARDS"] == "1", name
+    assert env(service(resolved, "worker"))["NDD_SCOPE"] == "channel"
+
+
+def test_shards_and_scope_come_from_the_shell() -> None:
+    """`NDD_SCOPE=global NDD_SHARDS=2 docker compose up --scale worker=2`: the values reach
+    the services, and the topics service then resolves both shards topics with
+    8 x 2 partitions."""
+    from ndd_stream.kafka import topics
+
+    assert "NDD_SCOPE=global NDD_SHARDS=2 docker compose up" in COMPOSE.read_text(
+        encoding="utf-8")
+    proc = compose_config(shell={"NDD_SCOPE": "global", "NDD_SHARDS": "2"})
+    assert proc.returncode == 0, proc.stderr
+    model = yaml.safe_load(proc.stdout)
+    for name, svc in ndd_services(model):
+        assert env(svc)["NDD_SHARDS"] == "2", name
+    worker = env(service(model, "worker"))
+    assert worker["NDD_SCOPE"] == "global"
+    assert Settings.model_validate({k[4:].lower(): v for k, v in worker.items()}).shards == 2
+    job = {k[4:].lower(): v for k, v in env(service(model, "topics")).items()}
+    resolved, _ = topics.resolve(Settings.model_validate(job),
+                                 topics.load_definitions(ROOT / "topics"))
+    got = {t.key: t.partitions for t in resolved if t.key.startswith("shards")}
+    assert got == {"shards": 16, "shards_changelog": 16}
+
+
 def test_loader_streams_the_bundled_sample_feed(resolved: Obj) -> None:
     loader = service(resolved, "loader")
     assert loader["command"] == ["produce", SAMPLE_FEED]
@@ -349,6 +383,9 @@ def test_external_kafka_file() -> None:
         assert e["NDD_SASL_PASSWORD"] is None, "unset in the shell -> not set"
         assert any(str(v).endswith(":/etc/ndd-stream/certs:ro") for v in svc["volumes"]), name
     assert raw_file["services"]["view"]["environment"]["NDD_VIEW_PASSWORD"] is None
+    # shards pass through like the rest: unset -> the Settings default
+    for name in ("topics", "worker", "view"):
+        assert service(model, name)["environment"]["NDD_SHARDS"] is None, name
     assert service(model, "view")["environment"]["NDD_VIEW_PASSWORD"] is None  # unset: no login
     worker = service(model, "worker")
     assert worker["build"]["context"] == str(ROOT)
@@ -356,3 +393,20 @@ def test_external_kafka_file() -> None:
     assert all("published" not in p for p in worker["ports"])
     assert STATE_DIR in worker["volumes"]
     assert worker["depends_on"]["topics"]["condition"] == "service_completed_successfully"
+
+
+def test_external_kafka_file_passes_shards_to_every_service() -> None:
+    proc = subprocess.run(
+        [*docker_compose(), "-f", str(EXTERNAL), "config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**clean_env(), "NDD_BROKERS": "b1.example.com:9093", "NDD_SHARDS": "3",
+             "NDD_SCOPE": "global"},
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr
+    model = yaml.safe_load(proc.stdout)
+    for name in ("topics", "worker", "view"):
+        assert service(model, name)["environment"]["NDD_SHARDS"] == "3", name
+    assert service(model, "worker")["environment"]["NDD_SCOPE"] == "global"
