@@ -151,7 +151,8 @@ class Settings(BaseSettings):
         description="Split the window of every scope over this many shards, each a partition "
         "of the shards topic with its own state, so one scope's counting spreads over "
         "workers. 1 = one window per scope (no shard stage). Needs index_duplicates. "
-        "Changing it needs empty state (a new app_id).",
+        "Changing it needs empty state (a new app_id): a worker refuses state built for "
+        "another number.",
     )
 
     # --- Speed of the core (never changes a decision; docs/BENCHMARK.md) --------------

@@ -155,6 +155,8 @@ def test_a_checkpoint_of_the_first_layout_is_read(tmp_path: Path) -> None:
     store.close()
     assert decode_checkpoint(encode_checkpoint(Checkpoint(1, 2, {"v": 1}))) == Checkpoint(
         1, 2, {"v": 1})
+    sharded = Checkpoint(3, 4, None, ((5, 6),), shards=2)  # the layout it was built for
+    assert decode_checkpoint(encode_checkpoint(sharded)) == sharded
     with pytest.raises(CorruptRecord):
         decode_checkpoint(b"\x07{}")
 

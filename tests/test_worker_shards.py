@@ -22,10 +22,21 @@ from test_worker_order import (
     heartbeat,
 )
 from test_worker_order import _want as _want_ordered
-from test_worker_pool import RAW, SCOPED, SETTINGS, TOPICS, _decisions, _lines, _scoped, _want
+from test_worker_pool import (
+    RAW,
+    SCOPED,
+    SETTINGS,
+    TOPICS,
+    _decisions,
+    _lines,
+    _pool,
+    _scoped,
+    _want,
+)
 
 from ndd_stream.kafka.reads import Fetched
 from ndd_stream.state.codec import decode_checkpoint
+from ndd_stream.worker.deciding import LayoutChanged
 from ndd_stream.worker.gathering import GatherDecider
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import DeciderPool, OrderConfig
@@ -264,3 +275,52 @@ def test_a_gatherer_in_event_time_order_stopped_anywhere_decides_as_dedup(
     assert got == _want_ordered(event_order(parts))
     again.close()
     shards.close()
+
+
+@pytest.mark.parametrize("moved", [False, True])
+def test_state_built_for_another_number_of_shards_is_refused(tmp_path: Path,
+                                                            moved: bool) -> None:
+    """A change of NDD_SHARDS on a running deployment: the documents are where the old
+    layout put them, so the new one would miss a whole window's near duplicates. Opening
+    the partition (from the local state, or from the changelog on another worker) refuses,
+    naming both numbers; the documents of an unsharded window are not found by shards."""
+    log, lines = MemoryLog(), _lines(12)
+    _scoped(log, lines)
+    plain = _pool(log, tmp_path / "plain")
+    asyncio.run(plain.process(log.topic(SCOPED), log.send))
+    plain.close()
+    gather = _gatherer(log, tmp_path / ("gather" if moved else "plain"))
+    refused = f"NDD_SHARDS=1 and this worker runs NDD_SHARDS={SHARDS}"
+    with pytest.raises(LayoutChanged, match=refused):
+        asyncio.run(gather.assign([0]))
+    assert gather.deciders == {}
+
+    # and back: a sharded scope's gatherer and shards, then the unsharded worker
+    log, lines = MemoryLog(), _lines(12, seed=5)
+    _scoped(log, lines)
+    gather, shards = _gatherer(log, tmp_path / "g"), _shards(log, tmp_path / "s")
+    asyncio.run(_drive(log, gather, shards, Cursor(log), Cursor(log)))
+    gather.close()
+    shards.close()
+    refused = f"NDD_SHARDS={SHARDS} and this worker runs NDD_SHARDS=1"
+    with pytest.raises(LayoutChanged, match=refused):
+        asyncio.run(_pool(log, tmp_path / ("other" if moved else "g")).assign([0]))
+    fewer = partial(ShardPartition, config=CONFIG, shards=SHARDS - 1,
+                    changelog_topic="shards-changelog", scoped_topic=SCOPED)
+    two = DeciderPool(tmp_path / ("s2" if moved else "s"), CONFIG, SETTINGS.item_format(),
+                      TOPICS, log, WorkerMetrics(), scoped_topic=SHARDS_TOPIC,
+                      dir_prefix="shard", factory=lambda p, path: fewer(p, path))
+    with pytest.raises(LayoutChanged, match=f"NDD_SHARDS={SHARDS} and"):
+        asyncio.run(two.assign([0]))
+
+
+def test_an_empty_state_takes_any_number_of_shards(tmp_path: Path) -> None:
+    """Nothing decided yet: no layout to keep (a first start, or a new app id)."""
+    log = MemoryLog()
+    plain = _pool(log, tmp_path / "a")
+    asyncio.run(plain.assign([0]))
+    plain.close()
+    gather = _gatherer(log, tmp_path / "a")
+    asyncio.run(gather.assign([0]))
+    assert list(gather.deciders) == [0]
+    gather.close()

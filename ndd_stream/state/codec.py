@@ -95,6 +95,9 @@ class Checkpoint:
     # sharded windows: (scoped offset, arrival number or -1) of the items admitted and not
     # decided yet, in the order they were admitted (worker/gathering.py); absent when empty
     pending: tuple[tuple[int, int], ...] = ()
+    # NDD_SHARDS the state was built with; None: not recorded (written before shards
+    # existed, so 1 if the state holds anything). A change of it needs new state.
+    shards: int | None = None
 
 
 def encode_checkpoint(checkpoint: Checkpoint) -> bytes:
@@ -102,6 +105,8 @@ def encode_checkpoint(checkpoint: Checkpoint) -> bytes:
                             "order": checkpoint.order}
     if checkpoint.pending:
         data["pending"] = [list(entry) for entry in checkpoint.pending]
+    if checkpoint.shards is not None:
+        data["shards"] = checkpoint.shards
     return _V2 + dumps(data)
 
 
@@ -117,7 +122,8 @@ def decode_checkpoint(value: bytes | None) -> Checkpoint:
         if order is not None and not isinstance(order, dict):
             raise TypeError("order is not an object")
         pending = tuple((int(o), int(n)) for o, n in data.get("pending", ()))
+        shards = data.get("shards")
         return Checkpoint(int(data.get("next", 0)), int(data.get("changelog", 0)), order,
-                          pending)
+                          pending, None if shards is None else int(shards))
     except (AttributeError, TypeError, ValueError) as exc:
         raise CorruptRecord(f"undecodable checkpoint: {exc}") from exc

@@ -42,7 +42,7 @@ from ndd_stream.kafka.probe import unreachable_message, wait_for_broker
 from ndd_stream.kafka.reads import BrokerReads, read_range
 from ndd_stream.settings import Settings
 from ndd_stream.worker.changelog import ChangelogError
-from ndd_stream.worker.deciding import OutputTopics
+from ndd_stream.worker.deciding import LayoutChanged, OutputTopics
 from ndd_stream.worker.gathering import GatherDecider
 from ndd_stream.worker.inorder import InOrder, Message
 from ndd_stream.worker.logs import json_handler
@@ -295,7 +295,7 @@ class Service:
         for pool, topic, partitions in pools:
             try:
                 await pool.assign(partitions)
-            except (BrokerLostData, ChangelogError) as exc:
+            except (BrokerLostData, ChangelogError, LayoutChanged) as exc:
                 fatal(str(exc))
             for partition in partitions:
                 offset = committed.get((topic, partition), -1)

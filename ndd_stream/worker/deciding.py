@@ -8,7 +8,7 @@ worker rebuilds the partition after a rebalance.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,8 @@ class StatefulPartition:
     checkpoint, changelog and recovery mechanism that deciders and shards share
     (docs/STATE.md). Subclasses say what a record does (``process``)."""
 
+    shards = 1  # the NDD_SHARDS this partition's state is laid out for (subclasses set it)
+
     def __init__(self, partition: int, path: Path, changelog_topic: str) -> None:
         self.partition = partition
         self.changelog_topic = changelog_topic
@@ -122,12 +124,13 @@ class StatefulPartition:
         self.store.pending.clear()
         if checkpoint is not None:
             out.append(OutRecord(self.changelog_topic, CHECKPOINT_KEY,
-                                 encode_checkpoint(checkpoint), [], partition=self.partition))
+                                 encode_checkpoint(replace(checkpoint, shards=self.shards)),
+                                 [], partition=self.partition))
         return out
 
     def commit(self, checkpoint: Checkpoint) -> None:
         """Persist state with the checkpoint it reflects, in one RocksDB write batch."""
-        self.checkpoint = checkpoint
+        self.checkpoint = replace(checkpoint, shards=self.shards)
         self.store.commit(self.checkpoint)
         if self.store.inner.needs_compaction:
             self.store.inner.compact()
@@ -146,8 +149,27 @@ class StatefulPartition:
             self.restored = self.detector.restore()
         return len(docs)
 
+    def check_layout(self, name: str) -> None:
+        """Refuse state built for another number of shards: documents are indexed by the
+        shard that owns them, so under another S the window's documents would not be found
+        and a whole window's near duplicates would pass as unique. ``name`` names the
+        partition in the message."""
+        built = self.checkpoint.shards
+        if built is None and (self.checkpoint.next > 0 or self.window_documents() > 0):
+            built = 1  # written before shards existed
+        if built is not None and built != self.shards:
+            raise LayoutChanged(
+                f"{name}: its state was built with NDD_SHARDS={built} and this worker runs "
+                f"NDD_SHARDS={self.shards}; a change of shards needs new state: deploy under "
+                "a new NDD_APP_ID (or delete the state directories and the internal topics); "
+                "docs/DEPLOYMENT.md, 'One scope over many workers (shards)'")
+
     def close(self) -> None:
         self.store.close()
+
+
+class LayoutChanged(RuntimeError):
+    """The state of a partition was built for another ``NDD_SHARDS`` than the worker's."""
 
 
 class PartitionDecider(StatefulPartition):

@@ -49,7 +49,13 @@ from ndd_stream.core.items import ItemFormat
 from ndd_stream.kafka.reads import Log, read_range
 from ndd_stream.state.codec import Checkpoint
 from ndd_stream.worker.changelog import read_partition
-from ndd_stream.worker.deciding import Outcome, OutputTopics, PartitionDecider, StatefulPartition
+from ndd_stream.worker.deciding import (
+    LayoutChanged,
+    Outcome,
+    OutputTopics,
+    PartitionDecider,
+    StatefulPartition,
+)
 from ndd_stream.worker.inorder import TP, InOrder, Message
 from ndd_stream.worker.merge import (
     EventTimeMerge,
@@ -234,6 +240,11 @@ class DeciderPool:
         # items an event-time scope holds for their turn.
         checkpoint = replace(read.checkpoint or decider.checkpoint, changelog=read.next_offset)
         decider.apply_changelog(read.records, checkpoint)
+        try:
+            decider.check_layout(f"{self.scoped_topic}[{partition}]")
+        except LayoutChanged:
+            decider.close()
+            raise
         self.metrics.restored.labels("changelog").inc(len(read.records))
         log.info("%s %s ready: %d documents in window (%d changelog records) in %.2fs",
                  self.dir_prefix, partition, decider.window_documents(), len(read.records),
