@@ -296,6 +296,16 @@ def ascii_signature(nf: str, q: int) -> U64 | None:
     return out[:n]
 
 
+def figure_tokens(text: str, scales: tuple[str, ...]) -> dict[str, str] | None:
+    """core.quantities.tokens of an ASCII ``text`` in one C scan (``scales``: the scale
+    words, lower case, in the pattern's order), or None when the kernels are not built (the
+    caller runs its Python version: the same tokens). Every decided item's facts include
+    its figures: ~1 us here against 7-18 us for a Reuters item in Python."""
+    if _C is None:
+        return None
+    return _C.figure_tokens(text.encode("ascii"), scales)  # type: ignore[attr-defined]
+
+
 def order_prefix(mixed: U64, classes: npt.NDArray[np.uint8], shift: int,
                  length: int) -> U64 | None:
     """The ``length`` smallest of ``mixed`` by (classes[mixed >> shift], mixed), any order,

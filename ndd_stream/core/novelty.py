@@ -43,8 +43,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ndd_stream.core import quantities
-from ndd_stream.core.headline import headline_words, new_headline
-from ndd_stream.core.subject import other_subject, subject
+from ndd_stream.core.headline import ascii_headline_words, headline_words, new_headline
+from ndd_stream.core.subject import ascii_subject, other_subject, subject
 
 MIN_OVERLAP = (1, 2)  # a fraction: at least half of the shorter text is shared
 MAX_CHANGED_SHARE = (1, 5)  # a fraction: at most one figure in five changed
@@ -88,14 +88,19 @@ def figures(text: str) -> str:
     (``#w1,w2,...``, core.headline) and its distinct figure tokens (core.quantities) in
     order of first appearance. Records written before subjects, headlines and scale words
     (no ``^``, ``#`` or ``_``) read as figures alone."""
+    if text.isascii():  # lower-case once and find the first line once for all three
+        low, newline = text.lower(), text.find("\n")
+        subj = ascii_subject(text, low, newline)
+        words = ascii_headline_words(low, newline)
+        figs = quantities.ascii_tokens(text, low)
+    else:
+        subj, words, figs = subject(text), headline_words(text), quantities.tokens(text)
     parts = []
-    subj = subject(text)
     if subj:
         parts.append("^" + subj)
-    words = headline_words(text)
     if words:
         parts.append("#" + ",".join(words))
-    parts.extend(quantities.tokens(text).values())
+    parts.extend(figs.values())
     return " ".join(parts)
 
 

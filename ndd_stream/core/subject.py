@@ -24,21 +24,37 @@ _FIRST_WORD = re.compile(r"[^\W\d_]{2,}")
 
 def subject(text: str) -> str:
     """The subject word of ``text`` in normal form, or "" when it has none."""
+    if text.isascii():
+        return ascii_subject(text, text.lower(), text.find("\n"))
     first, _, rest = text.partition("\n")
     m = _FIRST_WORD.search(first)
     if m is None or not rest:
         return ""
     word = m.group()
-    if not (text.isascii() and word.isascii()):
-        return normal_form(word) if _named(word).search(rest) else ""
-    # ASCII: find the word case-insensitively (in C), then check each place
-    lower, low = word.lower(), rest.lower()
+    return normal_form(word) if _named(word).search(rest) else ""
+
+
+def ascii_subject(text: str, low: str, newline: int) -> str:
+    """:func:`subject` of ASCII ``text``, given its lower-cased form and the index of its
+    first line break (-1: none; core.novelty computes both once per item): the word is
+    found case-insensitively (in C), then each place is checked as :func:`_named` would.
+    (Its normal form is its lower case, and the character before a place after the first
+    line is never a word character at the line break itself, so no slice of the rest is
+    needed.)"""
+    if newline < 0 or newline == len(text) - 1:  # one line, or nothing after it
+        return ""
+    m = _FIRST_WORD.search(text, 0, newline)
+    if m is None:
+        return ""
+    word = m.group()
+    lower = word.lower()
     capital = word[0].upper()
-    i = low.find(lower)
+    size = len(word)
+    i = low.find(lower, newline + 1)
     while i >= 0:
-        end = i + len(word)
-        if (rest[i] == capital and (i == 0 or not _is_word(rest[i - 1]))
-                and (end == len(rest) or not _is_word(rest[end]))):
+        end = i + size
+        if (text[i] == capital and not _is_word(text[i - 1])
+                and (end == len(text) or not _is_word(text[end]))):
             return lower
         i = low.find(lower, i + 1)
     return ""
