@@ -160,8 +160,9 @@ class Settings(BaseSettings):
         None,
         ge=1,
         description="Threads one decision's index count may use (C kernels); unset = the "
-        "cores this process may run on (affinity mask, cgroup CPU quota). 1 with several "
-        "workers per host.",
+        "cores this process may run on (affinity mask, cgroup CPU quota), or 1 with shards "
+        "> 1: shards already spread the count over the workers, and both at once compete "
+        "for the cores (docs/BENCHMARK.md, issue 23). 1 with several workers per host.",
     )
     dense_fraction: float = Field(
         DEFAULT_DENSE_FRACTION,
@@ -342,7 +343,7 @@ class Settings(BaseSettings):
             index_duplicates=self.index_duplicates,
             bitmap_bits=self.bitmap_filter_bits,
             novelty=self.novelty,
-            count_threads=self.count_threads,
+            count_threads=self.count_threads or (1 if self.shards > 1 else None),
             dense_fraction=self.dense_fraction,
         )
 
