@@ -145,7 +145,7 @@ class Settings(BaseSettings):
         description="Index every item after its decision (Fig. 2); False indexes unique ones only.",
     )
 
-    # --- Scaling one scope (never changes a decision; docs/DEPLOYMENT.md, "Shards") ---
+    # --- Scaling one scope (never changes a decision; docs/DEPLOYMENT.md) ---
     shards: int = Field(
         1, ge=1, le=64,
         description="Split the window of every scope over this many shards, each a partition "

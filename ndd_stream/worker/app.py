@@ -98,7 +98,7 @@ class Service:
         self.shards_name: str | None = None
         self.shard_pool: DeciderPool | None = None
         gather: Any = None
-        if settings.shards > 1:  # sharded windows: docs/DEPLOYMENT.md, "Shards"
+        if settings.shards > 1:  # sharded windows: docs/DEPLOYMENT.md, section 4
             shards_name = self.shards_name = topic_name(settings, "shards")
             shards_changelog = topic_name(settings, "shards_changelog")
             gather = partial(_gather_decider, config=config, fmt=self._format,
