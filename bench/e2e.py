@@ -159,10 +159,13 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
         total, seen = len(items), 0
         t_warm = t_end = None
         deadline = time.monotonic() + 3600
+        started, timeline = time.monotonic(), [(0.0, 0)]  # outputs by second: stalls show
         try:
             while seen < total and time.monotonic() < deadline:
                 seen += count_outputs(consumer)
                 now = time.monotonic()
+                if now - started >= timeline[-1][0] + 1.0:
+                    timeline.append((round(now - started, 1), seen))
                 if t_warm is None and seen >= warmup:
                     t_warm, warm_seen = now, seen
                 if seen >= total:
@@ -183,7 +186,7 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
         return {"workers": workers, "shards": shards, "scope": scope,
                 "items": total, "warmup": warmup,
                 "measured": total - warm_seen, "seconds": round(t_end - t_warm, 2),
-                "worker_cpu_s": cpu, "owned": owners,
+                "worker_cpu_s": cpu, "owned": owners, "timeline": timeline,
                 "items_per_s": round(rate, 1), "per_worker": round(rate / workers, 1)}
 
 
