@@ -74,6 +74,46 @@ def test_facts_equal_the_released_ones_on_any_string(text: str) -> None:
     _check(text)
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(["a", "Ab", "x1", "7"]),
+                          st.text(alphabet="abcDEF12", min_size=6, max_size=36)),
+                min_size=20, max_size=400),
+       st.lists(st.sampled_from([" ", "  ", ",", " - ", "_", "."]), min_size=1, max_size=5),
+       st.integers(0, 4))
+def test_headline_words_of_a_long_first_line(words: list[str], seps: list[str],
+                                             newline_after: int) -> None:
+    """Pages' text is often one line of thousands of characters; the headline's words come
+    from a prefix when it holds enough distinct ones. Words of 6-36 characters put about
+    MAX_WORDS of them in the first prefix, so the cut falls inside words and the prefix
+    holds just under, at or just over MAX_WORDS distinct ones; short repeated words make
+    it come up short."""
+    text = "".join(w + seps[i % len(seps)] for i, w in enumerate(words))
+    if newline_after:
+        text = text[: newline_after * 700] + "\n" + text[newline_after * 700:]
+    assert headline_words(text) == ref.headline_words(text)
+    assert figures(text) == ref.figures(text)
+
+
+def _words(n: int, width: int, start: int = 0) -> list[str]:
+    return [f"w{i:0{width - 1}d}" for i in range(start, start + n)]
+
+
+@pytest.mark.parametrize("text", [
+    # 23 distinct words, then one that runs across the first cut (512): its part before the
+    # cut is not a word of the line
+    " ".join(_words(23, 20)) + " " + "x" * 60 + " " + " ".join(_words(30, 20, 100)),
+    # 23 distinct words and blanks up to the cut: the 24th comes after it
+    " ".join(_words(23, 20)) + " " * 60 + " ".join(_words(30, 20, 100)),
+    # 24 distinct words, the last of them running on across the cut
+    " ".join(_words(24, 20)) + "y" * 200,
+    # repeats: few distinct words in the first prefixes
+    " ".join(["same"] * 300 + _words(40, 8)),
+])
+def test_headline_words_at_the_prefix_cut(text: str) -> None:
+    assert len(text) > 512
+    assert headline_words(text) == ref.headline_words(text)
+
+
 def _reuters_like(rnd: random.Random) -> str:
     name = rnd.choice(["UNOCAL", "Sun Co", "ARBOR DRUGS INC", "Bank of Norland", "USX"])
     fig = [f"{rnd.randint(1, 999)}.{rnd.randint(0, 9)}" for _ in range(6)]

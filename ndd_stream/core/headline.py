@@ -27,6 +27,7 @@ STEM = 5  # headline words are compared by (at most) the first five letters of t
 _ENDINGS = ("ing", "ed", "s")
 
 _WORD = re.compile(r"[^\W_]+")
+_PREFIX = 512  # characters of a long first line looked at before the whole of it
 _NOT_WORD_BYTES = bytes(c if chr(c).isascii() and chr(c).isalnum() else 0x20 for c in range(256))
 
 
@@ -44,8 +45,23 @@ def ascii_headline_words(low: str, newline: int) -> list[str]:
     digits, so turning every other character into a space (one C pass) and splitting gives
     the same words."""
     first = low[:newline] if newline >= 0 else low
-    return list(dict.fromkeys(first.encode("ascii").translate(_NOT_WORD_BYTES)
-                              .decode("ascii").split()))[:MAX_WORDS]
+    # A page's text can be one line of thousands of words: look at a prefix first. Its
+    # words, less one the cut may have split, are the line's first words, so once they
+    # hold MAX_WORDS distinct ones those are the line's.
+    cut = _PREFIX
+    while cut < len(first):
+        words = _ascii_words(first[:cut])
+        if words and first[cut - 1].isalnum() and first[cut].isalnum():
+            words.pop()
+        distinct = list(dict.fromkeys(words))
+        if len(distinct) >= MAX_WORDS:
+            return distinct[:MAX_WORDS]
+        cut *= 4
+    return list(dict.fromkeys(_ascii_words(first)))[:MAX_WORDS]
+
+
+def _ascii_words(text: str) -> list[str]:
+    return text.encode("ascii").translate(_NOT_WORD_BYTES).decode("ascii").split()
 
 
 def new_headline(words_new: list[str], words_old: list[str], shared_qgrams: int,

@@ -20,6 +20,7 @@ and are sequenced afresh.
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ from ndd_stream.worker.shardwire import (
 )
 
 log = logging.getLogger("ndd_stream.worker")
+WAITING_EVERY_S = 1.0  # how often the shards' lag gauge is recounted
 
 
 @dataclass(slots=True)
@@ -69,6 +71,7 @@ class GatherDecider(StatefulPartition):
         self.answers: dict[tuple[str, int], dict[int, Answer]] = {}
         super().__init__(partition, path, topics.changelog)
         self.fanout: list[OutRecord] = []  # prepared records to send after the checkpoint
+        self._waiting: tuple[float, dict[int, int]] | None = None  # (when, waiting())
         self._expect_pending()
 
     def _make_detector(self) -> Gatherer:
@@ -99,7 +102,13 @@ class GatherDecider(StatefulPartition):
             (offset, self._numbers[offset]) for offset in self._readmit)
 
     def waiting(self) -> dict[int, int]:
-        """Per shard, the admitted items still waiting for its answer (the shard's lag)."""
+        """Per shard, the admitted items still waiting for its answer (the shard's lag).
+        A gauge, recounted at most once a second: a backlog's queue holds thousands of
+        items, and counting them after every batch cost the gatherer's worker more than
+        the gauge is worth."""
+        now = time.monotonic()
+        if self._waiting is not None and now - self._waiting[0] < WAITING_EVERY_S:
+            return self._waiting[1]
         out = dict.fromkeys(range(self.shards), 0)
         for entry in self.queue:
             prep = entry.pending.prepared
@@ -109,6 +118,7 @@ class GatherDecider(StatefulPartition):
             for shard in out:
                 if shard not in got:
                     out[shard] += 1
+        self._waiting = (now, out)
         return out
 
     # --- records ----------------------------------------------------------------------
