@@ -159,13 +159,18 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
         total, seen = len(items), 0
         t_warm = t_end = None
         deadline = time.monotonic() + 3600
-        started, timeline = time.monotonic(), [(0.0, 0)]  # outputs by second: stalls show
+        # outputs by second, with the CPU seconds each worker and the broker have used so
+        # far: stalls show, and whether a worker was busy or waiting in them
+        pids = [p.pid for p in procs] + ([broker._proc.pid] if broker._proc else [])
+        started = time.monotonic()
+        timeline: list[tuple[Any, ...]] = [(0.0, 0, [cpu_seconds(pid) for pid in pids])]
         try:
             while seen < total and time.monotonic() < deadline:
                 seen += count_outputs(consumer)
                 now = time.monotonic()
                 if now - started >= timeline[-1][0] + 1.0:
-                    timeline.append((round(now - started, 1), seen))
+                    timeline.append((round(now - started, 1), seen,
+                                     [round(cpu_seconds(pid), 1) for pid in pids]))
                 if t_warm is None and seen >= warmup:
                     t_warm, warm_seen = now, seen
                 if seen >= total:

@@ -62,7 +62,13 @@ from ndd_stream.core.qgrams import fmix64, signature
 from ndd_stream.core.shards import Answer, Gatherer, Prepared, ShardIndex, _Slot, shard_of
 from ndd_stream.core.window import WindowDoc
 from ndd_stream.worker.records import OutRecord
-from ndd_stream.worker.shardwire import answer_record, prepared_record, read_answer, read_prepared
+from ndd_stream.worker.shardwire import (
+    answer_records,
+    encode_prepared,
+    prepared_records,
+    read_answers,
+    read_prepared,
+)
 
 RESULTS = Path(__file__).parent / "results"
 SHARDS_TOPIC = "news-ndd-news.shards"  # the names only size the records' topic field
@@ -160,26 +166,26 @@ def wire(items: list[tuple[Prepared, list[Answer]]], shards: int,
          repeats: int) -> dict[str, Any]:
     """The shardwire cost per item, each side, as the workers call it (batch-timed, median
     of ``repeats``), and the bytes per item each way."""
-    answers_out = [[answer_record(a, SCOPED_TOPIC, 0) for a in ans] for _, ans in items]
-    preps_out = [prepared_record(p, SHARDS_TOPIC, 0, shards, 0) for p, _ in items]
+    answers_out = [[answer_records([a], SCOPED_TOPIC, 0)[0] for a in ans] for _, ans in items]
+    preps_out = [prepared_records([encode_prepared(p)], SHARDS_TOPIC, 0, shards)[0]
+                 for p, _ in items]
     for (p, ans), rec, outs in zip(items, preps_out, answers_out, strict=True):
-        assert read_prepared(rec.value) == (p, 0)
-        assert [read_answer(o.value) for o in outs] == [
+        assert read_prepared(rec.value) == ([p], 0)
+        assert [read_answers(o.value)[0] for o in outs] == [
             a if a.best is None else Answer(a.scope, a.number, a.shard, a.size,
                                             (a.best[0], _as_read(a.best[1])), a.short)
             for a in ans]
 
     def gatherer_side() -> None:
         for (p, _), outs in zip(items, answers_out, strict=True):
-            for s in range(shards):
-                prepared_record(p, SHARDS_TOPIC, 0, shards, s)
+            prepared_records([encode_prepared(p)], SHARDS_TOPIC, 0, shards)
             for o in outs:
-                read_answer(o.value)
+                read_answers(o.value)
 
     def shard_side() -> None:
         for rec, (_, ans) in zip(preps_out, items, strict=True):
             read_prepared(rec.value)
-            answer_record(ans[0], SCOPED_TOPIC, 0)
+            answer_records([ans[0]], SCOPED_TOPIC, 0)
 
     def timed(fn: Callable[[], None]) -> list[float]:
         out = []

@@ -43,6 +43,7 @@ from ndd_stream.worker.pool import DeciderPool, OrderConfig
 from ndd_stream.worker.records import Source
 from ndd_stream.worker.routing import route_raw
 from ndd_stream.worker.sharding import ShardPartition
+from ndd_stream.worker.shardwire import read_prepared
 
 SHARDS_TOPIC, SHARDS = "shards", 3
 CONFIG = SETTINGS.detector_config()
@@ -94,7 +95,17 @@ async def _drive(log: MemoryLog, gather: DeciderPool, shards: DeciderPool,
             await shards.process(prepared, log.send)
 
 
-def test_a_sharded_scope_decides_as_dedup_and_spreads_its_documents(tmp_path: Path) -> None:
+def _items(records: list[Fetched]) -> int:
+    """Prepared items in records of the shards topic (a record carries a batch of them)."""
+    return sum(len(read_prepared(r.value)[0]) for r in records)
+
+
+@pytest.mark.parametrize("batch_bytes", [1, 262_144])
+def test_a_sharded_scope_decides_as_dedup_and_spreads_its_documents(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_bytes: int) -> None:
+    """``batch_bytes``: 1 sends every prepared item and answer as a record of its own, the
+    default the 40 items of the batch as one record per shard."""
+    monkeypatch.setattr("ndd_stream.worker.shardwire.BATCH_BYTES", batch_bytes)
     log, lines = MemoryLog(), _lines(40)
     _scoped(log, lines)
     gather, shards = _gatherer(log, tmp_path / "g"), _shards(log, tmp_path / "s")
@@ -103,21 +114,27 @@ def test_a_sharded_scope_decides_as_dedup_and_spreads_its_documents(tmp_path: Pa
     held = [d.window_documents() for d in shards.deciders.values()]
     assert len(held) == SHARDS and sum(held) == 40 and min(held) > 0
     assert gather.deciders[0].window_documents() == 0  # the documents live in the shards
-    assert len(log.topic(SHARDS_TOPIC)) == 40 * SHARDS
+    assert _items(log.topic(SHARDS_TOPIC)) == 40 * SHARDS
+    assert len(log.topic(SHARDS_TOPIC)) == (40 if batch_bytes == 1 else 1) * SHARDS
     assert decode_checkpoint(log.topic("changelog")[-1].value).pending == ()
     gather.close()
     shards.close()
 
 
-@pytest.mark.parametrize(("answers_seen", "moved"), [(0, False), (7, False), (31, False),
-                                                     (0, True), (31, True)])
+@pytest.mark.parametrize(("answers_seen", "moved", "batch_bytes"), [
+    (0, False, 262_144), (1, False, 262_144), (2, False, 262_144), (0, True, 262_144),
+    (2, True, 262_144), (7, False, 1), (31, False, 1), (31, True, 1)])
 def test_a_gatherer_stopped_with_items_pending_decides_them_as_before(
-        tmp_path: Path, answers_seen: int, moved: bool) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answers_seen: int, moved: bool,
+        batch_bytes: int) -> None:
     """The gatherer admits and prepares items, the shards answer some, the gatherer stops
     (its in-memory queue and answers are lost); a new one re-reads from its checkpoint,
     admits the pending items again (same numbers), sends them again (the shards skip them)
     and decides everything as dedup. ``moved``: the new one is on another worker, without
-    local state: the pending list comes from the changelog's checkpoint."""
+    local state: the pending list comes from the changelog's checkpoint. ``answers_seen``:
+    answer records read before the stop (one per shard by default, one per item and shard
+    with ``batch_bytes`` 1)."""
+    monkeypatch.setattr("ndd_stream.worker.shardwire.BATCH_BYTES", batch_bytes)
     log, lines = MemoryLog(), _lines(30, seed=3)
     _scoped(log, lines[:20])
     gather, shards = _gatherer(log, tmp_path / "g"), _shards(log, tmp_path / "s")
@@ -149,7 +166,7 @@ def test_a_gatherer_stopped_with_items_pending_decides_them_as_before(
     asyncio.run(second())
     assert _decisions(log) == _want(lines)  # each item decided once, as dedup
     resent = log.topic(SHARDS_TOPIC)[prepared_before:]
-    assert len(resent) >= len(checkpoint.pending) * SHARDS > 0
+    assert _items(resent) >= len(checkpoint.pending) * SHARDS > 0
     assert sum(d.window_documents() for d in shards.deciders.values()) == 30
     again.close()
     shards.close()

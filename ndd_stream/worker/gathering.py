@@ -36,8 +36,9 @@ from ndd_stream.worker.records import H_CONTROL, OutRecord, Source, dlq_headers,
 from ndd_stream.worker.shardwire import (
     ANSWER_CONTROL,
     BadShardRecord,
-    prepared_record,
-    read_answer,
+    encode_prepared,
+    prepared_records,
+    read_answers,
 )
 
 log = logging.getLogger("ndd_stream.worker")
@@ -70,7 +71,7 @@ class GatherDecider(StatefulPartition):
         # (scope, arrival number) of each prepared item in the queue -> shard -> answer
         self.answers: dict[tuple[str, int], dict[int, Answer]] = {}
         super().__init__(partition, path, topics.changelog)
-        self.fanout: list[OutRecord] = []  # prepared records to send after the checkpoint
+        self.fanout: list[bytes] = []  # prepared items to send after the checkpoint
         self._waiting: tuple[float, dict[int, int]] | None = None  # (when, waiting())
         self._expect_pending()
 
@@ -176,25 +177,25 @@ class GatherDecider(StatefulPartition):
         prep = pending.prepared
         if prep is not None:
             self.answers.setdefault((prep.scope, prep.number), {})
-            self.fanout += [prepared_record(prep, self.shards_topic, self.partition,
-                                            self.shards, s) for s in range(self.shards)]
+            self.fanout.append(encode_prepared(prep))
 
     def _take_answer(self, value: bytes | None, scoped: Source) -> None:
         try:
-            answer = read_answer(value)
+            answers = read_answers(value)
         except BadShardRecord as exc:
             log.warning("%s: skipped: %s", scoped.position, exc)
             return
-        if not 0 <= answer.shard < self.shards:
-            log.warning("%s: skipped: an answer of shard %d of %d", scoped.position,
-                        answer.shard, self.shards)
-            return
-        got = self.answers.get((answer.scope, answer.number))
-        if got is None:
-            if not self._readmit:
-                return  # sent again for an item decided already
-            got = self.answers.setdefault((answer.scope, answer.number), {})
-        got.setdefault(answer.shard, answer)
+        for answer in answers:
+            if not 0 <= answer.shard < self.shards:
+                log.warning("%s: skipped: an answer of shard %d of %d", scoped.position,
+                            answer.shard, self.shards)
+                continue
+            got = self.answers.get((answer.scope, answer.number))
+            if got is None:
+                if not self._readmit:
+                    continue  # sent again for an item decided already
+                got = self.answers.setdefault((answer.scope, answer.number), {})
+            got.setdefault(answer.shard, answer)
 
     def _resolve(self) -> list[Outcome]:
         """Decide the items at the head of the queue whose answers are all in."""
@@ -218,5 +219,6 @@ class GatherDecider(StatefulPartition):
         return out
 
     def drain_fanout(self) -> list[OutRecord]:
-        out, self.fanout = self.fanout, []
-        return out
+        """The records carrying the items prepared since the last call to every shard."""
+        items, self.fanout = self.fanout, []
+        return prepared_records(items, self.shards_topic, self.partition, self.shards)

@@ -19,7 +19,7 @@ from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.shards import ShardIndex
 from ndd_stream.worker.deciding import Outcome, StatefulPartition
 from ndd_stream.worker.records import Source
-from ndd_stream.worker.shardwire import BadShardRecord, answer_record, read_prepared
+from ndd_stream.worker.shardwire import BadShardRecord, answer_records, read_prepared
 
 log = logging.getLogger("ndd_stream.worker")
 
@@ -42,18 +42,22 @@ class ShardPartition(StatefulPartition):
 
     def process(self, value: bytes | None, key: bytes | None, headers: object,
                 source: Source, order_note: str | None = None) -> Outcome:
+        """Answer a record's prepared items (one record of answers per batch of them)."""
         try:
-            prep, scoped_partition = read_prepared(value)
+            preps, scoped_partition = read_prepared(value)
         except BadShardRecord as exc:
             log.warning("%s: skipped: %s", source.position, exc)
             return Outcome([])
-        if scoped_partition != self.scoped_partition or prep.owner >= self.shards:
-            log.warning("%s: skipped: prepared for scoped partition %d of %d shards",
-                        source.position, scoped_partition, prep.owner)
+        if scoped_partition != self.scoped_partition or any(
+                prep.owner >= self.shards for prep in preps):
+            log.warning("%s: skipped: prepared for scoped partition %d, not for shard %d of "
+                        "%d", source.position, scoped_partition, self.shard, self.shards)
             return Outcome([])
-        window = self.detector.window_of(prep.scope)
-        if prep.number < window.next_number:
-            return Outcome([])  # answered before (a restarted gatherer sent it again)
-        answer = self.detector.answer(prep)
-        self.answered += 1
-        return Outcome([answer_record(answer, self.scoped_topic, self.scoped_partition)])
+        answers = []
+        for prep in preps:
+            window = self.detector.window_of(prep.scope)
+            if prep.number < window.next_number:
+                continue  # answered before (a restarted gatherer sent it again)
+            answers.append(self.detector.answer(prep))
+        self.answered += len(answers)
+        return Outcome(answer_records(answers, self.scoped_topic, self.scoped_partition))
