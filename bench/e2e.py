@@ -89,6 +89,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def peak_rss_mb(pid: int) -> float:
+    """A process's peak resident memory so far, MB (Linux /proc: VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
 def settled(logs: list[Path], partitions: int, shards: int, quiet_s: float = 8.0,
             timeout_s: float = 300.0) -> float:
     """Wait until the workers own every scoped partition and shard, with no rebalance for
@@ -176,6 +184,7 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
                 if seen >= total:
                     t_end = now
             cpu = [round(cpu_seconds(p.pid), 1) for p in procs]
+            rss = [peak_rss_mb(p.pid) for p in procs]
             owners = [owned(workdir / f"worker-{i}.log") for i in range(workers)]
         finally:
             for p in procs:
@@ -191,7 +200,8 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
         return {"workers": workers, "shards": shards, "scope": scope,
                 "items": total, "warmup": warmup,
                 "measured": total - warm_seen, "seconds": round(t_end - t_warm, 2),
-                "worker_cpu_s": cpu, "owned": owners, "timeline": timeline,
+                "worker_cpu_s": cpu, "worker_peak_rss_mb": rss, "owned": owners,
+                "timeline": timeline,
                 "items_per_s": round(rate, 1), "per_worker": round(rate / workers, 1)}
 
 

@@ -104,7 +104,7 @@ def encode_checkpoint(checkpoint: Checkpoint) -> bytes:
     data: dict[str, Any] = {"next": checkpoint.next, "changelog": checkpoint.changelog,
                             "order": checkpoint.order}
     if checkpoint.pending:
-        data["pending"] = [list(entry) for entry in checkpoint.pending]
+        data["pending"] = checkpoint.pending  # pairs as arrays (a backlog lists thousands)
     if checkpoint.shards is not None:
         data["shards"] = checkpoint.shards
     return _V2 + dumps(data)

@@ -68,6 +68,9 @@ class GatherDecider(StatefulPartition):
         self.shards = shards
         self.shards_topic = shards_topic
         self.queue: deque[_Entry] = deque()
+        # (offset, arrival number) of each entry of the queue, kept beside it: the pending
+        # list is written after every batch, and a backlog's queue holds thousands of items
+        self._pairs: deque[tuple[int, int]] = deque()
         # (scope, arrival number) of each prepared item in the queue -> shard -> answer
         self.answers: dict[tuple[str, int], dict[int, Answer]] = {}
         super().__init__(partition, path, topics.changelog)
@@ -87,6 +90,7 @@ class GatherDecider(StatefulPartition):
         """The checkpoint's pending items are re-read and admitted again before any other:
         offset -> arrival number, and what was read of each (None: not yet)."""
         self.queue.clear()
+        self._pairs.clear()
         self.answers.clear()
         self._numbers = dict(self.checkpoint.pending)
         self._readmit: dict[int, tuple[Any, ...] | None] = dict.fromkeys(self._numbers)
@@ -99,8 +103,10 @@ class GatherDecider(StatefulPartition):
     def pending(self) -> tuple[tuple[int, int], ...]:
         """The checkpoint's ``pending``: every admitted, undecided item, in order, as
         (scoped offset, arrival number or -1)."""
-        return tuple((e.offset, e.pending.number) for e in self.queue) + tuple(
-            (offset, self._numbers[offset]) for offset in self._readmit)
+        pairs = tuple(self._pairs)
+        if self._readmit:
+            pairs += tuple((offset, self._numbers[offset]) for offset in self._readmit)
+        return pairs
 
     def waiting(self) -> dict[int, int]:
         """Per shard, the admitted items still waiting for its answer (the shard's lag).
@@ -174,6 +180,7 @@ class GatherDecider(StatefulPartition):
         # were lost; the gatherer then goes on from the shards' numbering)
         pending = self.detector.admit(item, self._numbers.get(offset))
         self.queue.append(_Entry(offset, pending, key, raw, source, note))
+        self._pairs.append((offset, pending.number))
         prep = pending.prepared
         if prep is not None:
             self.answers.setdefault((prep.scope, prep.number), {})
@@ -211,6 +218,7 @@ class GatherDecider(StatefulPartition):
                 answers = [got[s] for s in range(self.shards)]
                 del self.answers[(prep.scope, prep.number)]
             self.queue.popleft()
+            self._pairs.popleft()
             decision = self.detector.resolve(entry.pending, answers)
             doc = entry.pending.doc
             records = routed_records(self.topics, decision, doc.channel, doc.timestamp,

@@ -344,6 +344,7 @@ class DeciderPool:
         # Where each partition now stands, if it moved (a catch-up whose records retention
         # removed moves too: they are logged as lost, and never come back).
         cursor: dict[int, int] = {}
+        undecided: dict[int, tuple[tuple[int, int], ...]] = {}  # gatherers' pending lists
         for partition, decider in self.deciders.items():
             merge = self.merges.get(partition)
             gathering = hasattr(decider, "pending")
@@ -356,12 +357,12 @@ class DeciderPool:
                         gathering and partition in self._touched)):
                     cursor[partition] = position
             if gathering and partition in cursor:  # re-read from the oldest undecided item
-                cursor[partition] = min((cursor[partition],
-                                         *(offset for offset, _ in decider.pending())))
+                undecided[partition] = listed = decider.pending()
+                if listed:
+                    cursor[partition] = min(cursor[partition], min(listed)[0])
         checkpoints = {p: Checkpoint(
             position, order=self.merges[p].checkpoint() if p in self.merges else None,
-            pending=getattr(self.deciders[p], "pending", tuple)())
-            for p, position in cursor.items()}
+            pending=undecided.get(p, ())) for p, position in cursor.items()}
         changelog_futures: dict[int, list[Awaitable[Any]]] = {}
         for partition, checkpoint in checkpoints.items():
             records = self.deciders[partition].drain_changelog(checkpoint)
