@@ -193,22 +193,22 @@ typedef struct job {
  * Why a directory and not a binary search: the index is far larger than the caches, and
  * a binary search is a chain of ~17 dependent cache misses per key and block; the keys are
  * uniform hash values, so the directory (for every value of a key's top ``bits`` bits, the
- * first position of a key with top bits >= it) finds a key's slot in ~2 independent loads.
- * Group prefetching: each stage issues the loads of every probe key before the next stage
- * uses them, so the ~4 cache misses per (key, block) overlap instead of forming one
- * dependent chain per key. */
+ * first entry of a key with top bits >= it) finds a key's bucket of ~2-4 entries in one
+ * load. The entries (see _block.c) hold each key beside its postings' start or dense row,
+ * and the next entry its postings' end: a hit is ~3 misses (directory, entry line,
+ * postings), a miss ~2. Group prefetching: each stage issues the loads of every probe key
+ * before the next stage uses them, so the misses of all (key, block) pairs overlap instead
+ * of forming one dependent chain per key. */
 static long long
 count_one(const block_t *b, const uint32_t *pr, Py_ssize_t np_, long long base, int32_t *cn,
-          Py_ssize_t nc, Py_ssize_t *at, Py_ssize_t *end, int32_t *rows, Py_ssize_t *nr_out,
-          int *failed)
+          Py_ssize_t nc, Py_ssize_t *at, Py_ssize_t *end, int32_t *rows, Py_ssize_t *nr_out)
 {
-    const uint32_t *uk = b->ukeys.buf, *dr = b->dir.buf, *of = b->offs.buf;
+    const entry_t *en = b->ent;
+    const uint32_t *dr = b->dir, *of = b->offs.buf;
     const uint16_t *id = b->ids.buf;
-    const int32_t *rm = b->has_dense ? b->rowmap.buf : NULL;
-    Py_ssize_t nk = b->ukeys.len / 4, nids = b->ids.len / 2, nr = 0;
-    Py_ssize_t nrows = b->has_dense && b->words ? b->dense.len / 8 / b->words : 0;
+    Py_ssize_t nids = b->nids, nr = 0;
     long long shift = b->lo - base, total = 0;
-    int down = 32 - b->bits;
+    int down = 32 - b->bits, dense = b->has_dense;
     for (Py_ssize_t p = 0; p < np_; p++) {
         uint64_t v = down >= 32 ? 0 : (uint64_t)(pr[p] >> down);
         at[p] = (Py_ssize_t)v;
@@ -217,54 +217,44 @@ count_one(const block_t *b, const uint32_t *pr, Py_ssize_t np_, long long base, 
     for (Py_ssize_t p = 0; p < np_; p++) {
         uint64_t v = (uint64_t)at[p];
         Py_ssize_t a = dr[v], e = dr[v + 1];
-        at[p] = a;
-        end[p] = e > nk ? nk : e;
-        if (a < nk)
-            PREFETCH(&uk[a]);
-    }
-    for (Py_ssize_t p = 0; p < np_; p++) {
-        uint32_t key = pr[p];
-        Py_ssize_t a = at[p], e = end[p];
-        while (a < e && uk[a] < key)
-            a++;
-        if (a >= e || uk[a] != key) {
+        if (a >= e) { /* an empty bucket: the key is not in the block */
             at[p] = -1;
             continue;
         }
         at[p] = a;
-        if (rm != NULL)
-            PREFETCH(&rm[a]);
-        else
-            PREFETCH(&of[a]);
-    }
-    if (rm != NULL) {
-        for (Py_ssize_t p = 0; p < np_; p++) {
-            Py_ssize_t a = at[p];
-            if (a < 0)
-                continue;
-            if (rm[a] >= 0) {
-                if (rm[a] >= nrows) {
-                    *failed = 1;
-                    return 0;
-                }
-                rows[nr++] = rm[a];
-                at[p] = -1;
-                continue;
-            }
-            PREFETCH(&of[a]);
-        }
+        end[p] = e;
+        /* the bucket's first and last lines (one line but for a bucket straddling two);
+         * en[e] is the entry after the bucket's last, which the last key's end needs */
+        PREFETCH(&en[a]);
+        PREFETCH(&en[e]);
     }
     for (Py_ssize_t p = 0; p < np_; p++) {
         Py_ssize_t a = at[p];
         if (a < 0)
             continue;
-        Py_ssize_t s = of[a], e = of[a + 1];
-        if (e > nids || s > e) {
+        Py_ssize_t e = end[p];
+        uint32_t key = pr[p];
+        while (a < e && en[a].key < key)
+            a++;
+        if (a >= e || en[a].key != key) {
+            at[p] = -1;
+            continue;
+        }
+        uint32_t val = en[a].val, next = en[a + 1].val;
+        if (dense && (val & LOOKUP_DENSE)) { /* block_init checked the row */
+            rows[nr++] = (int32_t)(val & ~LOOKUP_DENSE);
+            at[p] = -1;
+            continue;
+        }
+        /* a dense next entry holds its row, not its start: then offs has the end (rare:
+         * dense keys are ~10% of a block's keys) */
+        Py_ssize_t s = val, t = dense && (next & LOOKUP_DENSE) ? of[a + 1] : next;
+        if (t > nids || s > t) {
             at[p] = -1;
             continue;
         }
         at[p] = s;
-        end[p] = e;
+        end[p] = t;
         PREFETCH(&id[s]);
     }
     for (Py_ssize_t p = 0; p < np_; p++) {
@@ -303,7 +293,7 @@ job_lookup(job_t *j)
             int gather = j->rows != NULL;
             j->total += count_one(&j->blocks[i], j->probe, j->np_, j->base, j->cn, j->nc, at,
                                   at + n, gather ? j->rows + (size_t)i * j->stride : rows,
-                                  gather ? &j->nrows[i] : NULL, &j->failed);
+                                  gather ? &j->nrows[i] : NULL);
         }
     }
     free(at);
@@ -705,10 +695,8 @@ count_core(PyObject *seq_in, const uint32_t *probe, Py_ssize_t np_, long long ba
         PyMem_RawFree(gathered);
         PyMem_RawFree(nrows);
         PyMem_RawFree(priv);
-        if (failed == 2)
+        if (failed)
             PyErr_NoMemory();
-        else if (failed)
-            PyErr_SetString(PyExc_ValueError, "rowmap points past the dense rows");
         else {
             *total_out = total;
             status = 0;
