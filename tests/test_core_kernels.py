@@ -109,7 +109,7 @@ def _crowded_keys(draw_keys: list[int], tops: list[int]) -> list[int]:
 @given(st.data(), st.integers(0, 4), st.integers(0, 7), st.booleans())
 def test_block_lookup_edges_equal_the_reference(data: st.DataObject, shape: int, pick: int,
                                                 crowd: bool) -> None:
-    """The C block's own lookup (interleaved entries, a directory of ~4 keys per bucket, a
+    """The C block's own lookup (interleaved entries, a directory of ~2 keys per bucket, a
     dense key's row in its entry) finds exactly the keys of the block, including an empty
     block, one key, keys sharing their top bits (one crowded bucket, empty ones around),
     the first and the last key (0 and 2**32 - 1), a dense key after a sparse one and the
@@ -135,8 +135,10 @@ def test_block_lookup_edges_equal_the_reference(data: st.DataObject, shape: int,
     rows = kernels.dense_rows(offs, ids, heavy, span)
     block = _kernels.Block(ukeys, offs, ids, 0, rowmap if heavy.size else None,
                            rows if heavy.size else None, words)
-    assert block.lookup_nbytes == (ukeys.size + 1) * 8 + ((1 << block.bits) + 1) * 4
-    assert ukeys.size <= 4 << block.bits  # at most ~4 keys per bucket on average
+    # entries and two sentinels, the directory, the dense keys' postings starts (1 at least)
+    assert block.lookup_nbytes == ((ukeys.size + 2) * 8 + ((1 << block.bits) + 1) * 4
+                                   + max(1, heavy.size) * 4)
+    assert ukeys.size <= 2 << block.bits  # at most ~2 keys per bucket on average
     # probes: the block's keys (some), their neighbours +-1, and random keys
     near = {k + d for k in keys for d in (-1, 0, 1) if 0 <= k + d < 2**32}
     probe = set(data.draw(st.lists(st.sampled_from(sorted(near)), max_size=40))) if near else set()
@@ -174,6 +176,9 @@ def test_count_blocks_rejects_arrays_of_the_wrong_width() -> None:
     with pytest.raises(ValueError, match="rowmap points past"):  # row 1 of one row
         call(ukeys, offs, ids, 0, np.array([-1, 1], dtype=np.int32),
              np.zeros(4, dtype=np.uint64), 4)
+    with pytest.raises(ValueError, match="two keys one dense row"):
+        call(ukeys, offs, ids, 0, np.array([0, 0], dtype=np.int32),
+             np.zeros(4, dtype=np.uint64), 4)
     with pytest.raises(TypeError, match="Block"):  # the old 9-tuple is no block
         _kernels.count_blocks([(ukeys, offs, ids, None, 1, 0, None, None, 4)], ukeys, 0,
                               counts, 1)
@@ -181,8 +186,9 @@ def test_count_blocks_rejects_arrays_of_the_wrong_width() -> None:
     assert (block.lo, block.words, block.dense) == (7, 1, None)
     assert block.ukeys.tolist() == ukeys.tolist()  # held by the block, not a copy per count
     assert block.offs is offs and block.ids is ids
-    # its own lookup: 2 entries and a sentinel (8 bytes each), a directory of 2**bits + 1
-    assert block.lookup_nbytes == 3 * 8 + ((1 << block.bits) + 1) * 4
+    # its own lookup: 2 entries and 2 sentinels (8 bytes each), a directory of 2**bits + 1
+    # positions and one (unused) dense start
+    assert block.lookup_nbytes == 4 * 8 + ((1 << block.bits) + 1) * 4 + 4
 
 
 codes = st.lists(st.integers(0, 2**64 - 1), max_size=200).map(

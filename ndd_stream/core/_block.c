@@ -12,22 +12,27 @@
  * copies the parsed descriptors.
  *
  * Why its own lookup arrays (issue 22): count_one looks every probe key up in every block
- * (~3,100 keys x ~10 blocks per decision at t = 0.3), and the index is far larger than L2.
- * Found through the arrays the Python side keeps (ukeys, offs, a rowmap of dense rows and
- * a directory of ~1 slot per key), a hit cost ~5 dependent cache misses in separate arrays:
- * directory, ukeys[a], rowmap[a], offs[a] and offs[a + 1], the postings. The Block instead
- * builds one array of (key, start-or-dense-row) entries, in key order, so a key, what it
- * maps to and (in the next entry, usually the same line) where its postings end are one
- * line; and a directory of one slot per LOOKUP_BUCKET keys, ~1/8 the bytes of the old one
- * (so it mostly stays in L2), whose bucket is one or two adjacent entry lines. A hit is
- * then ~3 misses (directory, entries, postings or dense row), a miss ~2. The Python side
- * no longer builds a directory or keeps a rowmap, so the index grows by ~1 byte per key.
- * Dense keys are marked in the entry (LOOKUP_DENSE | row): a block with dense rows holds
- * fewer than 2**31 postings (PostingIndex builds no dense rows past that). */
+ * (~3,100 keys x ~10 blocks per decision at t = 0.3). Found through the arrays the Python
+ * side keeps (ukeys, offs, a rowmap of dense rows and a directory of ~1 slot per key), a
+ * hit touched ~5 lines of separate arrays: directory, ukeys[a], rowmap[a], offs[a] and
+ * offs[a + 1], then the postings. The Block instead builds one array of (key,
+ * start-or-dense-row) entries in key order, so a key, what it maps to and (in the next
+ * entry, mostly the same line) where its postings end are one line: a hit touches the
+ * directory, the entry line and the postings or dense row; a miss two lines. Dense keys
+ * are marked in their entry (LOOKUP_DENSE | row; a block with dense rows holds fewer than
+ * 2**31 postings, PostingIndex builds none past that), and ``dstart`` keeps their
+ * postings' start for the sparse key before them. The Python side no longer builds a
+ * directory nor keeps the rowmap, so the index's bytes stay about the same (8 bytes per
+ * key and a smaller directory, against ~4-8 bytes of directory and 4 of rowmap).
+ * Measured, the misses were not the main cost (the prefetches overlap them): the lookup's
+ * branches were, and the entries let count_one find a key without them (see there). */
 
-/* Mean keys per directory bucket, in (LOOKUP_BUCKET / 2, LOOKUP_BUCKET]: with 8-byte
- * entries a bucket of 4 fits one 64-byte line but for one that straddles two. */
-#define LOOKUP_BUCKET 4
+/* Mean keys per directory bucket, in (LOOKUP_BUCKET / 2, LOOKUP_BUCKET]. Measured (news,
+ * 12k window, t = 0.3, count alone): 2 was 16% faster than the old lookup, 1 13%, 4 10%:
+ * larger buckets mean a smaller directory but longer scans in count_one. */
+#ifndef LOOKUP_BUCKET
+#define LOOKUP_BUCKET 2
+#endif
 
 static void
 block_release(block_t *b, int taken)
@@ -42,12 +47,14 @@ block_release(block_t *b, int taken)
     }
     PyMem_Free(b->ent);
     PyMem_Free(b->dir);
+    PyMem_Free(b->dstart);
     b->ent = NULL;
-    b->dir = NULL;
+    b->dir = b->dstart = NULL;
 }
 
-/* Builds b->ent and b->dir from the held ukeys and offs and ``rm`` (the dense row of each
- * key, < 0 = sparse; NULL: no dense keys); 0, or -1 with an exception set. */
+/* Builds the lookup arrays (see block_t) from the held ukeys and offs and ``rm`` (the
+ * dense row of each key, < 0 = sparse; NULL: no dense keys); 0, or -1 with an exception
+ * set. */
 static int
 block_build_lookup(block_t *b, const int32_t *rm)
 {
@@ -57,27 +64,43 @@ block_build_lookup(block_t *b, const int32_t *rm)
     while (bits < 31 && ((Py_ssize_t)LOOKUP_BUCKET << bits) < nk)
         bits++;
     Py_ssize_t top = (Py_ssize_t)1 << bits;
-    b->ent = PyMem_Malloc((size_t)(nk + 1) * sizeof(entry_t));
+    b->ent = PyMem_Malloc((size_t)(nk + 2) * sizeof(entry_t));
     b->dir = PyMem_Malloc((size_t)(top + 1) * sizeof(uint32_t));
-    if (b->ent == NULL || b->dir == NULL) {
+    /* never empty: count_one may load dstart[0] whether or not it uses it */
+    b->dstart = PyMem_Calloc((size_t)(nrows ? nrows : 1), sizeof(uint32_t));
+    if (b->ent == NULL || b->dir == NULL || b->dstart == NULL) {
         PyErr_NoMemory();
         return -1;
     }
     b->bits = bits;
+    b->nrows = nrows;
+    uint8_t *seen = nrows ? PyMem_Calloc((size_t)nrows, 1) : NULL;
+    if (nrows && seen == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
     for (Py_ssize_t i = 0; i < nk; i++) {
         uint32_t val = of[i];
         if (rm != NULL && rm[i] >= 0) {
-            if (rm[i] >= nrows) {
-                PyErr_SetString(PyExc_ValueError, "rowmap points past the dense rows");
+            /* a row per key: the row also names the key's postings' start (dstart) */
+            if (rm[i] >= nrows || seen[rm[i]]) {
+                PyErr_SetString(PyExc_ValueError, rm[i] >= nrows ?
+                                "rowmap points past the dense rows" :
+                                "rowmap gives two keys one dense row");
+                PyMem_Free(seen);
                 return -1;
             }
+            seen[rm[i]] = 1;
+            b->dstart[rm[i]] = of[i];
             val = LOOKUP_DENSE | (uint32_t)rm[i];
         }
         b->ent[i] = (entry_t){uk[i], val};
     }
-    /* the sentinel: the last key's postings end at offs[nk]; its key is never compared
-     * (a bucket's scan stops at the next bucket's first entry) */
-    b->ent[nk] = (entry_t){UINT32_MAX, nk ? of[nk] : 0};
+    PyMem_Free(seen);
+    /* Two sentinels: the last key's postings end at offs[nk]; a scan stops at the first
+     * (no probe key is above UINT32_MAX; one equal to it is found only below nk), whose
+     * successor count_one also reads. */
+    b->ent[nk] = b->ent[nk + 1] = (entry_t){UINT32_MAX, nk ? of[nk] : 0};
     /* dir[v]: the first entry whose key's top ``bits`` bits are >= v */
     Py_ssize_t v = 0;
     for (Py_ssize_t i = 0; i < nk; i++) {
@@ -180,8 +203,9 @@ block_get_lookup_nbytes(BlockObject *s, void *c)
 {
     if (s->b.ent == NULL)
         return PyLong_FromLong(0);
-    return PyLong_FromSsize_t((s->b.nk + 1) * (Py_ssize_t)sizeof(entry_t) +
-                              (((Py_ssize_t)1 << s->b.bits) + 1) * (Py_ssize_t)sizeof(uint32_t));
+    Py_ssize_t dirs = ((Py_ssize_t)1 << s->b.bits) + 1, starts = s->b.nrows ? s->b.nrows : 1;
+    return PyLong_FromSsize_t((s->b.nk + 2) * (Py_ssize_t)sizeof(entry_t) +
+                              (dirs + starts) * (Py_ssize_t)sizeof(uint32_t));
 }
 
 static PyObject *

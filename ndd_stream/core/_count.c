@@ -204,66 +204,58 @@ count_one(const block_t *b, const uint32_t *pr, Py_ssize_t np_, long long base, 
           Py_ssize_t nc, Py_ssize_t *at, Py_ssize_t *end, int32_t *rows, Py_ssize_t *nr_out)
 {
     const entry_t *en = b->ent;
-    const uint32_t *dr = b->dir, *of = b->offs.buf;
+    const uint32_t *dr = b->dir, *ds = b->dstart;
     const uint16_t *id = b->ids.buf;
-    Py_ssize_t nids = b->nids, nr = 0;
+    Py_ssize_t nk = b->nk, nids = b->nids, nr = 0, nh = 0;
     long long shift = b->lo - base, total = 0;
-    int down = 32 - b->bits, dense = b->has_dense;
+    int down = 32 - b->bits;
+    /* dense keys exist only where has_dense: elsewhere a start may have the top bit set */
+    uint32_t flag = b->has_dense ? LOOKUP_DENSE : 0;
     for (Py_ssize_t p = 0; p < np_; p++) {
         uint64_t v = down >= 32 ? 0 : (uint64_t)(pr[p] >> down);
         at[p] = (Py_ssize_t)v;
         PREFETCH(&dr[v]);
     }
     for (Py_ssize_t p = 0; p < np_; p++) {
-        uint64_t v = (uint64_t)at[p];
-        Py_ssize_t a = dr[v], e = dr[v + 1];
-        if (a >= e) { /* an empty bucket: the key is not in the block */
-            at[p] = -1;
-            continue;
-        }
+        Py_ssize_t a = dr[at[p]];
         at[p] = a;
-        end[p] = e;
-        /* the bucket's first and last lines (one line but for a bucket straddling two);
-         * en[e] is the entry after the bucket's last, which the last key's end needs */
-        PREFETCH(&en[a]);
-        PREFETCH(&en[e]);
+        PREFETCH(&en[a]); /* the key's entry or the one after, and (a + 2) its successor */
+        PREFETCH(&en[a + 2]);
     }
+    /* Why without branches on the data: whether a key is in a block is a coin toss, so a
+     * branch per outcome mispredicted on about every other (key, block) pair, and that,
+     * not the cache misses the prefetches hide, was most of the lookup's time. The sparse
+     * hits are compacted into at/end (nh <= p: a slot is read before it is overwritten)
+     * and the dense rows into rows. */
     for (Py_ssize_t p = 0; p < np_; p++) {
         Py_ssize_t a = at[p];
-        if (a < 0)
-            continue;
-        Py_ssize_t e = end[p];
         uint32_t key = pr[p];
-        while (a < e && en[a].key < key)
+        /* The first entry >= key from the key's bucket on (the keys before the bucket have
+         * smaller top bits, so the scan needs no bucket end: the sentinel stops it). */
+        a += en[a].key < key;
+        a += en[a].key < key;
+        while (en[a].key < key) /* a bucket of three keys or more: rare */
             a++;
-        if (a >= e || en[a].key != key) {
-            at[p] = -1;
-            continue;
-        }
-        uint32_t val = en[a].val, next = en[a + 1].val;
-        if (dense && (val & LOOKUP_DENSE)) { /* block_init checked the row */
-            rows[nr++] = (int32_t)(val & ~LOOKUP_DENSE);
-            at[p] = -1;
-            continue;
-        }
-        /* a dense next entry holds its row, not its start: then offs has the end (rare:
-         * dense keys are ~10% of a block's keys) */
-        Py_ssize_t s = val, t = dense && (next & LOOKUP_DENSE) ? of[a + 1] : next;
-        if (t > nids || s > t) {
-            at[p] = -1;
-            continue;
-        }
-        at[p] = s;
-        end[p] = t;
-        PREFETCH(&id[s]);
+        uint32_t val = en[a].val, next = en[a + 1].val; /* en[nk + 1]: the 2nd sentinel */
+        int found = (en[a].key == key) & (a < nk);
+        int isdense = found & ((val & flag) != 0);
+        rows[nr] = (int32_t)(val & ~LOOKUP_DENSE);
+        nr += isdense;
+        /* a sparse key's postings end where the next key's start, which for a dense next
+         * key is in dstart (its entry holds its row) */
+        uint32_t nrow = (next & flag) ? next & ~LOOKUP_DENSE : 0;
+        Py_ssize_t s = val, t = (next & flag) ? ds[nrow] : next;
+        int sparse = found & !isdense & (t <= nids) & (s <= t);
+        at[nh] = s;
+        end[nh] = t;
+        nh += sparse;
+        PREFETCH(&id[sparse ? s : 0]);
     }
-    for (Py_ssize_t p = 0; p < np_; p++) {
-        if (at[p] < 0)
-            continue;
-        Py_ssize_t q = p + 4;
-        if (q < np_ && at[q] >= 0 && end[q] - at[q] > 32)
+    for (Py_ssize_t h = 0; h < nh; h++) {
+        Py_ssize_t q = h + 4;
+        if (q < nh && end[q] - at[q] > 32)
             PREFETCH(&id[at[q] + 32]);
-        for (Py_ssize_t j = at[p]; j < end[p]; j++) {
+        for (Py_ssize_t j = at[h]; j < end[h]; j++) {
             long long pos = shift + (long long)id[j];
             if (pos >= 0 && pos < nc) {
                 cn[pos]++;

@@ -27,17 +27,17 @@ typedef struct {
 
 #define LOOKUP_DENSE 0x80000000u
 
-/* One index block, its arrays taken and checked once (_block.c: the Block type). ``ent``
- * and ``dir`` are the block's own lookup arrays (built by block_init, freed with it):
- * nk + 1 entries (the last a sentinel holding offs[nk]) and a directory of 2**bits + 1
- * positions into them. */
+/* One index block, its arrays taken and checked once (_block.c: the Block type). ``ent``,
+ * ``dir`` and ``dstart`` are the block's own lookup arrays (built by block_init, freed with
+ * it): nk + 2 entries (the last two sentinels holding offs[nk]), a directory of 2**bits + 1
+ * positions into them and the postings' start of each dense row's key (max(nrows, 1)). */
 typedef struct {
     Py_buffer ukeys, offs, ids, dense;
     entry_t *ent;
-    uint32_t *dir;
+    uint32_t *dir, *dstart;
     int bits, has_dense;
     long long lo;
-    Py_ssize_t words, nk, nids;
+    Py_ssize_t words, nk, nids, nrows;
 } block_t;
 
 typedef struct {
