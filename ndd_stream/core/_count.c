@@ -193,12 +193,12 @@ typedef struct job {
  * Why a directory and not a binary search: the index is far larger than the caches, and
  * a binary search is a chain of ~17 dependent cache misses per key and block; the keys are
  * uniform hash values, so the directory (for every value of a key's top ``bits`` bits, the
- * first entry of a key with top bits >= it) finds a key's bucket of ~2-4 entries in one
- * load. The entries (see _block.c) hold each key beside its postings' start or dense row,
- * and the next entry its postings' end: a hit is ~3 misses (directory, entry line,
- * postings), a miss ~2. Group prefetching: each stage issues the loads of every probe key
- * before the next stage uses them, so the misses of all (key, block) pairs overlap instead
- * of forming one dependent chain per key. */
+ * first entry of a key with top bits >= it) finds a key's bucket of 1-2 entries on average
+ * in one load. The entries (see _block.c) hold each key beside its postings' start or
+ * dense row, and the next entry its postings' end: a hit touches 3 lines (directory, entry
+ * line, postings or dense row), a miss 2. Group prefetching: each stage issues the loads
+ * of every probe key before the next stage uses them, so the misses of all (key, block)
+ * pairs overlap instead of forming one dependent chain per key. */
 static long long
 count_one(const block_t *b, const uint32_t *pr, Py_ssize_t np_, long long base, int32_t *cn,
           Py_ssize_t nc, Py_ssize_t *at, Py_ssize_t *end, int32_t *rows, Py_ssize_t *nr_out)

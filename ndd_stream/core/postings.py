@@ -10,9 +10,14 @@ Here each ``add`` (one document, numbered in call order) becomes an immutable bl
 compressed-sparse-row form: sorted distinct keys, offsets (4 bytes), and the document
 number of every posting (2 bytes, relative to the block's first document, so a block spans
 at most 65,536 documents: at a 50k window this halves the bytes a probe reads and the
-index's memory against 4-byte numbers). Looking a block up is a
-fixed handful of numpy calls whatever the data: one ``searchsorted`` of the probe keys
-into the block's keys and one vectorised gather of the matching ranges. Adjacent blocks
+index's memory against 4-byte numbers). Looking a block up is, in numpy, a
+fixed handful of calls whatever the data: one ``searchsorted`` of the probe keys
+into the block's keys and one vectorised gather of the matching ranges. The C kernels
+instead give each block (once, when first counted: :meth:`_Block.prepare`) its own lookup
+arrays: one array of (key, postings' start or dense row) entries in key order and a
+directory of ~2 keys per bucket over the keys' top bits, so that a probe key is found in
+two cache lines (directory, entries) without a data-dependent branch, all probe keys a
+stage at a time with prefetches (``_block.c``, ``_count.c``: ``count_one``). Adjacent blocks
 are merged geometrically (like a binary counter, an LSM tree), so the window is a few
 large blocks plus O(log n) small recent ones. Merging stops at a size cap proportional to
 the live postings, so that expiry -- documents are released in number order, as the
