@@ -22,8 +22,9 @@
  * are marked in their entry (LOOKUP_DENSE | row; a block with dense rows holds fewer than
  * 2**31 postings, PostingIndex builds none past that), and ``dstart`` keeps their
  * postings' start for the sparse key before them. The Python side no longer builds a
- * directory nor keeps the rowmap, so the index's bytes stay about the same (8 bytes per
- * key and a smaller directory, against ~4-8 bytes of directory and 4 of rowmap).
+ * directory nor keeps the rowmap, but 8 bytes of entry and 2-4 of directory per key
+ * against 4-8 of directory and 4 of rowmap still grow the index, by 1-25% (the most where
+ * keys outweigh postings: Reuters at t = 0.8; docs/BENCHMARK.md).
  * Measured, the misses were not the main cost (the prefetches overlap them): the lookup's
  * branches were, and the entries let count_one find a key without them (see there). */
 
