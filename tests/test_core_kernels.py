@@ -79,15 +79,6 @@ def test_count_block_counts_each_matching_posting_once(
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sets(st.integers(0, 2**32 - 1), max_size=3000))
-def test_directory_points_at_the_first_key_of_each_top_bits_value(keys: set[int]) -> None:
-    ukeys = np.array(sorted(keys), dtype=np.uint32)
-    table, bits = kernels.directory(ukeys)
-    starts = np.arange((1 << bits) + 1, dtype=np.uint64) << np.uint64(32 - bits)
-    assert table.tolist() == np.searchsorted(ukeys, starts).tolist()
-
-
-@settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 50)), max_size=400),
        st.integers(0, 2**16))
 def test_count_block_finds_keys_spread_over_the_whole_range(
@@ -107,37 +98,97 @@ def test_count_block_finds_keys_spread_over_the_whole_range(
         assert counts.tolist() == expected, count
 
 
+def _crowded_keys(draw_keys: list[int], tops: list[int]) -> list[int]:
+    """Keys made to share their top bits: each drawn key's low 20 bits under one of a few
+    tops, so buckets of the lookup directory hold many keys (or none)."""
+    return [(tops[k % len(tops)] << 20) | (k & 0xFFFFF) for k in draw_keys]
+
+
+@needs_c
+@settings(max_examples=300, deadline=None)
+@given(st.data(), st.integers(0, 4), st.integers(0, 7), st.booleans())
+def test_block_lookup_edges_equal_the_reference(data: st.DataObject, shape: int, pick: int,
+                                                crowd: bool) -> None:
+    """The C block's own lookup (interleaved entries, a directory of ~2 keys per bucket, a
+    dense key's row in its entry) finds exactly the keys of the block, including an empty
+    block, one key, keys sharing their top bits (one crowded bucket, empty ones around),
+    the first and the last key (0 and 2**32 - 1), a dense key after a sparse one and the
+    reverse, and probes between and beyond every key."""
+    n_keys = [0, 1, 2, 9, 300][shape]
+    raw = data.draw(st.lists(st.integers(0, 2**32 - 1), min_size=n_keys, max_size=n_keys))
+    if crowd:
+        raw = _crowded_keys(raw, data.draw(st.lists(st.integers(0, 4095), min_size=1,
+                                                    max_size=3)))
+    raw += data.draw(st.lists(st.sampled_from([0, 1, 2**32 - 2, 2**32 - 1]), max_size=2))
+    keys = sorted(set(raw))
+    postings = sorted({(k, i) for k in keys
+                       for i in data.draw(st.sets(st.integers(0, 200), min_size=1, max_size=6))})
+    span = 201
+    ukeys, offs, ids = _block(postings)
+    # every key dense, none, or a drawn subset: dense/sparse neighbours both ways
+    mode = pick % 3
+    heavy = np.array([i for i, k in enumerate(ukeys.tolist())
+                      if mode == 1 or (mode == 2 and (k * 2654435761 + pick) & 8)], dtype=np.int64)
+    words = kernels.dense_words(span)
+    rowmap = np.full(ukeys.size, -1, dtype=np.int32)
+    rowmap[heavy] = np.arange(heavy.size, dtype=np.int32)
+    rows = kernels.dense_rows(offs, ids, heavy, span)
+    block = _kernels.Block(ukeys, offs, ids, 0, rowmap if heavy.size else None,
+                           rows if heavy.size else None, words)
+    # entries and two sentinels, the directory, the dense keys' postings starts (1 at least)
+    assert block.lookup_nbytes == ((ukeys.size + 2) * 8 + ((1 << block.bits) + 1) * 4
+                                   + max(1, heavy.size) * 4)
+    assert ukeys.size <= 2 << block.bits  # at most ~2 keys per bucket on average
+    # probes: the block's keys (some), their neighbours +-1, and random keys
+    near = {k + d for k in keys for d in (-1, 0, 1) if 0 <= k + d < 2**32}
+    probe = set(data.draw(st.lists(st.sampled_from(sorted(near)), max_size=40))) if near else set()
+    probe |= set(data.draw(st.lists(st.integers(0, 2**32 - 1), max_size=10)))
+    pr = np.array(sorted(probe), dtype=np.uint32)
+    expected = _reference(postings, 0, probe, 0, span)
+    for threads in (1, 2):
+        counts = np.zeros(span, dtype=np.int32)
+        assert _kernels.count_blocks([block], pr, 0, counts, threads) == sum(expected)
+        assert counts.tolist() == expected
+    plain = np.zeros(span, dtype=np.int32)
+    kernels.count_block_numpy(ukeys, offs, ids, 0, pr, 0, plain)
+    assert plain.tolist() == expected
+
+
 @needs_c
 def test_count_blocks_rejects_arrays_of_the_wrong_width() -> None:
     ukeys, offs, ids = _block([(1, 0), (2, 1)])
     counts = np.zeros(4, dtype=np.int32)
-    table, bits = kernels.directory(ukeys)
 
     def call(*block: object, out: np.ndarray = counts) -> object:
         """The checks run where the block is made, once, not at every count."""
         return _kernels.count_blocks([_kernels.Block(*block)], ukeys, 0, out, 1)
 
     with pytest.raises(ValueError, match="offs"):
-        call(ukeys, offs[:-1], ids, table, bits, 0, None, None, 4)
+        call(ukeys, offs[:-1], ids, 0, None, None, 4)
     with pytest.raises(ValueError, match="counts"):
-        call(ukeys, offs, ids, table, bits, 0, None, None, 4, out=np.zeros(3, dtype=np.int8))
-    with pytest.raises(ValueError, match="directory"):
-        call(ukeys, offs, ids, table[:-1], bits, 0, None, None, 4)
+        call(ukeys, offs, ids, 0, None, None, 4, out=np.zeros(3, dtype=np.int8))
     with pytest.raises(ValueError, match="within ids"):  # fewer ids than offsets say
-        call(ukeys, offs, ids[:1], table, bits, 0, None, None, 4)
+        call(ukeys, offs, ids[:1], 0, None, None, 4)
     with pytest.raises(ValueError, match="offs"):  # 8-byte offsets: the old layout
-        call(ukeys, offs.astype(np.int64), ids, table, bits, 0, None, None, 4)
+        call(ukeys, offs.astype(np.int64), ids, 0, None, None, 4)
     with pytest.raises(ValueError, match="rowmap"):  # one rowmap entry per key
-        call(ukeys, offs, ids, table, bits, 0, np.zeros(1, dtype=np.int32),
+        call(ukeys, offs, ids, 0, np.zeros(1, dtype=np.int32), np.zeros(4, dtype=np.uint64), 4)
+    with pytest.raises(ValueError, match="rowmap points past"):  # row 1 of one row
+        call(ukeys, offs, ids, 0, np.array([-1, 1], dtype=np.int32),
+             np.zeros(4, dtype=np.uint64), 4)
+    with pytest.raises(ValueError, match="two keys one dense row"):
+        call(ukeys, offs, ids, 0, np.array([0, 0], dtype=np.int32),
              np.zeros(4, dtype=np.uint64), 4)
     with pytest.raises(TypeError, match="Block"):  # the old 9-tuple is no block
-        _kernels.count_blocks([(ukeys, offs, ids, table, bits, 0, None, None, 4)], ukeys, 0,
+        _kernels.count_blocks([(ukeys, offs, ids, None, 1, 0, None, None, 4)], ukeys, 0,
                               counts, 1)
-    block = _kernels.Block(ukeys.copy(), offs, ids, table, bits, lo=7)
-    assert (block.lo, block.bits, block.words, block.rowmap, block.dense) == (7, bits, 1, None,
-                                                                              None)
+    block = _kernels.Block(ukeys.copy(), offs, ids, lo=7)
+    assert (block.lo, block.words, block.dense) == (7, 1, None)
     assert block.ukeys.tolist() == ukeys.tolist()  # held by the block, not a copy per count
-    assert block.offs is offs and block.ids is ids and block.directory is table
+    assert block.offs is offs and block.ids is ids
+    # its own lookup: 2 entries and 2 sentinels (8 bytes each), a directory of 2**bits + 1
+    # positions and one (unused) dense start
+    assert block.lookup_nbytes == 4 * 8 + ((1 << block.bits) + 1) * 4 + 4
 
 
 codes = st.lists(st.integers(0, 2**64 - 1), max_size=200).map(
@@ -226,21 +277,25 @@ def test_merge_csr_refuses_ids_that_would_not_fit_16_bits() -> None:
         _kernels.merge_csr(ak, ao, ai, bk, bo, bi, 0, keys, offs, ids[:1])
 
 
+def _heavy(ukeys: np.ndarray, pick: int) -> npt.NDArray[np.int64]:
+    """The positions of the keys _dense_block holds as bitmap rows."""
+    return np.array([i for i, k in enumerate(ukeys.tolist()) if (k * 2654435761 + pick) & 4],
+                    dtype=np.int64)
+
+
 def _dense_block(pairs: set[tuple[int, int]], span: int, lo: int, pick: int
                  ) -> tuple[kernels.BlockArgs, list[tuple[int, int]]]:
     """A block of distinct (key, id) postings whose keys with an odd ``pick``-hash are
     held as bitmap rows (any subset of keys may be dense: the counts must not change)."""
     postings = sorted(pairs)
     ukeys, offs, ids = _block(postings)
-    table, bits = kernels.directory(ukeys)
-    heavy = np.array([i for i, k in enumerate(ukeys.tolist()) if (k * 2654435761 + pick) & 4],
-                     dtype=np.int64)
+    heavy = _heavy(ukeys, pick)
     words = kernels.dense_words(span)
     rowmap = np.full(ukeys.size, -1, dtype=np.int32)
     rowmap[heavy] = np.arange(heavy.size, dtype=np.int32)
     rows = kernels.dense_rows(offs, ids, heavy, span)
     assert rows.shape == (heavy.size, words)
-    return kernels.make_block(ukeys, offs, ids, lo, (table, bits), rowmap, rows, words), postings
+    return kernels.make_block(ukeys, offs, ids, lo, rowmap, rows, words), postings
 
 
 block_pairs = st.sets(st.tuples(st.integers(0, 80), st.integers(0, 1100)), max_size=500)
@@ -376,8 +431,7 @@ def test_threaded_counts_from_concurrent_callers_are_right() -> None:
 def test_dense_rows_in_c_equal_numpy(pairs: set[tuple[int, int]], pick: int) -> None:
     block, _ = _dense_block(pairs, 1101, 0, pick)
     offs, ids = block.offs, block.ids
-    assert block.rowmap is not None
-    heavy = np.flatnonzero(block.rowmap >= 0)
+    heavy = _heavy(block.ukeys, pick)
     c_rows = kernels.dense_rows(offs, ids, heavy, 1101)
     saved = kernels._C
     try:
@@ -553,21 +607,6 @@ def test_top_bits_in_c_equal_numpy(codes: list[int], bits: int) -> None:
     slots = {c >> shift for c in codes}
     assert int(np.bitwise_count(np_map).sum()) == len(slots)
     assert int(np_counts.sum()) == 5 * (1 << bits) + len(slots)
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.sets(st.integers(0, 2**32 - 1), max_size=400))
-def test_directory_in_c_equals_numpy(keys: set[int]) -> None:
-    ukeys = np.array(sorted(keys), dtype=np.uint32)
-    saved = kernels._C
-    try:
-        kernels._C = None
-        want = kernels.directory(ukeys)
-    finally:
-        kernels._C = saved
-    got = kernels.directory(ukeys)
-    assert got[1] == want[1]
-    assert np.array_equal(got[0], want[0])
 
 
 def test_thread_choice_keeps_the_faster_and_tries_the_other() -> None:

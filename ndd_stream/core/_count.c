@@ -193,87 +193,69 @@ typedef struct job {
  * Why a directory and not a binary search: the index is far larger than the caches, and
  * a binary search is a chain of ~17 dependent cache misses per key and block; the keys are
  * uniform hash values, so the directory (for every value of a key's top ``bits`` bits, the
- * first position of a key with top bits >= it) finds a key's slot in ~2 independent loads.
- * Group prefetching: each stage issues the loads of every probe key before the next stage
- * uses them, so the ~4 cache misses per (key, block) overlap instead of forming one
- * dependent chain per key. */
+ * first entry of a key with top bits >= it) finds a key's bucket of 1-2 entries on average
+ * in one load. The entries (see _block.c) hold each key beside its postings' start or
+ * dense row, and the next entry its postings' end: a hit touches 3 lines (directory, entry
+ * line, postings or dense row), a miss 2. Group prefetching: each stage issues the loads
+ * of every probe key before the next stage uses them, so the misses of all (key, block)
+ * pairs overlap instead of forming one dependent chain per key. */
 static long long
 count_one(const block_t *b, const uint32_t *pr, Py_ssize_t np_, long long base, int32_t *cn,
-          Py_ssize_t nc, Py_ssize_t *at, Py_ssize_t *end, int32_t *rows, Py_ssize_t *nr_out,
-          int *failed)
+          Py_ssize_t nc, Py_ssize_t *at, Py_ssize_t *end, int32_t *rows, Py_ssize_t *nr_out)
 {
-    const uint32_t *uk = b->ukeys.buf, *dr = b->dir.buf, *of = b->offs.buf;
+    const entry_t *en = b->ent;
+    const uint32_t *dr = b->dir, *ds = b->dstart;
     const uint16_t *id = b->ids.buf;
-    const int32_t *rm = b->has_dense ? b->rowmap.buf : NULL;
-    Py_ssize_t nk = b->ukeys.len / 4, nids = b->ids.len / 2, nr = 0;
-    Py_ssize_t nrows = b->has_dense && b->words ? b->dense.len / 8 / b->words : 0;
+    Py_ssize_t nk = b->nk, nids = b->nids, nr = 0, nh = 0;
     long long shift = b->lo - base, total = 0;
     int down = 32 - b->bits;
+    /* dense keys exist only where has_dense: elsewhere a start may have the top bit set */
+    uint32_t flag = b->has_dense ? LOOKUP_DENSE : 0;
     for (Py_ssize_t p = 0; p < np_; p++) {
         uint64_t v = down >= 32 ? 0 : (uint64_t)(pr[p] >> down);
         at[p] = (Py_ssize_t)v;
         PREFETCH(&dr[v]);
     }
     for (Py_ssize_t p = 0; p < np_; p++) {
-        uint64_t v = (uint64_t)at[p];
-        Py_ssize_t a = dr[v], e = dr[v + 1];
+        Py_ssize_t a = dr[at[p]];
         at[p] = a;
-        end[p] = e > nk ? nk : e;
-        if (a < nk)
-            PREFETCH(&uk[a]);
+        PREFETCH(&en[a]); /* the key's entry or the one after, and (a + 2) its successor */
+        PREFETCH(&en[a + 2]);
     }
-    for (Py_ssize_t p = 0; p < np_; p++) {
-        uint32_t key = pr[p];
-        Py_ssize_t a = at[p], e = end[p];
-        while (a < e && uk[a] < key)
-            a++;
-        if (a >= e || uk[a] != key) {
-            at[p] = -1;
-            continue;
-        }
-        at[p] = a;
-        if (rm != NULL)
-            PREFETCH(&rm[a]);
-        else
-            PREFETCH(&of[a]);
-    }
-    if (rm != NULL) {
-        for (Py_ssize_t p = 0; p < np_; p++) {
-            Py_ssize_t a = at[p];
-            if (a < 0)
-                continue;
-            if (rm[a] >= 0) {
-                if (rm[a] >= nrows) {
-                    *failed = 1;
-                    return 0;
-                }
-                rows[nr++] = rm[a];
-                at[p] = -1;
-                continue;
-            }
-            PREFETCH(&of[a]);
-        }
-    }
+    /* Why without branches on the data: whether a key is in a block is a coin toss, so a
+     * branch per outcome mispredicted on about every other (key, block) pair, and that,
+     * not the cache misses the prefetches hide, was most of the lookup's time. The sparse
+     * hits are compacted into at/end (nh <= p: a slot is read before it is overwritten)
+     * and the dense rows into rows. */
     for (Py_ssize_t p = 0; p < np_; p++) {
         Py_ssize_t a = at[p];
-        if (a < 0)
-            continue;
-        Py_ssize_t s = of[a], e = of[a + 1];
-        if (e > nids || s > e) {
-            at[p] = -1;
-            continue;
-        }
-        at[p] = s;
-        end[p] = e;
-        PREFETCH(&id[s]);
+        uint32_t key = pr[p];
+        /* The first entry >= key from the key's bucket on (the keys before the bucket have
+         * smaller top bits, so the scan needs no bucket end: the sentinel stops it). */
+        a += en[a].key < key;
+        a += en[a].key < key;
+        while (en[a].key < key) /* a bucket of three keys or more: rare */
+            a++;
+        uint32_t val = en[a].val, next = en[a + 1].val; /* en[nk + 1]: the 2nd sentinel */
+        int found = (en[a].key == key) & (a < nk);
+        int isdense = found & ((val & flag) != 0);
+        rows[nr] = (int32_t)(val & ~LOOKUP_DENSE);
+        nr += isdense;
+        /* a sparse key's postings end where the next key's start, which for a dense next
+         * key is in dstart (its entry holds its row) */
+        uint32_t nrow = (next & flag) ? next & ~LOOKUP_DENSE : 0;
+        Py_ssize_t s = val, t = (next & flag) ? ds[nrow] : next;
+        int sparse = found & !isdense & (t <= nids) & (s <= t);
+        at[nh] = s;
+        end[nh] = t;
+        nh += sparse;
+        PREFETCH(&id[sparse ? s : 0]);
     }
-    for (Py_ssize_t p = 0; p < np_; p++) {
-        if (at[p] < 0)
-            continue;
-        Py_ssize_t q = p + 4;
-        if (q < np_ && at[q] >= 0 && end[q] - at[q] > 32)
+    for (Py_ssize_t h = 0; h < nh; h++) {
+        Py_ssize_t q = h + 4;
+        if (q < nh && end[q] - at[q] > 32)
             PREFETCH(&id[at[q] + 32]);
-        for (Py_ssize_t j = at[p]; j < end[p]; j++) {
+        for (Py_ssize_t j = at[h]; j < end[h]; j++) {
             long long pos = shift + (long long)id[j];
             if (pos >= 0 && pos < nc) {
                 cn[pos]++;
@@ -303,7 +285,7 @@ job_lookup(job_t *j)
             int gather = j->rows != NULL;
             j->total += count_one(&j->blocks[i], j->probe, j->np_, j->base, j->cn, j->nc, at,
                                   at + n, gather ? j->rows + (size_t)i * j->stride : rows,
-                                  gather ? &j->nrows[i] : NULL, &j->failed);
+                                  gather ? &j->nrows[i] : NULL);
         }
     }
     free(at);
@@ -705,10 +687,8 @@ count_core(PyObject *seq_in, const uint32_t *probe, Py_ssize_t np_, long long ba
         PyMem_RawFree(gathered);
         PyMem_RawFree(nrows);
         PyMem_RawFree(priv);
-        if (failed == 2)
+        if (failed)
             PyErr_NoMemory();
-        else if (failed)
-            PyErr_SetString(PyExc_ValueError, "rowmap points past the dense rows");
         else {
             *total_out = total;
             status = 0;

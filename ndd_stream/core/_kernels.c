@@ -783,48 +783,8 @@ done:
     return result;
 }
 
-PyDoc_STRVAR(directory_doc,
-"directory(ukeys, bits, out) -> None\n\n"
-"``out`` (uint32, 2**bits + 1 items): for every value v of a key's top ``bits`` bits, the\n"
-"first position in ``ukeys`` (uint32, ascending) of a key whose top bits are >= v.");
-
-static PyObject *
-directory_c(PyObject *self, PyObject *args)
-{
-    Py_buffer ukeys, out;
-    int bits;
-    if (!PyArg_ParseTuple(args, "y*iw*", &ukeys, &bits, &out))
-        return NULL;
-    PyObject *result = NULL;
-    if (check(&ukeys, 4, "ukeys") || check(&out, 4, "out"))
-        goto done;
-    if (bits < 1 || bits > 31 || out.len / 4 != ((Py_ssize_t)1 << bits) + 1) {
-        PyErr_SetString(PyExc_ValueError, "out must have 2**bits + 1 items, bits in 1..31");
-        goto done;
-    }
-    {
-        const uint32_t *k = ukeys.buf;
-        uint32_t *d = out.buf;
-        Py_ssize_t n = ukeys.len / 4, v = 0, top = (Py_ssize_t)1 << bits;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            Py_ssize_t h = (Py_ssize_t)(k[i] >> (32 - bits));
-            while (v <= h)
-                d[v++] = (uint32_t)i;
-        }
-        while (v <= top)
-            d[v++] = (uint32_t)n;
-        Py_INCREF(Py_None);
-        result = Py_None;
-    }
-done:
-    PyBuffer_Release(&ukeys);
-    PyBuffer_Release(&out);
-    return result;
-}
-
 static PyMethodDef methods[] = {
     {"top_bits", top_bits, METH_VARARGS, top_bits_doc},
-    {"directory", directory_c, METH_VARARGS, directory_doc},
     {"count_filter", count_filter, METH_VARARGS, count_filter_doc},
     {"order_prefix", order_prefix, METH_VARARGS, order_prefix_doc},
     {"probe_keys", ndd_probe_keys, METH_VARARGS, ndd_probe_keys_doc},

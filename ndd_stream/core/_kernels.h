@@ -18,12 +18,26 @@
 /* 0 when ``b`` is a whole number of ``itemsize``-byte items, else -1 with ValueError set. */
 int ndd_check(Py_buffer *b, Py_ssize_t itemsize, const char *name);
 
-/* One index block's arrays, taken and checked once (_block.c: the Block type). */
+/* One key of a block's lookup array (_block.c): the key and, for a sparse key, the start
+ * of its postings in ids (its end is the next entry's start: see count_one), for a dense
+ * key LOOKUP_DENSE | its dense row. */
 typedef struct {
-    Py_buffer ukeys, offs, ids, dir, rowmap, dense;
+    uint32_t key, val;
+} entry_t;
+
+#define LOOKUP_DENSE 0x80000000u
+
+/* One index block, its arrays taken and checked once (_block.c: the Block type). ``ent``,
+ * ``dir`` and ``dstart`` are the block's own lookup arrays (built by block_init, freed with
+ * it): nk + 2 entries (the last two sentinels holding offs[nk]), a directory of 2**bits + 1
+ * positions into them and the postings' start of each dense row's key (max(nrows, 1)). */
+typedef struct {
+    Py_buffer ukeys, offs, ids, dense;
+    entry_t *ent;
+    uint32_t *dir, *dstart;
     int bits, has_dense;
     long long lo;
-    Py_ssize_t words;
+    Py_ssize_t words, nk, nids, nrows;
 } block_t;
 
 typedef struct {

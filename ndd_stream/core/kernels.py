@@ -43,22 +43,6 @@ def block_postings(ukeys: U32, offs: U32, ids: U16, probe: U32) -> U16:
     return ids[idx]
 
 
-def directory(ukeys: U32) -> tuple[U32, int]:
-    """(directory, bits) of ``ukeys`` for the C ``count_block``: ``directory[v]`` is the
-    first position of a key whose top ``bits`` bits are >= v (about one key per value).
-    Built by counting keys per top-bits value, O(n): it is rebuilt for every new block."""
-    bits = min(31, max(1, int(ukeys.size).bit_length()))
-    if _C is not None:
-        table = np.empty((1 << bits) + 1, dtype=np.uint32)
-        _C.directory(ukeys, bits, table)  # type: ignore[attr-defined]
-        return table, bits
-    table = np.zeros((1 << bits) + 1, dtype=np.uint32)
-    if ukeys.size:
-        per_value = np.bincount(ukeys >> np.uint32(32 - bits), minlength=1 << bits)
-        np.cumsum(per_value, out=table[1:], dtype=np.uint32)
-    return table, bits
-
-
 def count_block_numpy(
     ukeys: U32, offs: U32, ids: U16, lo: int, probe: U32, base: int, counts: I32
 ) -> int:
@@ -200,30 +184,39 @@ def dense_rows(offs: U32, ids: U16, keys: I64, span: int) -> U64:
 
 class BlockArgs(NamedTuple):
     """One index block as :func:`count_blocks` counts it (see :func:`make_block`): the
-    numpy version's form; with the C kernels a ``_kernels.Block`` with the same fields,
-    its arrays taken and checked once when it is made, not at every count."""
+    numpy version's form; with the C kernels a ``_kernels.Block`` with the same fields but
+    ``rowmap`` (folded into the lookup arrays it builds, see ``_block.c``), its arrays taken
+    and checked once when it is made, not at every count."""
 
     ukeys: U32  # distinct keys, ascending
     offs: U32  # len(ukeys) + 1 offsets into ids
     ids: U16  # document number - lo of each posting
-    directory: U32  # see directory()
-    bits: int
     lo: int  # number of the block's first document
     rowmap: I32 | None  # dense row of each key, -1 = sparse (C only)
     dense: U64 | None  # dense rows, rows x words (C only)
     words: int
 
 
-def make_block(ukeys: U32, offs: U32, ids: U16, lo: int, index: tuple[U32, int],
-               rowmap: I32 | None = None, dense: U64 | None = None, words: int = 1) -> BlockArgs:
+def make_block(ukeys: U32, offs: U32, ids: U16, lo: int, rowmap: I32 | None = None,
+               dense: U64 | None = None, words: int = 1) -> BlockArgs:
     """A block for :func:`count_blocks`: a C ``Block`` when the kernels are built (typed as
-    BlockArgs: the same fields), else a BlockArgs. ``index`` is :func:`directory` of
-    ``ukeys``. The arrays must not change afterwards."""
-    table, bits = index
+    BlockArgs), else a BlockArgs. The arrays must not change afterwards; the C block builds
+    its own lookup arrays (:func:`lookup_nbytes`) and does not keep ``rowmap``."""
     if _C is None:
-        return BlockArgs(ukeys, offs, ids, table, bits, lo, rowmap, dense, words)
-    block: BlockArgs = _C.Block(ukeys, offs, ids, table, bits, lo, rowmap, dense, words)  # type: ignore[attr-defined]
+        return BlockArgs(ukeys, offs, ids, lo, rowmap, dense, words)
+    block: BlockArgs = _C.Block(ukeys, offs, ids, lo, rowmap, dense, words)  # type: ignore[attr-defined]
     return block
+
+
+def lookup_nbytes(block: BlockArgs) -> int:
+    """Bytes a block from :func:`make_block` holds beyond the arrays it was given: the C
+    block's lookup entries and directory; 0 for the numpy form."""
+    return int(getattr(block, "lookup_nbytes", 0))
+
+
+DENSE_MAX_POSTINGS = (1 << 31) - 1
+"""The most postings a block with dense rows may hold (the C lookup marks a dense key in
+the top bit of the 32-bit field that holds a sparse key's postings' start)."""
 
 
 def count_blocks(blocks: list[BlockArgs], probe: U32, base: int, counts: I32,
@@ -254,13 +247,11 @@ def count_block(
     probe: U32,
     base: int,
     counts: I32,
-    index: tuple[U32, int] | None = None,
 ) -> int:
-    """:func:`count_block_numpy`, in C when built; ``index`` is :func:`directory` of
-    ``ukeys`` (computed here when not given)."""
+    """:func:`count_block_numpy`, in C when built."""
     if _C is None:
         return count_block_numpy(ukeys, offs, ids, lo, probe, base, counts)
-    block = make_block(ukeys, offs, ids, lo, index if index is not None else directory(ukeys))
+    block = make_block(ukeys, offs, ids, lo)
     return int(_C.count_blocks([block], probe, base, counts, 1))  # type: ignore[attr-defined]
 
 

@@ -10,9 +10,14 @@ Here each ``add`` (one document, numbered in call order) becomes an immutable bl
 compressed-sparse-row form: sorted distinct keys, offsets (4 bytes), and the document
 number of every posting (2 bytes, relative to the block's first document, so a block spans
 at most 65,536 documents: at a 50k window this halves the bytes a probe reads and the
-index's memory against 4-byte numbers). Looking a block up is a
-fixed handful of numpy calls whatever the data: one ``searchsorted`` of the probe keys
-into the block's keys and one vectorised gather of the matching ranges. Adjacent blocks
+index's memory against 4-byte numbers). Looking a block up is, in numpy, a
+fixed handful of calls whatever the data: one ``searchsorted`` of the probe keys
+into the block's keys and one vectorised gather of the matching ranges. The C kernels
+instead give each block (once, when first counted: :meth:`_Block.prepare`) its own lookup
+arrays: one array of (key, postings' start or dense row) entries in key order and a
+directory of ~2 keys per bucket over the keys' top bits, so that a probe key is found in
+two cache lines (directory, entries) without a data-dependent branch, all probe keys a
+stage at a time with prefetches (``_block.c``, ``_count.c``: ``count_one``). Adjacent blocks
 are merged geometrically (like a binary counter, an LSM tree), so the window is a few
 large blocks plus O(log n) small recent ones. Merging stops at a size cap proportional to
 the live postings, so that expiry -- documents are released in number order, as the
@@ -33,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ndd_stream.core import kernels
-from ndd_stream.core.kernels import csr, directory, merge_csr
+from ndd_stream.core.kernels import csr, merge_csr
 
 Keys = npt.NDArray[np.uint32]
 Ints = npt.NDArray[np.int64]
@@ -99,9 +104,8 @@ class _Block:
     ukeys: Keys  # sorted, distinct
     offs: Offsets  # len(ukeys) + 1
     ids: Ids  # document number - lo, per posting
-    directory: tuple[Keys, int] | None = None  # for the C lookup; built on first use
-    # Dense keys (C only, built on first use): rowmap[i] is key i's row in rows, or -1.
-    dense: tuple[npt.NDArray[np.int32], npt.NDArray[np.uint64]] | None = None
+    # Dense rows of the keys held by many of its documents (C only, built on first use).
+    dense: npt.NDArray[np.uint64] | None = None
     args: kernels.BlockArgs | None = None  # what the C count takes, once prepared
 
     @property
@@ -110,31 +114,31 @@ class _Block:
 
     @property
     def nbytes(self) -> int:
-        extra = 0 if self.directory is None else self.directory[0].nbytes
-        if self.dense is not None:
-            extra += self.dense[0].nbytes + self.dense[1].nbytes
+        """Its arrays, dense rows and (once prepared) the C block's lookup arrays."""
+        extra = 0 if self.dense is None else self.dense.nbytes
+        if self.args is not None:
+            extra += kernels.lookup_nbytes(self.args)
         return int(self.ukeys.nbytes + self.offs.nbytes + self.ids.nbytes) + extra
 
     def prepare(self, dense_fraction: float) -> kernels.BlockArgs:
-        """The block as count_blocks takes it: its directory, and bitmap rows of the keys
-        held by at least ``dense_fraction`` of its documents (when the C kernels run)."""
+        """The block as count_blocks takes it, with bitmap rows of the keys held by at
+        least ``dense_fraction`` of its documents (when the C kernels run); the C block
+        builds its lookup arrays then (the rowmap is folded into them, not kept)."""
         if self.args is not None:
             return self.args
-        self.directory = table, bits = directory(self.ukeys)
         span = self.hi - self.lo
-        rowmap = rows = None
+        rowmap = None
         words = kernels.dense_words(span)
         if (kernels.IMPLEMENTATION == "c" and dense_fraction > 0
-                and span >= kernels.DENSE_MIN_SPAN):
+                and span >= kernels.DENSE_MIN_SPAN and self.size <= kernels.DENSE_MAX_POSTINGS):
             lens = np.diff(self.offs)
             heavy = np.flatnonzero(lens >= max(2, dense_fraction * span))
             if heavy.size:
-                rows = kernels.dense_rows(self.offs, self.ids, heavy, span)
+                self.dense = kernels.dense_rows(self.offs, self.ids, heavy, span)
                 rowmap = np.full(self.ukeys.size, -1, dtype=np.int32)
                 rowmap[heavy] = np.arange(heavy.size, dtype=np.int32)
-                self.dense = (rowmap, rows)
-        self.args = kernels.make_block(self.ukeys, self.offs, self.ids, self.lo, (table, bits),
-                                       rowmap, rows, words)
+        self.args = kernels.make_block(self.ukeys, self.offs, self.ids, self.lo, rowmap,
+                                       self.dense, words)
         return self.args
 
 
@@ -253,7 +257,7 @@ class PostingIndex:
         return self._out[:k].copy()
 
     def prepare(self) -> None:
-        """Build every block's lookup directory and dense rows now, as the first count after
+        """Build every block's lookup arrays and dense rows now, as the first count after
         each merge does. Called after a restore: otherwise the first decision pays for the
         whole index at once (measured 0.12 s at a 20k window, ~0.45 s at 50k, t = 0.3)."""
         for block in self._blocks:
