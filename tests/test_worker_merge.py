@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ndd_stream.worker.merge import EventTimeMerge, OrderKey, PassReason, Verdict
+from ndd_stream.worker.merge import EventTimeMerge, OrderKey, PassReason, SourceState, Verdict
 
 FOREVER = 1e9
 
@@ -108,6 +108,21 @@ def test_a_restart_anywhere_decides_each_item_once_in_order(
     restarted.restore(checkpoint, now=0.0)
     second = run(restarted, log, resume, len(log), 0.0) + finish(restarted)
     assert first + second == expected
+
+
+order_keys = st.builds(OrderKey, st.integers(-3, 3), st.sampled_from(["a", "b"]),
+                       st.integers(0, 2), st.integers(0, 3))
+
+
+@given(order_keys, st.integers(-3, 3), st.integers(0, 3), st.booleans(),
+       st.none() | order_keys, st.sampled_from([("a", 0), ("a", 2), ("b", 1)]))
+def test_a_sources_blocking_test_is_its_bound_compared_to_the_key(
+        key: OrderKey, event_ms: int, next_offset: int, passed: bool, floor: OrderKey | None,
+        source: tuple[str, int]) -> None:
+    """SourceState.blocks compares field by field; it must mean ``bound <= key``."""
+    state = SourceState(next=next_offset, event_ms=event_ms, passed=passed, floor=floor)
+    want = (not passed and state.bound(source) <= key and (floor is None or floor < key))
+    assert state.blocks(source, key) == want
 
 
 def test_ties_go_by_raw_topic_partition_offset() -> None:

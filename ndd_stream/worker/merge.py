@@ -90,9 +90,15 @@ class SourceState:
         return OrderKey(self.event_ms, source[0], source[1], self.next)
 
     def blocks(self, source: SourceId, key: OrderKey) -> bool:
-        """Whether this source may still send something that sorts at or below ``key``."""
-        return (not self.passed and self.bound(source) <= key
-                and (self.floor is None or self.floor < key))
+        """Whether this source may still send something that sorts at or below ``key``:
+        ``bound(source) <= key``, compared field by field without making the bound (this
+        runs for every source each time the sequencer looks at its head)."""
+        if self.passed or self.event_ms > key.event_ms:
+            return False
+        if self.event_ms == key.event_ms and (source[0], source[1], self.next) > (
+                key.topic, key.partition, key.offset):
+            return False
+        return self.floor is None or self.floor < key
 
     @property
     def caught_up(self) -> bool:
