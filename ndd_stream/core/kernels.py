@@ -292,33 +292,29 @@ def block_csr(block: Csr | BlockArgs) -> Csr:
 def merge_blocks(a: Csr | BlockArgs, b: Csr | BlockArgs, shift: int) -> Csr:
     """:func:`merge_csr` of two blocks, each its (keys, offs, ids) or a C ``Block`` from
     :func:`make_block` (read through its lookup entries: the index releases a block's keys
-    and offsets once its Block is made)."""
+    and offsets once its Block is made). With the kernels, a tuple must be those three."""
     if _C is None:
         return merge_csr_numpy(*block_csr(a), *block_csr(b), shift)
-    if isinstance(a, tuple):
-        a = (a[0], a[1], a[2])  # a BlockArgs is a tuple of more
-    if isinstance(b, tuple):
-        b = (b[0], b[1], b[2])
     # Room for every key of both, trimmed in place after: no separate pass counting the
-    # shared keys first.
-    room = _key_count(a) + _key_count(b)
+    # shared keys first. (Inline, not helpers: a merge per document on average.)
+    if isinstance(a, tuple):  # a C Block is typed as BlockArgs but is no tuple
+        room, postings = a[0].size, a[2].size
+    else:
+        room, postings = a.nkeys, a.ids.size
+    if isinstance(b, tuple):
+        room += b[0].size
+        postings += b[2].size
+    else:
+        room += b.nkeys
+        postings += b.ids.size
     keys = np.empty(room, dtype=np.uint32)
     offs = np.empty(room + 1, dtype=np.uint32)
-    ids = np.empty(_posting_count(a) + _posting_count(b), dtype=np.uint16)
+    ids = np.empty(postings, dtype=np.uint16)
     n = int(_C.merge_csr(a, b, shift, keys, offs, ids))  # type: ignore[attr-defined]
     if n < room:
         keys.resize(n, refcheck=False)  # realloc: no copy, the tail's memory returned
         offs.resize(n + 1, refcheck=False)
     return keys, offs, ids
-
-
-def _key_count(block: Csr | BlockArgs) -> int:
-    return int(block[0].size if isinstance(block, tuple) else block.nkeys)
-
-
-def _posting_count(block: Csr | BlockArgs) -> int:
-    """Its ids (the C merge checks that its offsets span them all)."""
-    return int(block[2].size if isinstance(block, tuple) else block.ids.size)
 
 
 def ascii_signature(nf: str, q: int) -> U64 | None:
