@@ -21,10 +21,13 @@
  * directory, the entry line and the postings or dense row; a miss two lines. Dense keys
  * are marked in their entry (LOOKUP_DENSE | row; a block with dense rows holds fewer than
  * 2**31 postings, PostingIndex builds none past that), and ``dstart`` keeps their
- * postings' start for the sparse key before them. The Python side no longer builds a
- * directory nor keeps the rowmap, but 8 bytes of entry and 2-4 of directory per key
- * against 4-8 of directory and 4 of rowmap still grow the index, by 1-25% (the most where
- * keys outweigh postings: Reuters at t = 0.8; docs/BENCHMARK.md).
+ * postings' start for the sparse key before them. Why the Block keeps neither ukeys nor
+ * offs (issue 22, memory): the entries say both, so the Python side releases them once the
+ * Block is made and merge_csr reads a counted block through its entries (Block.csr
+ * rebuilds the arrays where numpy needs them). Per key the index then holds 8 bytes of
+ * entry and 2-4 of directory against 18-20 with them (ukeys, offs, entries, directory) and
+ * the 12-20 before the entries (ukeys, offs, a Python directory, a rowmap):
+ * docs/BENCHMARK.md has the figures.
  * Measured, the misses were not the main cost (the prefetches overlap them): the lookup's
  * branches were, and the entries let count_one find a key without them (see there). */
 

@@ -17,7 +17,11 @@ instead give each block (once, when first counted: :meth:`_Block.prepare`) its o
 arrays: one array of (key, postings' start or dense row) entries in key order and a
 directory of ~2 keys per bucket over the keys' top bits, so that a probe key is found in
 two cache lines (directory, entries) without a data-dependent branch, all probe keys a
-stage at a time with prefetches (``_block.c``, ``_count.c``: ``count_one``). Adjacent blocks
+stage at a time with prefetches (``_block.c``, ``_count.c``: ``count_one``). As the
+entries say each key and its postings' start, a block then releases its ``ukeys`` and
+``offs`` (8 bytes per key) and a merge reads its keys from the C Block (``merge_csr``
+takes either form); numpy, which has no Block, keeps them (and gets them back from the
+Blocks when the kernels are switched off after they were made). Adjacent blocks
 are merged geometrically (like a binary counter, an LSM tree), so the window is a few
 large blocks plus O(log n) small recent ones. Merging stops at a size cap proportional to
 the live postings, so that expiry -- documents are released in number order, as the
