@@ -10,6 +10,7 @@ import os
 import signal
 import threading
 import time
+import weakref
 
 import numpy as np
 import numpy.typing as npt
@@ -182,10 +183,17 @@ def test_count_blocks_rejects_arrays_of_the_wrong_width() -> None:
     with pytest.raises(TypeError, match="Block"):  # the old 9-tuple is no block
         _kernels.count_blocks([(ukeys, offs, ids, None, 1, 0, None, None, 4)], ukeys, 0,
                               counts, 1)
-    block = _kernels.Block(ukeys.copy(), offs, ids, lo=7)
-    assert (block.lo, block.words, block.dense) == (7, 1, None)
-    assert block.ukeys.tolist() == ukeys.tolist()  # held by the block, not a copy per count
-    assert block.offs is offs and block.ids is ids
+    held_keys, held_offs = ukeys.copy(), offs.copy()
+    gone = [weakref.ref(held_keys), weakref.ref(held_offs)]
+    block = _kernels.Block(held_keys, held_offs, ids, lo=7)
+    assert (block.lo, block.words, block.dense, block.nkeys) == (7, 1, None, 2)
+    assert block.ids is ids  # held by the block, not a copy per count
+    del held_keys, held_offs  # not held: its entries say both (8 bytes a key fewer)
+    assert [ref() for ref in gone] == [None, None]
+    keys, offs_again, _ = kernels.block_csr(block)
+    assert keys.tolist() == ukeys.tolist() and offs_again.tolist() == offs.tolist()
+    with pytest.raises(ValueError, match="nkeys"):
+        block.csr(np.empty(1, dtype=np.uint32), np.empty(3, dtype=np.uint32))
     # its own lookup: 2 entries and 2 sentinels (8 bytes each), a directory of 2**bits + 1
     # positions and one (unused) dense start
     assert block.lookup_nbytes == 4 * 8 + ((1 << block.bits) + 1) * 4 + 4
@@ -272,9 +280,51 @@ def test_merge_csr_refuses_ids_that_would_not_fit_16_bits() -> None:
     offs = np.empty(2, dtype=np.uint32)
     ids = np.empty(2, dtype=np.uint16)
     with pytest.raises(ValueError, match="fit"):
-        _kernels.merge_csr(ak, ao, ai, bk, bo, bi, 1_000, keys, offs, ids)
+        _kernels.merge_csr((ak, ao, ai), (bk, bo, bi), 1_000, keys, offs, ids)
     with pytest.raises(ValueError, match="every posting"):
-        _kernels.merge_csr(ak, ao, ai, bk, bo, bi, 0, keys, offs, ids[:1])
+        _kernels.merge_csr((ak, ao, ai), (bk, bo, bi), 0, keys, offs, ids[:1])
+    with pytest.raises(ValueError, match="fit"):  # the same read from Blocks
+        _kernels.merge_csr(_kernels.Block(ak, ao, ai, 0), _kernels.Block(bk, bo, bi, 0),
+                           1_000, keys, offs, ids)
+    with pytest.raises(TypeError, match="Block or"):
+        _kernels.merge_csr((ak, ao), (bk, bo, bi), 0, keys, offs, ids)
+    with pytest.raises(TypeError, match="not initialised"):
+        _kernels.merge_csr(_kernels.Block.__new__(_kernels.Block), (bk, bo, bi), 0, keys,
+                           offs, ids)
+
+
+@settings(max_examples=300, deadline=None)
+@given(blocks, blocks, st.integers(0, 65_535 - 300), st.integers(0, 7), st.integers(0, 3),
+       st.integers(0, 3))
+def test_merging_c_blocks_equals_merging_their_arrays(
+    a: list[tuple[int, int]], b: list[tuple[int, int]], shift: int, pick: int,
+    a_form: int, b_form: int,
+) -> None:
+    """merge_blocks reads a side from its C Block's lookup entries (the index releases a
+    block's keys and offsets once its Block is made): each side as arrays, a Block, a Block
+    with some keys dense (their starts in the per-row table, dense and sparse keys
+    neighbouring both ways), or every key dense; empty blocks too. The same merge as the
+    numpy one of the arrays, and block_csr rebuilds the arrays exactly."""
+    arrays = [_block(a), _block(b)]
+    expected = kernels.merge_csr_numpy(*arrays[0], *arrays[1], shift)
+    sides: list[kernels.Csr | kernels.BlockArgs] = []
+    for (ukeys, offs, ids), form in zip(arrays, (a_form, b_form), strict=True):
+        if form == 0 or _kernels is None:
+            sides.append((ukeys, offs, ids))
+            continue
+        heavy = (np.arange(ukeys.size, dtype=np.int64) if form == 3 else
+                 _heavy(ukeys, pick) if form == 2 else np.zeros(0, dtype=np.int64))
+        rowmap = np.full(ukeys.size, -1, dtype=np.int32)
+        rowmap[heavy] = np.arange(heavy.size, dtype=np.int32)
+        rows = kernels.dense_rows(offs, ids, heavy, 301)
+        block = kernels.make_block(ukeys.copy(), offs.copy(), ids, 0,
+                                   rowmap if heavy.size else None, rows, rows.shape[1])
+        again = kernels.block_csr(block)
+        assert again[0].tolist() == ukeys.tolist() and again[1].tolist() == offs.tolist()
+        sides.append(block)
+    got = kernels.merge_blocks(sides[0], sides[1], shift)
+    for have, want in zip(got, expected, strict=True):
+        assert have.dtype == want.dtype and have.tolist() == want.tolist()
 
 
 def _heavy(ukeys: np.ndarray, pick: int) -> npt.NDArray[np.int64]:
@@ -330,7 +380,7 @@ def test_count_blocks_with_dense_rows_and_threads_equals_the_reference(
         assert total == sum(expected)
     plain = np.zeros(n, dtype=np.int32)
     for b in args:
-        kernels.count_block_numpy(b.ukeys, b.offs, b.ids, b.lo, keys, base, plain)
+        kernels.count_block_numpy(*kernels.block_csr(b), b.lo, keys, base, plain)
     assert plain.tolist() == expected
 
 
@@ -430,8 +480,8 @@ def test_threaded_counts_from_concurrent_callers_are_right() -> None:
 @given(block_pairs, st.integers(0, 7))
 def test_dense_rows_in_c_equal_numpy(pairs: set[tuple[int, int]], pick: int) -> None:
     block, _ = _dense_block(pairs, 1101, 0, pick)
-    offs, ids = block.offs, block.ids
-    heavy = _heavy(block.ukeys, pick)
+    ukeys, offs, ids = kernels.block_csr(block)
+    heavy = _heavy(ukeys, pick)
     c_rows = kernels.dense_rows(offs, ids, heavy, 1101)
     saved = kernels._C
     try:
@@ -466,7 +516,7 @@ def test_the_index_counts_the_same_with_dense_rows_and_without(
                                       rng.integers(0, 2**32, 50)])).astype(np.uint32)
     expected = np.zeros(2300, dtype=np.int32)
     for b in indexes[1]._blocks:
-        kernels.count_block_numpy(b.ukeys, b.offs, b.ids, b.lo, probe, 700, expected)
+        kernels.count_block_numpy(*b.csr(), b.ids, b.lo, probe, 700, expected)
     for index in indexes.values():
         assert np.array_equal(index.count(probe, 700, 2300), expected)
         if kernels.IMPLEMENTATION == "c":

@@ -11,10 +11,11 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ndd_stream.core import postings
+from ndd_stream.core import kernels, postings
 from ndd_stream.core.postings import PostingIndex
 
 
@@ -61,11 +62,13 @@ def _counts(index: PostingIndex, keys: list[int], first: int, n: int) -> list[in
     return [int(c) for c in got]
 
 
-def _check(ops: list[tuple[str, Any]]) -> None:
+def _check(ops: list[tuple[str, Any]], distinct: bool = False) -> PostingIndex:
+    """``distinct``: each document's keys once (as the detector adds them; a dense row
+    counts a document once however many postings it has under the key)."""
     index, ref = PostingIndex(), _Reference()
     for op, *args in ops:
         if op == "add":
-            keys = list(args[0])
+            keys = sorted(set(args[0])) if distinct else list(args[0])
             assert index.add(np.array(keys, dtype=np.uint32)) == ref.add(keys)
         elif op == "count":
             keys, shift, n = list(args[0]), int(args[1]), int(args[2])
@@ -78,6 +81,7 @@ def _check(ops: list[tuple[str, Any]]) -> None:
         assert index.base == ref.base and index.end == ref.end
     everything = sorted(ref.by_key)
     assert _counts(index, everything, 0, ref.end) == ref.count(everything, 0, ref.end)
+    return index
 
 
 @settings(max_examples=300, deadline=None)
@@ -155,3 +159,91 @@ def test_no_block_spans_more_documents_than_its_2_byte_ids_can_number() -> None:
         index.add(np.array([5], dtype=np.uint32))
     assert max(b.hi - b.lo for b in index._blocks) <= 1 << 16
     assert index.count(np.array([5], dtype=np.uint32), 0, 70_000).sum() == 70_000
+
+
+def _check_held_arrays(index: PostingIndex) -> None:
+    """A counted block holds its keys and offsets in its C Block only, and nbytes counts
+    every array held once."""
+    for b in index._blocks:
+        if b.args is not None and not isinstance(b.args, kernels.BlockArgs):
+            assert b.ukeys is None and b.offs is None
+            want = b.ids.nbytes + kernels.lookup_nbytes(b.args)
+        else:
+            ukeys, offs = b.csr()
+            want = b.ids.nbytes + ukeys.nbytes + offs.nbytes
+            if b.args is not None:
+                want += kernels.lookup_nbytes(b.args)
+        assert b.nbytes == want + (0 if b.dense is None else b.dense.nbytes)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_op, max_size=200), st.sampled_from([(1 << 16, 8), (8, 8), (8, 1 << 16)]))
+def test_counted_blocks_with_dense_rows_merge_from_their_c_blocks(
+    ops: list[tuple[str, Any]], limits: tuple[int, int],
+) -> None:
+    """Counts between adds make the blocks' C Blocks (their keys and offsets then released:
+    the Block's entries hold both), so later merges read Blocks; with dense rows from 2
+    documents on (so that merged blocks hold dense keys, their starts in the Block's row
+    table), a tiny merge cap and a tiny span cap (blocks that stop merging at it): the same
+    counts as the reference."""
+    saved = kernels.DENSE_MIN_SPAN, postings._MIN_CAP, postings.MAX_SPAN
+    kernels.DENSE_MIN_SPAN = 2
+    postings._MIN_CAP, postings.MAX_SPAN = limits
+    try:
+        index = _check(ops, distinct=True)
+        _check_held_arrays(index)
+        assert max((b.hi - b.lo for b in index._blocks), default=0) <= postings.MAX_SPAN
+    finally:
+        kernels.DENSE_MIN_SPAN, postings._MIN_CAP, postings.MAX_SPAN = saved
+
+
+def _everything(facts: kernels.Facts, index: PostingIndex, keys: list[int]) -> list[int]:
+    """candidates() of every document with a posting under ``keys`` (a filter that keeps
+    any count above 0)."""
+    probe = np.unique(np.array(keys, dtype=np.uint32))
+    got = index.candidates(probe, 0, index.end, facts, 1 << 20, 0, 0, (0, 0), (0, 0))
+    return [int(x) for x in got]
+
+
+@pytest.mark.skipif(kernels.IMPLEMENTATION != "c", reason="C kernels not built")
+@pytest.mark.parametrize("how", ["use_numpy", "no_module"])
+def test_kernels_switched_off_after_blocks_were_made(
+    how: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The kernels switched off after the index made C Blocks (their keys and offsets
+    released): by ``use_numpy`` (the no_kernels setting) or with the module gone only (as
+    tests do: candidates() then falls back to count()). The blocks get their arrays back
+    from the Blocks; counts, candidates, merges and expiry go on as before."""
+    monkeypatch.setattr(kernels, "DENSE_MIN_SPAN", 2)
+    rng = np.random.default_rng(5)
+    index, ref = PostingIndex(), _Reference()
+    facts = kernels.Facts()
+    docs = [sorted(set(rng.integers(0, 60, 25).tolist())) for _ in range(400)]
+    probe = list(range(0, 60, 3))
+    for keys in docs[:300]:
+        index.add(np.array(keys, dtype=np.uint32))
+        ref.add(keys)
+        facts.append(0, 0, 0, 0)
+        _counts(index, probe, 0, ref.end)  # prepares every block
+    assert any(b.dense is not None for b in index._blocks)
+    assert all(b.ukeys is None for b in index._blocks)
+    before = _everything(facts, index, probe)
+    if how == "use_numpy":
+        monkeypatch.setattr(kernels, "IMPLEMENTATION", kernels.IMPLEMENTATION)
+        monkeypatch.setattr(kernels, "_C", kernels._C)
+        kernels.use_numpy()
+    else:
+        monkeypatch.setattr(kernels, "_C", None)
+    assert _everything(facts, index, probe) == before
+    assert all(b.ukeys is not None and (b.args is None or isinstance(b.args, kernels.BlockArgs))
+               for b in index._blocks)
+    for keys in docs[300:]:
+        index.add(np.array(keys, dtype=np.uint32))
+        ref.add(keys)
+        facts.append(0, 0, 0, 0)
+        assert _counts(index, probe, 0, ref.end) == ref.count(probe, 0, ref.end)
+    index.release_before(150)
+    ref.release_before(150)
+    everything = list(range(60))
+    assert _counts(index, everything, 0, ref.end) == ref.count(everything, 0, ref.end)
+    _check_held_arrays(index)

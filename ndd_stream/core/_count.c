@@ -586,7 +586,7 @@ ndd_wake_count_workers(PyObject *self, PyObject *args)
 const char ndd_count_blocks_doc[] =
 
 "count_blocks(blocks, probe, base, counts, threads) -> postings\n\n"
-"For every key of ``probe`` (uint32, ascending) found in a block's ``ukeys``, add 1 to\n"
+"For every key of ``probe`` (uint32, ascending) found in a block's keys, add 1 to\n"
 "``counts[lo + ids[j] - base]`` (int32) for each of its postings j, skipping postings\n"
 "outside ``counts``. ``blocks`` is a sequence of Block. Dense keys are counted from their\n"
 "rows, the others from their postings. ``threads`` > 1 shares the probe keys out among\n"
@@ -613,7 +613,7 @@ count_core(PyObject *seq_in, const uint32_t *probe, Py_ssize_t np_, long long ba
     for (Py_ssize_t i = 0; i < nb; i++) {
         PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
         if (!PyObject_TypeCheck(item, &ndd_BlockType) ||
-            ((BlockObject *)item)->b.ukeys.obj == NULL) {
+            ((BlockObject *)item)->b.ids.obj == NULL) {
             PyErr_SetString(PyExc_TypeError, "blocks must hold initialised Block objects");
             goto done;
         }

@@ -11,9 +11,8 @@
  * xor_popcount: bits differing between a query bitmap and stored bitmaps (the bitmap
  * filter's upper bound on |A ∩ B|, ndd_stream.core.bitmaps).
  *
- * merge_csr: merging two posting blocks of the index in one linear pass.
- *
- * The index count (count_blocks, dense_rows) is in _count.c.
+ * The index count (count_blocks, dense_rows) is in _count.c; the Block type and merge_csr
+ * (merging two posting blocks of the index in one linear pass) in _block.c.
  *
  * No numpy C API: arguments are plain contiguous buffers (the buffer protocol), so the
  * extension builds with nothing but a C compiler and Python's headers.
@@ -159,108 +158,6 @@ done:
     PyBuffer_Release(&rows);
     PyBuffer_Release(&query);
     PyBuffer_Release(&out);
-    return result;
-}
-
-PyDoc_STRVAR(merge_csr_doc,
-"merge_csr(a_keys, a_offs, a_ids, b_keys, b_offs, b_ids, shift, keys, offs, ids) -> int\n\n"
-"Merge two CSR posting blocks (keys uint32 ascending distinct, offs uint32 from 0, ids\n"
-"uint16) into the preallocated ``keys`` and ``offs`` (room for at least |A ∪ B| keys,\n"
-"len(offs) = len(keys) + 1) and ``ids`` (all postings); returns |A ∪ B|, the keys written\n"
-"(offs[:|A ∪ B| + 1] are theirs). Under a\n"
-"key present in both, A's postings come first, then B's, each in its own order; B's ids\n"
-"are increased by ``shift`` (results must fit 16 bits).");
-
-/* Why: merging blocks was ~15% of a decision at a 50k window in numpy (repeat the keys,
- * concatenate, stable argsort, gather, find the runs: ~10 passes); both inputs are sorted,
- * so one linear merge that copies whole posting runs does it. */
-static PyObject *
-merge_csr(PyObject *self, PyObject *args)
-{
-    Py_buffer ak, ao, ai, bk, bo, bi, ok, oo, oi;
-    long long shift;
-    PyObject *result = NULL;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*Lw*w*w*", &ak, &ao, &ai, &bk, &bo, &bi, &shift,
-                          &ok, &oo, &oi))
-        return NULL;
-    if (check(&ak, 4, "a_keys") || check(&ao, 4, "a_offs") || check(&ai, 2, "a_ids") ||
-        check(&bk, 4, "b_keys") || check(&bo, 4, "b_offs") || check(&bi, 2, "b_ids") ||
-        check(&ok, 4, "keys") || check(&oo, 4, "offs") || check(&oi, 2, "ids"))
-        goto done;
-    {
-        const uint32_t *xk = ak.buf, *xo = ao.buf, *yk = bk.buf, *yo = bo.buf;
-        const uint16_t *xi = ai.buf, *yi = bi.buf;
-        uint32_t *zk = ok.buf, *zo = oo.buf;
-        uint16_t *zi = oi.buf;
-        Py_ssize_t nx = ak.len / 4, ny = bk.len / 4, nz = ok.len / 4, pz = oi.len / 2;
-        if (ao.len / 4 != nx + 1 || bo.len / 4 != ny + 1 || oo.len / 4 != nz + 1) {
-            PyErr_SetString(PyExc_ValueError, "offs must have len(keys) + 1 items");
-            goto done;
-        }
-        if ((Py_ssize_t)xo[nx] > ai.len / 2 || (Py_ssize_t)yo[ny] > bi.len / 2 ||
-            (Py_ssize_t)xo[nx] - (Py_ssize_t)xo[0] + (Py_ssize_t)yo[ny] - (Py_ssize_t)yo[0] != pz) {
-            PyErr_SetString(PyExc_ValueError, "ids must hold every posting of both blocks");
-            goto done;
-        }
-        if (shift < 0 || shift > 65535) {
-            PyErr_SetString(PyExc_ValueError, "shift must fit 16 bits");
-            goto done;
-        }
-        Py_ssize_t i = 0, j = 0, k = 0, p = 0;
-        int bad = 0;
-        Py_BEGIN_ALLOW_THREADS
-        /* Keys past an input's end read as 2**32 (above every key), so each step takes the
-         * smaller key (or both) without a branch on which input ran out; runs are copied by
-         * a short loop (most runs are a few postings: a memcpy call per run cost more). */
-        const uint64_t END = (uint64_t)1 << 32;
-        while (i < nx || j < ny) {
-            uint64_t kx = i < nx ? xk[i] : END, ky = j < ny ? yk[j] : END;
-            int take_x = kx <= ky, take_y = ky <= kx;
-            if (k >= nz) {
-                bad = 1;
-                break;
-            }
-            zk[k] = (uint32_t)(take_x ? kx : ky);
-            zo[k] = (uint32_t)p;
-            Py_ssize_t sx = xo[i], ex = take_x ? (Py_ssize_t)xo[i + 1] : sx;
-            Py_ssize_t sy = yo[j], ey = take_y ? (Py_ssize_t)yo[j + 1] : sy;
-            if (sx > ex || sy > ey || p + (ex - sx) + (ey - sy) > pz) {
-                bad = 1;
-                break;
-            }
-            for (Py_ssize_t q = sx; q < ex; q++)
-                zi[p++] = xi[q];
-            for (Py_ssize_t q = sy; q < ey; q++) {
-                long long v = (long long)yi[q] + shift;
-                bad |= v > 65535;
-                zi[p++] = (uint16_t)v;
-            }
-            i += take_x;
-            j += take_y;
-            k++;
-        }
-        if (!bad && p != pz)
-            bad = 1;
-        else if (!bad)
-            zo[k] = (uint32_t)p;
-        Py_END_ALLOW_THREADS
-        if (bad) {
-            PyErr_SetString(PyExc_ValueError,
-                            "merge_csr: output sizes or shifted ids do not fit the inputs");
-            goto done;
-        }
-        result = PyLong_FromSsize_t(k);
-    }
-done:
-    PyBuffer_Release(&ak);
-    PyBuffer_Release(&ao);
-    PyBuffer_Release(&ai);
-    PyBuffer_Release(&bk);
-    PyBuffer_Release(&bo);
-    PyBuffer_Release(&bi);
-    PyBuffer_Release(&ok);
-    PyBuffer_Release(&oo);
-    PyBuffer_Release(&oi);
     return result;
 }
 
@@ -798,7 +695,7 @@ static PyMethodDef methods[] = {
     {"wake_count_workers", ndd_wake_count_workers, METH_VARARGS, ndd_wake_count_workers_doc},
     {"intersection", intersection, METH_VARARGS, intersection_doc},
     {"xor_popcount", xor_popcount, METH_VARARGS, xor_popcount_doc},
-    {"merge_csr", merge_csr, METH_VARARGS, merge_csr_doc},
+    {"merge_csr", ndd_merge_csr, METH_VARARGS, ndd_merge_csr_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,5 +1,5 @@
 /* Shared by the C kernels' sources (_kernels.c: the module and the small kernels;
- * _count.c: the index count; _block.c: the Block type; _probe.c: the probe). */
+ * _count.c: the index count; _block.c: the Block type and merges; _probe.c: the probe). */
 #ifndef NDD_KERNELS_H
 #define NDD_KERNELS_H
 
@@ -30,9 +30,11 @@ typedef struct {
 /* One index block, its arrays taken and checked once (_block.c: the Block type). ``ent``,
  * ``dir`` and ``dstart`` are the block's own lookup arrays (built by block_init, freed with
  * it): nk + 2 entries (the last two sentinels holding offs[nk]), a directory of 2**bits + 1
- * positions into them and the postings' start of each dense row's key (max(nrows, 1)). */
+ * positions into them and the postings' start of each dense row's key (max(nrows, 1)).
+ * The keys and offsets it was made of are not held: the entries say both. ``ids.obj`` is
+ * NULL until block_init succeeds. */
 typedef struct {
-    Py_buffer ukeys, offs, ids, dense;
+    Py_buffer ids, dense;
     entry_t *ent;
     uint32_t *dir, *dstart;
     int bits, has_dense;
@@ -64,6 +66,9 @@ PyObject *ndd_dense_rows(PyObject *self, PyObject *args);
 extern const char ndd_wake_count_workers_doc[];
 PyObject *ndd_wake_count_workers(PyObject *self, PyObject *args);
 extern PyTypeObject ndd_BlockType;
+/* _block.c: merging two blocks, each a Block or (keys, offs, ids) */
+extern const char ndd_merge_csr_doc[];
+PyObject *ndd_merge_csr(PyObject *self, PyObject *args);
 extern const char ndd_count_candidates_doc[];
 PyObject *ndd_count_candidates(PyObject *self, PyObject *args);
 

@@ -121,6 +121,12 @@ def use_numpy() -> None:
     IMPLEMENTATION, _C = "numpy", None
 
 
+def running() -> bool:
+    """Whether the C kernels run in this process (built, and not switched off by
+    :func:`use_numpy`; tests also switch them off by setting ``_C`` to None)."""
+    return _C is not None
+
+
 def _cgroup_cpus(path: str = "/sys/fs/cgroup/cpu.max") -> int | None:
     """Whole CPUs of a cgroup v2 quota ("200000 100000" = 2), None when unlimited or absent:
     a container limited to 1 CPU still sees every core of its host in its affinity mask."""
@@ -184,9 +190,10 @@ def dense_rows(offs: U32, ids: U16, keys: I64, span: int) -> U64:
 
 class BlockArgs(NamedTuple):
     """One index block as :func:`count_blocks` counts it (see :func:`make_block`): the
-    numpy version's form; with the C kernels a ``_kernels.Block`` with the same fields but
-    ``rowmap`` (folded into the lookup arrays it builds, see ``_block.c``), its arrays taken
-    and checked once when it is made, not at every count."""
+    numpy version's form; with the C kernels a ``_kernels.Block`` with ``ids``, ``lo``,
+    ``dense`` and ``words`` (``ukeys``, ``offs`` and ``rowmap`` are folded into the lookup
+    arrays it builds, see ``_block.c``, and not kept), checked once when it is made, not
+    at every count."""
 
     ukeys: U32  # distinct keys, ascending
     offs: U32  # len(ukeys) + 1 offsets into ids
@@ -201,7 +208,8 @@ def make_block(ukeys: U32, offs: U32, ids: U16, lo: int, rowmap: I32 | None = No
                dense: U64 | None = None, words: int = 1) -> BlockArgs:
     """A block for :func:`count_blocks`: a C ``Block`` when the kernels are built (typed as
     BlockArgs), else a BlockArgs. The arrays must not change afterwards; the C block builds
-    its own lookup arrays (:func:`lookup_nbytes`) and does not keep ``rowmap``."""
+    its own lookup arrays (:func:`lookup_nbytes`) and keeps none of ``ukeys``, ``offs`` and
+    ``rowmap`` (:func:`block_csr` rebuilds the first two; :func:`merge_blocks` reads it)."""
     if _C is None:
         return BlockArgs(ukeys, offs, ids, lo, rowmap, dense, words)
     block: BlockArgs = _C.Block(ukeys, offs, ids, lo, rowmap, dense, words)  # type: ignore[attr-defined]
@@ -209,8 +217,9 @@ def make_block(ukeys: U32, offs: U32, ids: U16, lo: int, rowmap: I32 | None = No
 
 
 def lookup_nbytes(block: BlockArgs) -> int:
-    """Bytes a block from :func:`make_block` holds beyond the arrays it was given: the C
-    block's lookup entries and directory; 0 for the numpy form."""
+    """Bytes a block from :func:`make_block` holds beyond the ids and dense rows it was
+    given: the C block's lookup entries, directory and dense rows' starts; 0 for the numpy
+    form (which holds the ukeys and offs it was given, the C block does not)."""
     return int(getattr(block, "lookup_nbytes", 0))
 
 
@@ -255,21 +264,53 @@ def count_block(
     return int(_C.count_blocks([block], probe, base, counts, 1))  # type: ignore[attr-defined]
 
 
+Csr = tuple[U32, U32, U16]
+"""A block's (distinct keys ascending, offsets, ids), as :func:`csr` makes them."""
+
+
 def merge_csr(
     a_keys: U32, a_offs: U32, a_ids: U16, b_keys: U32, b_offs: U32, b_ids: U16, shift: int
-) -> tuple[U32, U32, U16]:
+) -> Csr:
     """(keys, offs, ids) of blocks A and B merged: keys ascending and distinct, under each
     key A's postings then B's (B's ids plus ``shift``, which must keep them < 2**16). In C
     one linear pass; the numpy version sorts."""
+    return merge_blocks((a_keys, a_offs, a_ids), (b_keys, b_offs, b_ids), shift)
+
+
+def block_csr(block: Csr | BlockArgs) -> Csr:
+    """The (keys, offs, ids) of a block: its own arrays, or for a C ``Block`` (which keeps
+    only its lookup entries and ids) the keys and offsets rebuilt from its entries (a method
+    of the Block itself: works after :func:`use_numpy` too)."""
+    if isinstance(block, tuple):  # a C Block is typed as BlockArgs but is no tuple
+        return block[0], block[1], block[2]
+    keys = np.empty(block.nkeys, dtype=np.uint32)
+    offs = np.empty(keys.size + 1, dtype=np.uint32)
+    block.csr(keys, offs)
+    return keys, offs, block.ids
+
+
+def merge_blocks(a: Csr | BlockArgs, b: Csr | BlockArgs, shift: int) -> Csr:
+    """:func:`merge_csr` of two blocks, each its (keys, offs, ids) or a C ``Block`` from
+    :func:`make_block` (read through its lookup entries: the index releases a block's keys
+    and offsets once its Block is made). With the kernels, a tuple must be those three."""
     if _C is None:
-        return merge_csr_numpy(a_keys, a_offs, a_ids, b_keys, b_offs, b_ids, shift)
+        return merge_csr_numpy(*block_csr(a), *block_csr(b), shift)
     # Room for every key of both, trimmed in place after: no separate pass counting the
-    # shared keys first.
-    room = a_keys.size + b_keys.size
+    # shared keys first. (Inline, not helpers: a merge per document on average.)
+    if isinstance(a, tuple):  # a C Block is typed as BlockArgs but is no tuple
+        room, postings = a[0].size, a[2].size
+    else:
+        room, postings = a.nkeys, a.ids.size
+    if isinstance(b, tuple):
+        room += b[0].size
+        postings += b[2].size
+    else:
+        room += b.nkeys
+        postings += b.ids.size
     keys = np.empty(room, dtype=np.uint32)
     offs = np.empty(room + 1, dtype=np.uint32)
-    ids = np.empty(a_ids.size + b_ids.size, dtype=np.uint16)
-    n = int(_C.merge_csr(a_keys, a_offs, a_ids, b_keys, b_offs, b_ids, shift, keys, offs, ids))  # type: ignore[attr-defined]
+    ids = np.empty(postings, dtype=np.uint16)
+    n = int(_C.merge_csr(a, b, shift, keys, offs, ids))  # type: ignore[attr-defined]
     if n < room:
         keys.resize(n, refcheck=False)  # realloc: no copy, the tail's memory returned
         offs.resize(n + 1, refcheck=False)

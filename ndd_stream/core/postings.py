@@ -17,7 +17,11 @@ instead give each block (once, when first counted: :meth:`_Block.prepare`) its o
 arrays: one array of (key, postings' start or dense row) entries in key order and a
 directory of ~2 keys per bucket over the keys' top bits, so that a probe key is found in
 two cache lines (directory, entries) without a data-dependent branch, all probe keys a
-stage at a time with prefetches (``_block.c``, ``_count.c``: ``count_one``). Adjacent blocks
+stage at a time with prefetches (``_block.c``, ``_count.c``: ``count_one``). As the
+entries say each key and its postings' start, a block then releases its ``ukeys`` and
+``offs`` (8 bytes per key) and a merge reads its keys from the C Block (``merge_csr``
+takes either form); numpy, which has no Block, keeps them (and gets them back from the
+Blocks when the kernels are switched off after they were made). Adjacent blocks
 are merged geometrically (like a binary counter, an LSM tree), so the window is a few
 large blocks plus O(log n) small recent ones. Merging stops at a size cap proportional to
 the live postings, so that expiry -- documents are released in number order, as the
@@ -38,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ndd_stream.core import kernels
-from ndd_stream.core.kernels import csr, merge_csr
+from ndd_stream.core.kernels import csr, merge_blocks
 
 Keys = npt.NDArray[np.uint32]
 Ints = npt.NDArray[np.int64]
@@ -97,12 +101,14 @@ class ThreadChoice:
 
 @dataclass(slots=True)
 class _Block:
-    """Postings of documents ``lo..hi-1``: ``ids[offs[i]:offs[i+1]] + lo`` have ``ukeys[i]``."""
+    """Postings of documents ``lo..hi-1``: ``ids[offs[i]:offs[i+1]] + lo`` have ``ukeys[i]``.
+    Once a C Block is made of it (:meth:`prepare`), ``ukeys`` and ``offs`` are None: the
+    Block's lookup entries hold both (:meth:`csr` rebuilds them, merges read the Block)."""
 
     lo: int
     hi: int
-    ukeys: Keys  # sorted, distinct
-    offs: Offsets  # len(ukeys) + 1
+    ukeys: Keys | None  # sorted, distinct
+    offs: Offsets | None  # len(ukeys) + 1
     ids: Ids  # document number - lo, per posting
     # Dense rows of the keys held by many of its documents (C only, built on first use).
     dense: npt.NDArray[np.uint64] | None = None
@@ -114,32 +120,64 @@ class _Block:
 
     @property
     def nbytes(self) -> int:
-        """Its arrays, dense rows and (once prepared) the C block's lookup arrays."""
-        extra = 0 if self.dense is None else self.dense.nbytes
+        """Every array it holds: ids, keys and offsets until a C Block holds them, dense
+        rows and (once prepared) the C block's lookup arrays."""
+        total = self.ids.nbytes
+        if self.ukeys is not None and self.offs is not None:
+            total += self.ukeys.nbytes + self.offs.nbytes
+        if self.dense is not None:
+            total += self.dense.nbytes
         if self.args is not None:
-            extra += kernels.lookup_nbytes(self.args)
-        return int(self.ukeys.nbytes + self.offs.nbytes + self.ids.nbytes) + extra
+            total += kernels.lookup_nbytes(self.args)
+        return int(total)
+
+    def csr(self) -> tuple[Keys, Offsets]:
+        """Its keys and offsets: its own, or rebuilt from its C Block's entries."""
+        if self.ukeys is not None and self.offs is not None:
+            return self.ukeys, self.offs
+        assert self.args is not None
+        keys, offs, _ = kernels.block_csr(self.args)
+        return keys, offs
+
+    def source(self) -> kernels.Csr | kernels.BlockArgs:
+        """What a merge reads: its arrays, or its C Block once they are released."""
+        if self.ukeys is not None and self.offs is not None:
+            return self.ukeys, self.offs, self.ids
+        assert self.args is not None
+        return self.args
 
     def prepare(self, dense_fraction: float) -> kernels.BlockArgs:
         """The block as count_blocks takes it, with bitmap rows of the keys held by at
         least ``dense_fraction`` of its documents (when the C kernels run); the C block
-        builds its lookup arrays then (the rowmap is folded into them, not kept)."""
+        builds its lookup arrays then (the rowmap is folded into them, not kept), and the
+        block releases ``ukeys`` and ``offs`` (8 bytes per key: the entries hold both)."""
         if self.args is not None:
             return self.args
+        ukeys, offs = self.csr()
         span = self.hi - self.lo
         rowmap = None
         words = kernels.dense_words(span)
         if (kernels.IMPLEMENTATION == "c" and dense_fraction > 0
                 and span >= kernels.DENSE_MIN_SPAN and self.size <= kernels.DENSE_MAX_POSTINGS):
-            lens = np.diff(self.offs)
+            lens = np.diff(offs)
             heavy = np.flatnonzero(lens >= max(2, dense_fraction * span))
             if heavy.size:
-                self.dense = kernels.dense_rows(self.offs, self.ids, heavy, span)
-                rowmap = np.full(self.ukeys.size, -1, dtype=np.int32)
+                self.dense = kernels.dense_rows(offs, self.ids, heavy, span)
+                rowmap = np.full(ukeys.size, -1, dtype=np.int32)
                 rowmap[heavy] = np.arange(heavy.size, dtype=np.int32)
-        self.args = kernels.make_block(self.ukeys, self.offs, self.ids, self.lo, rowmap,
-                                       self.dense, words)
+        self.args = kernels.make_block(ukeys, offs, self.ids, self.lo, rowmap, self.dense,
+                                       words)
+        if not isinstance(self.args, kernels.BlockArgs):
+            self.ukeys = self.offs = None
         return self.args
+
+    def unprepare(self) -> None:
+        """Back to its arrays, without a C Block or dense rows (the kernels were switched
+        off after it was prepared: numpy counts and merges it from here on)."""
+        if self.args is not None and not isinstance(self.args, kernels.BlockArgs):
+            self.ukeys, self.offs = self.csr()
+            self.dense = None
+            self.args = None
 
 
 class PostingIndex:
@@ -217,7 +255,7 @@ class PostingIndex:
             return counts
         probe = np.ascontiguousarray(keys, dtype=np.uint32)
         live = max(first, self.base)
-        blocks = [b.prepare(self.dense_fraction) for b in self._blocks if b.hi > live]
+        blocks = self._prepared(live)
         # timed from get_ready when there was one: waking and polling cost too
         threads, started = ready or (self._threads.pick(self.threads),
                                      time.perf_counter())
@@ -240,7 +278,7 @@ class PostingIndex:
         ready, self._ready = self._ready, None
         probe = np.ascontiguousarray(keys, dtype=np.uint32)
         live = max(first, self.base)
-        blocks = [b.prepare(self.dense_fraction) for b in self._blocks if b.hi > live]
+        blocks = self._prepared(live)
         if self._scratch.size < n:  # grown geometrically: reallocated O(log n) times
             room = max(n, 2 * self._scratch.size)
             self._scratch = np.empty(room, dtype=np.int32)
@@ -286,6 +324,13 @@ class PostingIndex:
 
     # -- internals ----------------------------------------------------------------------
 
+    def _prepared(self, live: int) -> list[kernels.BlockArgs]:
+        """What the count takes of every block holding documents from ``live`` on."""
+        if not kernels.running():  # switched off after C Blocks were made: numpy's arrays
+            for block in self._blocks:
+                block.unprepare()
+        return [b.prepare(self.dense_fraction) for b in self._blocks if b.hi > live]
+
     def _merge_tail(self) -> None:
         """Merge adjacent blocks, newest pairs first, where the older is at most twice the
         newer and the result stays under the cap. Blocks below the cap then shrink
@@ -309,6 +354,5 @@ class PostingIndex:
     def _merge(old: _Block, new: _Block) -> _Block:
         """One block of both; the newer block's ids are shifted to the older one's first
         document (new.hi - old.lo <= MAX_SPAN keeps them 2-byte)."""
-        keys, offs, ids = merge_csr(old.ukeys, old.offs, old.ids, new.ukeys, new.offs,
-                                    new.ids, new.lo - old.lo)
+        keys, offs, ids = merge_blocks(old.source(), new.source(), new.lo - old.lo)
         return _Block(old.lo, new.hi, keys, offs, ids)
