@@ -8,6 +8,11 @@ recovery are the deciders' (:class:`StatefulPartition`): restart- and kill -9-sa
 
 A prepared item whose arrival number the shard has passed (sent again by a gatherer that
 restarted) is skipped: its answer was produced before the shard's checkpoint moved past it.
+
+A record carries a batch of items (``shardwire``, up to 256 KiB), usually more than the
+pool's ``OFFLOAD_BYTES``: the pool then answers it in its decision thread, so the event
+loop (heartbeats, the gatherer of the same worker) keeps running while the shard counts;
+the count releases the GIL.
 """
 
 from __future__ import annotations
