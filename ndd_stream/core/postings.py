@@ -133,10 +133,7 @@ class _Block:
 
     def csr(self) -> tuple[Keys, Offsets]:
         """Its keys and offsets: its own, or rebuilt from its C Block's entries."""
-        if self.ukeys is not None and self.offs is not None:
-            return self.ukeys, self.offs
-        assert self.args is not None
-        keys, offs, _ = kernels.block_csr(self.args)
+        keys, offs, _ = kernels.block_csr(self.source())
         return keys, offs
 
     def source(self) -> kernels.Csr | kernels.BlockArgs:
