@@ -59,7 +59,7 @@ from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.novelty import figures as figures_of
 from ndd_stream.core.order import FrequencyBook
 from ndd_stream.core.qgrams import fmix64, signature
-from ndd_stream.core.shards import Answer, Gatherer, Prepared, ShardIndex, _Slot, shard_of
+from ndd_stream.core.shards import Answer, Gatherer, Prepared, ShardIndex, Slot, shard_of
 from ndd_stream.core.window import WindowDoc
 from ndd_stream.worker.records import OutRecord
 from ndd_stream.worker.shardwire import (
@@ -145,7 +145,7 @@ def warm_gatherer(g: Gatherer, t: Texts) -> None:
         scope = g._scope(doc.scope)
         hour = hour_of(doc.timestamp)
         scope.advance(hour)
-        scope.remember(doc.identity, hour, _Slot())
+        scope.remember(doc.identity, hour, Slot())
         scope.next_number += 1
 
 

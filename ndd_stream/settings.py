@@ -154,6 +154,14 @@ class Settings(BaseSettings):
         "Changing it needs empty state (a new app_id): a worker refuses state built for "
         "another number.",
     )
+    gather_memory_mb: int = Field(
+        128, ge=0,
+        description="With shards > 1: admitted items waiting for the shards' answers kept in "
+        "memory per scoped partition, in MiB; past it they wait in a spill file beside the "
+        "partition's state (deleted when it closes), so a backlog does not grow the "
+        "gatherer's memory (docs/RELIABILITY.md, 'Memory under a backlog'). 0: every "
+        "waiting item but the next to decide.",
+    )
 
     # --- Speed of the core (never changes a decision; docs/BENCHMARK.md) --------------
     count_threads: int | None = Field(

@@ -35,7 +35,9 @@ def test_a_sharded_global_scope_decides_as_dedup(make_settings: SettingsFactory,
 
 def test_kill_9_of_a_sharded_worker_changes_no_decision(make_settings: SettingsFactory,
                                                         tmp_path: Path) -> None:
-    settings = _settings(make_settings, shards=3, partitions=1)
+    """With a gatherer memory budget of 0, so that every waiting item goes through the
+    spill files, and a restart re-reads its pending items into them."""
+    settings = _settings(make_settings, shards=3, partitions=1, gather_memory_mb=0)
     create_topics(settings)
     lines = cross_channel(900, seed=71)
     positions = feed_all(settings, lines)

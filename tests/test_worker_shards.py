@@ -37,7 +37,7 @@ from test_worker_pool import (
 from ndd_stream.kafka.reads import Fetched
 from ndd_stream.state.codec import decode_checkpoint
 from ndd_stream.worker.deciding import LayoutChanged
-from ndd_stream.worker.gathering import GatherDecider
+from ndd_stream.worker.gathering import DEFAULT_MEMORY_BYTES, GatherDecider
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import DeciderPool, OrderConfig
 from ndd_stream.worker.records import Source
@@ -50,10 +50,15 @@ CONFIG = SETTINGS.detector_config()
 ORDERED = SETTINGS.model_copy(update={"scope": "global"})
 
 
-def _gatherer(log: MemoryLog, state: Path) -> DeciderPool:
+#: The gatherer's memory budget: the default, or 1 byte, so that every waiting item but the
+#: head of the queue (and every re-read pending item) goes through the spill files.
+BUDGETS = [DEFAULT_MEMORY_BYTES, 1]
+
+
+def _gatherer(log: MemoryLog, state: Path, memory: int = DEFAULT_MEMORY_BYTES) -> DeciderPool:
     def make(partition: int, path: Path) -> GatherDecider:
         return GatherDecider(partition, path, CONFIG, SETTINGS.item_format(), TOPICS, SHARDS,
-                             SHARDS_TOPIC)
+                             SHARDS_TOPIC, memory)
     return DeciderPool(state, CONFIG, SETTINGS.item_format(), TOPICS, log, WorkerMetrics(),
                        scoped_topic=SCOPED, factory=make)
 
@@ -100,16 +105,29 @@ def _items(records: list[Fetched]) -> int:
     return sum(len(read_prepared(r.value)[0]) for r in records)
 
 
+@pytest.mark.parametrize("memory", BUDGETS)
 @pytest.mark.parametrize("batch_bytes", [1, 262_144])
 def test_a_sharded_scope_decides_as_dedup_and_spreads_its_documents(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_bytes: int) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_bytes: int, memory: int) -> None:
     """``batch_bytes``: 1 sends every prepared item and answer as a record of its own, the
     default the 40 items of the batch as one record per shard."""
     monkeypatch.setattr("ndd_stream.worker.shardwire.BATCH_BYTES", batch_bytes)
     log, lines = MemoryLog(), _lines(40)
     _scoped(log, lines)
-    gather, shards = _gatherer(log, tmp_path / "g"), _shards(log, tmp_path / "s")
-    asyncio.run(_drive(log, gather, shards, Cursor(log), Cursor(log)))
+    gather, shards = _gatherer(log, tmp_path / "g", memory), _shards(log, tmp_path / "s")
+    parked: list[int] = []
+
+    async def run() -> None:
+        gc, sc = Cursor(log), Cursor(log)
+        await gather.process(gc.new(SCOPED), log.send)  # all 40 admitted, none answered
+        parked.append(gather.deciders[0].spill.items)
+        await _drive(log, gather, shards, gc, sc)
+
+    asyncio.run(run())
+    # within the budget nothing is parked; with 1 byte every item but the queue's head
+    assert parked == [0 if memory == DEFAULT_MEMORY_BYTES else 39]
+    assert gather.deciders[0].spill.items == 0 and gather.deciders[0].held == 0
+    assert not list(gather.deciders[0].spill.directory.glob("*.seg"))  # emptied, deleted
     assert _decisions(log) == _want(lines)
     held = [d.window_documents() for d in shards.deciders.values()]
     assert len(held) == SHARDS and sum(held) == 40 and min(held) > 0
@@ -121,12 +139,15 @@ def test_a_sharded_scope_decides_as_dedup_and_spreads_its_documents(
     shards.close()
 
 
-@pytest.mark.parametrize(("answers_seen", "moved", "batch_bytes"), [
-    (0, False, 262_144), (1, False, 262_144), (2, False, 262_144), (0, True, 262_144),
-    (2, True, 262_144), (7, False, 1), (31, False, 1), (31, True, 1)])
+@pytest.mark.parametrize(("answers_seen", "moved", "batch_bytes", "memory"), [
+    (0, False, 262_144, BUDGETS[0]), (1, False, 262_144, BUDGETS[0]),
+    (2, False, 262_144, BUDGETS[0]), (0, True, 262_144, BUDGETS[0]),
+    (2, True, 262_144, BUDGETS[0]), (7, False, 1, BUDGETS[0]), (31, False, 1, BUDGETS[0]),
+    (31, True, 1, BUDGETS[0]), (1, False, 262_144, 1), (2, True, 262_144, 1),
+    (7, False, 1, 1)])
 def test_a_gatherer_stopped_with_items_pending_decides_them_as_before(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answers_seen: int, moved: bool,
-        batch_bytes: int) -> None:
+        batch_bytes: int, memory: int) -> None:
     """The gatherer admits and prepares items, the shards answer some, the gatherer stops
     (its in-memory queue and answers are lost); a new one re-reads from its checkpoint,
     admits the pending items again (same numbers), sends them again (the shards skip them)
@@ -137,7 +158,7 @@ def test_a_gatherer_stopped_with_items_pending_decides_them_as_before(
     monkeypatch.setattr("ndd_stream.worker.shardwire.BATCH_BYTES", batch_bytes)
     log, lines = MemoryLog(), _lines(30, seed=3)
     _scoped(log, lines[:20])
-    gather, shards = _gatherer(log, tmp_path / "g"), _shards(log, tmp_path / "s")
+    gather, shards = _gatherer(log, tmp_path / "g", memory), _shards(log, tmp_path / "s")
     gc, sc = Cursor(log), Cursor(log)
 
     async def first() -> None:
@@ -150,7 +171,7 @@ def test_a_gatherer_stopped_with_items_pending_decides_them_as_before(
     checkpoint = gather.deciders[0].checkpoint
     assert checkpoint.pending  # the write-ahead list
     gather.close()
-    again = _gatherer(log, tmp_path / ("elsewhere" if moved else "g"))
+    again = _gatherer(log, tmp_path / ("elsewhere" if moved else "g"), memory)
     prepared_before = len(log.topic(SHARDS_TOPIC))
 
     async def second() -> None:
@@ -237,10 +258,11 @@ def test_pending_items_that_retention_removed_do_not_stall_the_rest(
     shards.close()
 
 
-def _ordered_gatherer(log: MemoryLog, state: Path, clock: Clock) -> DeciderPool:
+def _ordered_gatherer(log: MemoryLog, state: Path, clock: Clock,
+                      memory: int = DEFAULT_MEMORY_BYTES) -> DeciderPool:
     def make(partition: int, path: Path) -> GatherDecider:
         return GatherDecider(partition, path, ORDERED.detector_config(), ORDERED.item_format(),
-                             TOPICS, SHARDS, SHARDS_TOPIC)
+                             TOPICS, SHARDS, SHARDS_TOPIC, memory)
     pool = DeciderPool(state, CONFIG, ORDERED.item_format(), TOPICS, log, WorkerMetrics(),
                        scoped_topic=SCOPED, factory=make, clock=clock,
                        order=OrderConfig(idle_s=1.0, stall_s=60.0, max_bytes=1 << 30))
@@ -248,10 +270,11 @@ def _ordered_gatherer(log: MemoryLog, state: Path, clock: Clock) -> DeciderPool:
     return pool
 
 
-@pytest.mark.parametrize(("crash_at", "moved"), [(100, False), (100, True), (130, False),
-                                                 (130, True)])
+@pytest.mark.parametrize(("crash_at", "moved", "memory"), [
+    (100, False, BUDGETS[0]), (100, True, BUDGETS[0]), (130, False, BUDGETS[0]),
+    (130, True, BUDGETS[0]), (100, True, 1), (130, False, 1)])
 def test_a_gatherer_in_event_time_order_stopped_anywhere_decides_as_dedup(
-        tmp_path: Path, crash_at: int, moved: bool) -> None:
+        tmp_path: Path, crash_at: int, moved: bool, memory: int) -> None:
     """A cross-channel backlog in event-time order (items released by the sequencer, then
     admitted): the gatherer stops with items pending, and comes back on the same worker or on
     another one (the pending list then comes from the changelog's checkpoint). The items the
@@ -261,7 +284,7 @@ def test_a_gatherer_in_event_time_order_stopped_anywhere_decides_as_dedup(
     log = MemoryLog()
     forward_backlog(log, parts, chunk=30, seed=crash_at)
     clock = Clock()
-    gather = _ordered_gatherer(log, tmp_path / "g", clock)
+    gather = _ordered_gatherer(log, tmp_path / "g", clock, memory)
     shards = _shards(log, tmp_path / "s")
     records = list(log.logs[(SCOPED, 0)])
     sc = Cursor(log)
@@ -275,7 +298,7 @@ def test_a_gatherer_in_event_time_order_stopped_anywhere_decides_as_dedup(
     asyncio.run(first())
     assert gather.deciders[0].checkpoint.pending
     gather.close()
-    again = _ordered_gatherer(log, tmp_path / ("elsewhere" if moved else "g"), clock)
+    again = _ordered_gatherer(log, tmp_path / ("elsewhere" if moved else "g"), clock, memory)
     gc = Cursor(log)
     gc.at[(SCOPED, 0)] = crash_at  # Faust resumes at its committed offset, here the stop
 

@@ -131,7 +131,7 @@ class ShardIndex(Detector):
 
 
 @dataclass(slots=True)
-class _Slot:
+class Slot:
     """An admitted item's decision, filled in when it is resolved."""
 
     decision: Decision | None = None
@@ -146,7 +146,7 @@ class Pending:
     number: int = -1  # -1: a replay (no number, as in the detector)
     nf: str = ""
     figures: str | None = None
-    slot: _Slot = field(default_factory=_Slot)  # a replay: the first one's slot
+    slot: Slot = field(default_factory=Slot)  # a replay: the first one's slot
     replay: bool = False
     prepared: Prepared | None = None  # None: decided without the shards
     decision: Decision | None = None  # set at admission for late and empty items
@@ -159,7 +159,7 @@ class _Scope:
     def __init__(self, hours_back: int) -> None:
         self.hours_back = hours_back
         self.watermark: int | None = None
-        self.slots: dict[str, _Slot] = {}
+        self.slots: dict[str, Slot] = {}
         self.by_hour: dict[int, list[str]] = {}
         self.next_number = 0
 
@@ -177,7 +177,7 @@ class _Scope:
     def is_late(self, hour: int) -> bool:
         return self.watermark is not None and hour < self.watermark - self.hours_back
 
-    def remember(self, identity: str, hour: int, slot: _Slot) -> None:
+    def remember(self, identity: str, hour: int, slot: Slot) -> None:
         self.slots[identity] = slot
         self.by_hour.setdefault(hour, []).append(identity)
 
@@ -254,18 +254,17 @@ class Gatherer:
                 self.store.drop_hour(rec.scope, expired)
             scope.next_number = max(scope.next_number, rec.number + 1)
             if not scope.is_late(rec.hour):
-                scope.remember(rec.decision.identity, rec.hour, _Slot(rec.decision))
+                scope.remember(rec.decision.identity, rec.hour, Slot(rec.decision))
         return len(records)
 
     def _gather(self, pending: Pending, answers: Sequence[Answer]) -> Decision:
-        prep = pending.prepared
-        assert prep is not None
+        # from the Pending, not its Prepared: a worker may drop the Prepared once sent
         if sorted(a.shard for a in answers) != list(range(self.shards)) or any(
-                a.number != prep.number for a in answers):
-            raise ValueError(f"item {prep.number} needs one answer from each of "
+                a.number != pending.number for a in answers):
+            raise ValueError(f"item {pending.number} needs one answer from each of "
                              f"{self.shards} shards")
         doc, hour = pending.doc, pending.hour
-        if len(prep.nf) < self.config.q:
+        if len(pending.nf) < self.config.q:
             shorts = [a.short for a in answers if a.short is not None]
             earliest = min(shorts, key=lambda s: (s[0], s[1].number), default=None)
             return short_verdict(doc, hour, None if earliest is None else earliest[1])
@@ -274,7 +273,7 @@ class Gatherer:
         for a in answers:
             if a.best is not None and better(a.best, size, best):
                 best = a.best
-        return conclude(self.config.novelty, doc, hour, prep.nf, prep.figures, size, best)
+        return conclude(self.config.novelty, doc, hour, pending.nf, pending.figures, size, best)
 
     def _scope(self, name: str) -> _Scope:
         scope = self._scopes.get(name)

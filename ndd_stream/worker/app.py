@@ -103,7 +103,8 @@ class Service:
             shards_changelog = topic_name(settings, "shards_changelog")
             gather = partial(_gather_decider, config=config, fmt=self._format,
                              topics=self.topics, shards=settings.shards,
-                             shards_topic=shards_name)
+                             shards_topic=shards_name,
+                             memory_bytes=settings.gather_memory_mb << 20)
             self.shard_pool = DeciderPool(
                 state_dir, config, self._format, self.topics, self.reads, self.metrics,
                 scoped_topic=shards_name, dir_prefix="shard",
@@ -443,8 +444,10 @@ class Service:
 
 
 def _gather_decider(partition: int, path: Path, *, config: DetectorConfig, fmt: ItemFormat,
-                    topics: OutputTopics, shards: int, shards_topic: str) -> GatherDecider:
-    return GatherDecider(partition, path, config, fmt, topics, shards, shards_topic)
+                    topics: OutputTopics, shards: int, shards_topic: str,
+                    memory_bytes: int) -> GatherDecider:
+    return GatherDecider(partition, path, config, fmt, topics, shards, shards_topic,
+                         memory_bytes)
 
 
 def _shard_partition(partition: int, path: Path, *, config: DetectorConfig, shards: int,

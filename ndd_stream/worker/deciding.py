@@ -164,6 +164,10 @@ class StatefulPartition:
                 "a new NDD_APP_ID (or delete the state directories and the internal topics); "
                 "docs/DEPLOYMENT.md, 'One scope over many workers (shards)'")
 
+    def gather_gauges(self) -> tuple[dict[int, int], int, int] | None:
+        """A gatherer's load: items waiting per shard, bytes held, items spilled."""
+        return None
+
     def close(self) -> None:
         self.store.close()
 

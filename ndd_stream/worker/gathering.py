@@ -24,12 +24,11 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.document import Document
 from ndd_stream.core.items import Invalid, ItemFormat, parse_item
-from ndd_stream.core.shards import Answer, Gatherer, Pending
+from ndd_stream.core.shards import Answer, Gatherer, Pending, Slot
 from ndd_stream.state.codec import Checkpoint
 from ndd_stream.worker.deciding import Outcome, OutputTopics, StatefulPartition, routed_records
 from ndd_stream.worker.records import H_CONTROL, OutRecord, Source, dlq_headers, header_map
@@ -40,29 +39,57 @@ from ndd_stream.worker.shardwire import (
     prepared_records,
     read_answers,
 )
+from ndd_stream.worker.spill import Parked, Ref, Spill
 
 log = logging.getLogger("ndd_stream.worker")
 WAITING_EVERY_S = 1.0  # how often the shards' lag gauge is recounted
+DEFAULT_MEMORY_BYTES = 128 << 20  # the gather_memory_mb setting's default
 
 
 @dataclass(slots=True)
 class _Entry:
-    """An admitted item waiting for its turn (and its answers)."""
+    """An admitted item waiting for its turn (and its answers). ``pending`` is None while
+    the item is parked in the spill (``ref``): then the fields below ``size`` are empty."""
 
     offset: int
-    pending: Pending
+    number: int
+    scope: str
+    waits: bool  # prepared for the shards: decided once every shard has answered
+    slot: Slot  # its decision's slot, shared with the replays of its identity
+    size: int  # bytes counted against the memory budget (0 while parked)
+    pending: Pending | None
     key: bytes | None
     raw: bytes
-    source: Source
+    source: Source | None
     note: str | None
+    ref: Ref | None = None
+
+    def unpark(self, spill: Spill) -> None:
+        assert self.ref is not None
+        item = spill.take(self.ref)
+        assert item.nf is not None
+        self.pending = Pending(item.doc, item.hour, item.number, item.nf, item.figures,
+                               self.slot)
+        self.key, self.raw, self.source, self.note = item.key, item.raw, item.source, item.note
+        self.ref = None
+
+
+def _size(doc: Document, raw: bytes, nf: str, figures: str | None) -> int:
+    """What an admitted item costs the gatherer's memory, roughly: its strings and bytes
+    plus ~1 KiB of objects (Document, Pending, Source, the queue's entries)."""
+    return len(raw) + len(doc.text) + len(nf) + len(figures or "") + 1024
 
 
 class GatherDecider(StatefulPartition):
     """Sequencer + gatherer of one scoped partition; the documents live in the shards."""
 
     def __init__(self, partition: int, path: Path, config: DetectorConfig, fmt: ItemFormat,
-                 topics: OutputTopics, shards: int, shards_topic: str) -> None:
+                 topics: OutputTopics, shards: int, shards_topic: str,
+                 memory_bytes: int = DEFAULT_MEMORY_BYTES) -> None:
         self.config = config
+        self.memory_bytes = memory_bytes
+        self.held = 0  # bytes of the admitted or re-read items in memory (_size)
+        self.spill = Spill(path.with_name(path.name + ".spill"))
         self.fmt = fmt
         self.topics = topics
         self.shards = shards
@@ -92,8 +119,11 @@ class GatherDecider(StatefulPartition):
         self.queue.clear()
         self._pairs.clear()
         self.answers.clear()
+        self.spill.close()
+        self.spill = Spill(self.spill.directory)
+        self.held = 0
         self._numbers = dict(self.checkpoint.pending)
-        self._readmit: dict[int, tuple[Any, ...] | None] = dict.fromkeys(self._numbers)
+        self._readmit: dict[int, Parked | Ref | None] = dict.fromkeys(self._numbers)
 
     # --- what the pool asks -----------------------------------------------------------
     def awaits(self, offset: int) -> bool:
@@ -118,10 +148,9 @@ class GatherDecider(StatefulPartition):
             return self._waiting[1]
         out = dict.fromkeys(range(self.shards), 0)
         for entry in self.queue:
-            prep = entry.pending.prepared
-            if prep is None:
+            if not entry.waits:
                 continue
-            got = self.answers.get((prep.scope, prep.number), {})
+            got = self.answers.get((entry.scope, entry.number), {})
             for shard in out:
                 if shard not in got:
                     out[shard] += 1
@@ -145,46 +174,73 @@ class GatherDecider(StatefulPartition):
             record = OutRecord(self.topics.dlq, key, raw,
                                dlq_headers(item.reason, item.detail, source))
             return [Outcome([record], invalid=item)]
-        args = (item, scoped.offset, key, raw, source, order_note)
+        read = Parked(item, raw, key, source, order_note)
         if scoped.offset in self._readmit:
-            self._readmit[scoped.offset] = args
+            self._readmit[scoped.offset] = self._park(read)
             if any(v is None for v in self._readmit.values()):
                 return []  # the rest of the pending items come next
-            for again in list(self._readmit.values()):
-                assert again is not None
-                self._admit(*again)
-            self._readmit.clear()
-            self._numbers.clear()
+            self._readmit_all()
         else:
-            self._admit(*args)
+            self._admit(read, scoped.offset)
         return self._resolve()
+
+    def _park(self, read: Parked) -> Parked | Ref:
+        """A re-read pending item kept until the rest are re-read: in memory, or in the
+        spill past the budget (a restart during a backlog re-reads the whole backlog)."""
+        size = len(read.raw) + len(read.doc.text) + 1024
+        if self.held + size > self.memory_bytes:
+            return self.spill.put(read)
+        self.held += size
+        return read
+
+    def _readmit_all(self) -> None:
+        """Admit the re-read pending items in their listed order."""
+        for offset, again in list(self._readmit.items()):
+            if again is None:
+                continue
+            if isinstance(again, Ref):
+                again = self.spill.take(again)
+            else:
+                self.held -= len(again.raw) + len(again.doc.text) + 1024
+            self._admit(again, offset)
+        self._readmit.clear()
+        self._numbers.clear()
 
     def _readmit_lost(self, scoped: Source) -> None:
         """Past the last pending offset with some never re-read (retention removed them):
         admit the rest in their order and say what was lost, rather than wait forever."""
         if not self._readmit or scoped.offset <= max(self._readmit):
             return
-        lost = [o for o, args in self._readmit.items() if args is None]
+        lost = [o for o, read in self._readmit.items() if read is None]
         log.error("%s[%d]: pending items at offsets %s are gone from the broker (retention?)"
                   ": they are not decided", scoped.topic, scoped.partition, lost[:10],
                   extra={"topic": scoped.topic, "partition": scoped.partition,
                          "event": "records_lost"})
-        for args in [a for a in self._readmit.values() if a is not None]:
-            self._admit(*args)
-        self._readmit.clear()
-        self._numbers.clear()
+        self._readmit_all()
 
-    def _admit(self, item: Document, offset: int, key: bytes | None, raw: bytes,
-               source: Source, note: str | None) -> None:
+    def _admit(self, read: Parked, offset: int) -> None:
         # again after a restart: the number the shards saw (the same, unless items before it
         # were lost; the gatherer then goes on from the shards' numbering)
+        item = read.doc
         pending = self.detector.admit(item, self._numbers.get(offset))
-        self.queue.append(_Entry(offset, pending, key, raw, source, note))
-        self._pairs.append((offset, pending.number))
         prep = pending.prepared
+        entry = _Entry(offset, pending.number, item.scope, prep is not None, pending.slot, 0,
+                       pending, read.key, read.raw, read.source, read.note)
         if prep is not None:
             self.answers.setdefault((prep.scope, prep.number), {})
             self.fanout.append(encode_prepared(prep))
+            size = _size(item, read.raw, pending.nf, pending.figures)
+            if self.held + size > self.memory_bytes and self.queue:
+                # past the budget: park it (never the head, which is decided next)
+                entry.ref = self.spill.put(Parked(
+                    item, read.raw, read.key, read.source, read.note, pending.number,
+                    pending.hour, pending.nf, pending.figures))
+                entry.pending, entry.raw, entry.key, entry.source = None, b"", None, None
+            else:
+                entry.size = size
+                self.held += size
+        self.queue.append(entry)
+        self._pairs.append((offset, pending.number))
 
     def _take_answer(self, value: bytes | None, scoped: Source) -> None:
         try:
@@ -209,22 +265,32 @@ class GatherDecider(StatefulPartition):
         out: list[Outcome] = []
         while self.queue and not self._readmit:
             entry = self.queue[0]
-            prep = entry.pending.prepared
             answers: list[Answer] = []
-            if prep is not None:
-                got = self.answers.get((prep.scope, prep.number), {})
+            if entry.waits:
+                got = self.answers.get((entry.scope, entry.number), {})
                 if len(got) < self.shards:
                     break
                 answers = [got[s] for s in range(self.shards)]
-                del self.answers[(prep.scope, prep.number)]
+                del self.answers[(entry.scope, entry.number)]
             self.queue.popleft()
             self._pairs.popleft()
+            if entry.pending is None:
+                entry.unpark(self.spill)
+            self.held -= entry.size
+            assert entry.pending is not None and entry.source is not None
             decision = self.detector.resolve(entry.pending, answers)
             doc = entry.pending.doc
             records = routed_records(self.topics, decision, doc.channel, doc.timestamp,
                                      entry.key, entry.raw, entry.source, entry.note)
             out.append(Outcome(records, decision=decision, channel=doc.channel))
         return out
+
+    def gather_gauges(self) -> tuple[dict[int, int], int, int]:
+        return self.waiting(), self.held, self.spill.items
+
+    def close(self) -> None:
+        self.spill.close()
+        super().close()
 
     def drain_fanout(self) -> list[OutRecord]:
         """The records carrying the items prepared since the last call to every shard."""

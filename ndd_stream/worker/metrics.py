@@ -68,6 +68,13 @@ class WorkerMetrics:
                                    "Items a scoped partition's gatherer waits on a shard for: "
                                    "the shard's lag in items", ["partition", "shard"],
                                    registry=r)
+        self.gather_held = Gauge("ndd_gather_memory_bytes",
+                                 "Bytes of admitted items a gatherer keeps in memory while "
+                                 "they wait for the shards (bounded by gather_memory_mb)",
+                                 ["partition"], registry=r)
+        self.gather_spilled = Gauge("ndd_gather_spilled_items",
+                                    "Admitted items a gatherer keeps in its spill file, past "
+                                    "gather_memory_mb", ["partition"], registry=r)
 
     def count_item(self, status: str, channel: str, partition: str) -> None:
         """One decided item in ``ndd_items_total``, its channel label bounded."""

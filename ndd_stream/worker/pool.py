@@ -480,10 +480,13 @@ class DeciderPool:
         self.metrics.window_documents.labels(part).set(decider.window_documents())
         self.metrics.window_hours.labels(part).set(decider.window_hours())
         self.metrics.state_bytes.labels(part).set(decider.store.inner.size_bytes())
-        waiting = getattr(decider, "waiting", None)
-        if waiting is not None:
-            for shard, count in waiting().items():
+        gather = decider.gather_gauges()
+        if gather is not None:
+            waiting, held, spilled = gather
+            for shard, count in waiting.items():
                 self.metrics.shard_waiting.labels(str(decider.partition), str(shard)).set(count)
+            self.metrics.gather_held.labels(part).set(held)
+            self.metrics.gather_spilled.labels(part).set(spilled)
 
 
 async def _all(futures: Sequence[Awaitable[Any]]) -> list[Any]:
