@@ -89,10 +89,10 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def peak_rss_mb(pid: int) -> float:
-    """A process's peak resident memory so far, MB (Linux /proc: VmHWM)."""
+def peak_rss_mb(pid: int, field: str = "VmHWM") -> float:
+    """A process's peak resident memory so far, MB (Linux /proc: VmHWM; VmRSS: now)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(field + ":"):
             return round(int(line.split()[1]) / 1024, 1)
     return 0.0
 
@@ -168,7 +168,8 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
         t_warm = t_end = None
         deadline = time.monotonic() + 3600
         # outputs by second, with the CPU seconds each worker and the broker have used so
-        # far: stalls show, and whether a worker was busy or waiting in them
+        # far (stalls show, and whether a worker was busy or waiting in them) and each
+        # worker's resident memory (MB) at that moment
         pids = [p.pid for p in procs] + ([broker._proc.pid] if broker._proc else [])
         started = time.monotonic()
         timeline: list[tuple[Any, ...]] = [(0.0, 0, [cpu_seconds(pid) for pid in pids])]
@@ -178,7 +179,8 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
                 now = time.monotonic()
                 if now - started >= timeline[-1][0] + 1.0:
                     timeline.append((round(now - started, 1), seen,
-                                     [round(cpu_seconds(pid), 1) for pid in pids]))
+                                     [round(cpu_seconds(pid), 1) for pid in pids],
+                                     [peak_rss_mb(p.pid, "VmRSS") for p in procs]))
                 if t_warm is None and seen >= warmup:
                     t_warm, warm_seen = now, seen
                 if seen >= total:

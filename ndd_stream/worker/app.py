@@ -57,6 +57,12 @@ log = logging.getLogger("ndd_stream.worker")
 
 BATCH_MAX = 500  # records per take_events batch
 BATCH_WITHIN_S = 0.05  # ... or whatever arrived within this time
+# A record of the shards topic carries up to shardwire.BATCH_BYTES (256 KiB, ~50 news
+# items): at most this many per batch (~2 MiB, a few hundred items, so a checkpoint and a
+# rebalance never wait for thousands of them), and this many buffered per shard partition
+# before Faust pauses its fetch (Faust's default, 4,096 records, would be 1 GiB)
+SHARD_BATCH_MAX = 8
+SHARD_BUFFER_MAX = 32
 
 
 def topic_name(settings: Settings, key: str) -> str:
@@ -168,9 +174,10 @@ class Service:
             return False
         return True
 
-    def _topic(self, *names: str, pattern: str | None = None) -> faust.TopicT:
+    def _topic(self, *names: str, pattern: str | None = None,
+               maxsize: int | None = None) -> faust.TopicT:
         return self.app.topic(*names, pattern=pattern, key_serializer="raw",
-                              value_serializer="raw", allow_empty=True)
+                              value_serializer="raw", allow_empty=True, maxsize=maxsize)
 
     async def send(self, record: OutRecord) -> Awaitable[Any]:
         """Hand a record to the producer; the returned future resolves on delivery."""
@@ -356,9 +363,10 @@ class Service:
         if self.shard_pool is not None and self.shards_name is not None:
             shard_pool = self.shard_pool
 
-            @self.app.agent(self._topic(self.shards_name), name="ndd-shard")
+            @self.app.agent(self._topic(self.shards_name, maxsize=SHARD_BUFFER_MAX),
+                            name="ndd-shard")
             async def shard(stream: faust.StreamT) -> None:
-                async for messages in held_batches(stream):
+                async for messages in held_batches(stream, SHARD_BATCH_MAX):
                     try:
                         await shard_pool.process(messages, service.send)
                     except Exception as exc:  # as in the decider
@@ -455,7 +463,8 @@ def _shard_partition(partition: int, path: Path, *, config: DetectorConfig, shar
     return ShardPartition(partition, path, config, shards, changelog, scoped_topic)
 
 
-async def held_batches(stream: faust.StreamT) -> AsyncIterator[list[Message]]:
+async def held_batches(stream: faust.StreamT,
+                       most: int = BATCH_MAX) -> AsyncIterator[list[Message]]:
     """Batches of the stream's messages, acknowledged only once the agent is done with them.
 
     The one place that works around Faust's acknowledgement: ``take_events`` acks a batch
@@ -465,7 +474,7 @@ async def held_batches(stream: faust.StreamT) -> AsyncIterator[list[Message]]:
     asks for the next batch (the body finished); a stopped worker's batch is delivered
     again (at-least-once) and answered with the same decision (idempotent).
     """
-    batches = stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
+    batches = stream.take_events(most, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
     async for events in batches:
         for event in events:
             event.message.incref()
