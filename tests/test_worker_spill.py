@@ -4,6 +4,7 @@ order, and a segment's file is deleted once everything in it was taken back."""
 from __future__ import annotations
 
 import random
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,10 @@ def test_a_new_spill_forgets_the_files_of_an_earlier_process(tmp_path: Path) -> 
     assert list((tmp_path / "s").glob("*.seg"))
     second = Spill(tmp_path / "s")  # a restart: the pending list is re-read from Kafka
     assert not (tmp_path / "s").exists() and second.items == 0
+
+
+def test_the_blob_carries_every_field_of_a_document() -> None:
+    """A field added to Document must be added to spill.encode/decode (and this list)."""
+    assert [f.name for f in fields(Document)] == ["identity", "scope", "channel", "timestamp",
+                                                  "text", "markup"]
+    assert [f.name for f in fields(Source)] == ["topic", "partition", "offset", "timestamp_ms"]
