@@ -74,6 +74,15 @@ class _Entry:
         self.ref = None
 
 
+def _answer_size(answer: Answer) -> int:
+    """What a shard's answer costs while it waits for the others': ~200 bytes, and the
+    match's normal form and figures when the novelty rule will judge it. Answers stay in
+    memory (they are small unless they carry a text), but count against the budget, so
+    that a shard running ahead makes the gatherer park more of its items."""
+    best = answer.best[1] if answer.best is not None else None
+    return 200 + (len(best.nf) + len(best.figures or "") if best is not None else 0)
+
+
 def _size(doc: Document, raw: bytes, nf: str, figures: str | None) -> int:
     """What an admitted item costs the gatherer's memory, roughly: its strings and bytes
     plus ~1 KiB of objects (Document, Pending, Source, the queue's entries)."""
@@ -258,7 +267,9 @@ class GatherDecider(StatefulPartition):
                 if not self._readmit:
                     continue  # sent again for an item decided already
                 got = self.answers.setdefault((answer.scope, answer.number), {})
-            got.setdefault(answer.shard, answer)
+            if answer.shard not in got:
+                got[answer.shard] = answer
+                self.held += _answer_size(answer)
 
     def _resolve(self) -> list[Outcome]:
         """Decide the items at the head of the queue whose answers are all in."""
@@ -272,6 +283,7 @@ class GatherDecider(StatefulPartition):
                     break
                 answers = [got[s] for s in range(self.shards)]
                 del self.answers[(entry.scope, entry.number)]
+                self.held -= sum(_answer_size(a) for a in answers)
             self.queue.popleft()
             self._pairs.popleft()
             if entry.pending is None:

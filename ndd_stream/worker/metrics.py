@@ -69,8 +69,9 @@ class WorkerMetrics:
                                    "the shard's lag in items", ["partition", "shard"],
                                    registry=r)
         self.gather_held = Gauge("ndd_gather_memory_bytes",
-                                 "Bytes of admitted items a gatherer keeps in memory while "
-                                 "they wait for the shards (bounded by gather_memory_mb)",
+                                 "Bytes of admitted items, and of answers, a gatherer keeps in "
+                                 "memory while they wait for the shards (gather_memory_mb "
+                                 "bounds the items)",
                                  ["partition"], registry=r)
         self.gather_spilled = Gauge("ndd_gather_spilled_items",
                                     "Admitted items a gatherer keeps in its spill file, past "
