@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ndd_stream.core.detector import DetectorConfig
-from ndd_stream.core.document import Document
 from ndd_stream.core.items import Invalid, ItemFormat, parse_item
 from ndd_stream.core.shards import Answer, Gatherer, Pending, Slot
 from ndd_stream.state.codec import Checkpoint
@@ -83,10 +82,11 @@ def _answer_size(answer: Answer) -> int:
     return 200 + (len(best.nf) + len(best.figures or "") if best is not None else 0)
 
 
-def _size(doc: Document, raw: bytes, nf: str, figures: str | None) -> int:
-    """What an admitted item costs the gatherer's memory, roughly: its strings and bytes
-    plus ~1 KiB of objects (Document, Pending, Source, the queue's entries)."""
-    return len(raw) + len(doc.text) + len(nf) + len(figures or "") + 1024
+def _size(read: Parked, nf: str = "", figures: str | None = None) -> int:
+    """What an item costs the gatherer's memory, roughly: its strings and bytes (with its
+    normal form and figures once admitted) plus ~1 KiB of objects (Document, Pending,
+    Source, the queue's entry)."""
+    return len(read.raw) + len(read.doc.text) + len(nf) + len(figures or "") + 1024
 
 
 class GatherDecider(StatefulPartition):
@@ -97,7 +97,7 @@ class GatherDecider(StatefulPartition):
                  memory_bytes: int = DEFAULT_MEMORY_BYTES) -> None:
         self.config = config
         self.memory_bytes = memory_bytes
-        self.held = 0  # bytes of the admitted or re-read items in memory (_size)
+        self.held = 0  # bytes of the items (_size) and answers (_answer_size) in memory
         self.spill = Spill(path.with_name(path.name + ".spill"))
         self.fmt = fmt
         self.topics = topics
@@ -196,7 +196,7 @@ class GatherDecider(StatefulPartition):
     def _park(self, read: Parked) -> Parked | Ref:
         """A re-read pending item kept until the rest are re-read: in memory, or in the
         spill past the budget (a restart during a backlog re-reads the whole backlog)."""
-        size = len(read.raw) + len(read.doc.text) + 1024
+        size = _size(read)
         if self.held + size > self.memory_bytes:
             return self.spill.put(read)
         self.held += size
@@ -210,7 +210,7 @@ class GatherDecider(StatefulPartition):
             if isinstance(again, Ref):
                 again = self.spill.take(again)
             else:
-                self.held -= len(again.raw) + len(again.doc.text) + 1024
+                self.held -= _size(again)
             self._admit(again, offset)
         self._readmit.clear()
         self._numbers.clear()
@@ -238,7 +238,7 @@ class GatherDecider(StatefulPartition):
         if prep is not None:
             self.answers.setdefault((prep.scope, prep.number), {})
             self.fanout.append(encode_prepared(prep))
-            size = _size(item, read.raw, pending.nf, pending.figures)
+            size = _size(read, pending.nf, pending.figures)
             if self.held + size > self.memory_bytes and self.queue:
                 # past the budget: park it (never the head, which is decided next)
                 entry.ref = self.spill.put(Parked(
