@@ -141,7 +141,8 @@ def start_worker(settings: Any, log: Path, python: str) -> Any:
 def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: int,
              kills: int, live_rate: float, seed: int, scope: str = "global",
              python: str = sys.executable, shards: int = 1,
-             partitions: int | None = None) -> dict[str, Any]:
+             partitions: int | None = None,
+             gather_memory_mb: int | None = None) -> dict[str, Any]:
     from harness.kafka import Reader, create_topics, worker_settings
     from harness.scenarios import Feeder
 
@@ -153,6 +154,8 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
         knobs["shards"] = shards
     if partitions is not None:
         knobs["partitions"] = partitions
+    if gather_memory_mb is not None:
+        knobs["gather_memory_mb"] = gather_memory_mb
     settings = worker_settings(broker.bootstrap, suffix, work / suffix, scope=scope, **knobs)
     create_topics(settings)
     rnd = random.Random(seed)
@@ -203,6 +206,7 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
     result: dict[str, Any] = {
         "scope": scope, "order": order, "python": python, "items": len(lines),
         "workers": workers, "kills": kills, "shards": shards,
+        "gather_memory_mb": gather_memory_mb, "seed": seed,
         "lost": len(set(positions) - set(by_source)),
         "late": sum(1 for r in records if r.policy == "late"),
         "behind": sum(1 for r in records if r.header("ndd-order") is not None),
@@ -245,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="interpreters running the workers, one run each in this order")
     ap.add_argument("--shards", type=int, default=1, help="NDD_SHARDS (sharded windows)")
     ap.add_argument("--partitions", type=int, default=None, help="NDD_PARTITIONS")
+    ap.add_argument("--gather-memory-mb", type=int, default=None,
+                    help="NDD_GATHER_MEMORY_MB (0: every waiting item through the spill files)")
     ap.add_argument("--seed", type=int, default=20261125)
     ap.add_argument("--json", type=Path, default=RESULTS / "order.json")
     args = ap.parse_args(argv)
@@ -263,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         for python, order in ((p, o) for p in args.python for o in orders):
             res = run_mode(broker, Path(tmp), lines, order, args.workers, args.kills,
                            args.live_rate, args.seed, args.scope, python, args.shards,
-                           args.partitions)
+                           args.partitions, args.gather_memory_mb)
             res.update(one_day=args.one_day, machine=f"{platform.machine()} "
                        f"{platform.processor() or ''}".strip(), date=time.strftime("%F %T"))
             print(json.dumps(res))
