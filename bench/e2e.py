@@ -89,8 +89,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def peak_rss_mb(pid: int, field: str = "VmHWM") -> float:
-    """A process's peak resident memory so far, MB (Linux /proc: VmHWM; VmRSS: now)."""
+def rss_mb(pid: int, field: str = "VmHWM") -> float:
+    """A process's resident memory in MB (Linux /proc): its peak so far (VmHWM), or now
+    (VmRSS)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(field + ":"):
             return round(int(line.split()[1]) / 1024, 1)
@@ -180,13 +181,13 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
                 if now - started >= timeline[-1][0] + 1.0:
                     timeline.append((round(now - started, 1), seen,
                                      [round(cpu_seconds(pid), 1) for pid in pids],
-                                     [peak_rss_mb(p.pid, "VmRSS") for p in procs]))
+                                     [rss_mb(p.pid, "VmRSS") for p in procs]))
                 if t_warm is None and seen >= warmup:
                     t_warm, warm_seen = now, seen
                 if seen >= total:
                     t_end = now
             cpu = [round(cpu_seconds(p.pid), 1) for p in procs]
-            rss = [peak_rss_mb(p.pid) for p in procs]
+            rss = [rss_mb(p.pid) for p in procs]
             owners = [owned(workdir / f"worker-{i}.log") for i in range(workers)]
         finally:
             for p in procs:
