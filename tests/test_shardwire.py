@@ -40,11 +40,13 @@ answers = st.builds(
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(prepared, max_size=12), st.integers(1, 4), st.sampled_from([1, 300, 1 << 18]))
+@given(st.lists(prepared, max_size=12), st.integers(1, 4), st.sampled_from([1, 300, 1 << 18]),
+       st.sampled_from([2, 64]))
 def test_prepared_items_reach_every_shard_in_order(items: list[Prepared], shards: int,
-                                                   batch: int) -> None:
+                                                   batch: int, most: int) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(shardwire, "BATCH_BYTES", batch)
+        mp.setattr(shardwire, "BATCH_ITEMS", most)
         records = prepared_records([encode_prepared(p) for p in items], "t", 2, shards)
     for s in range(shards):
         mine = [r for r in records if r.partition == 2 * shards + s]
@@ -54,17 +56,21 @@ def test_prepared_items_reach_every_shard_in_order(items: list[Prepared], shards
         # a record holds at most ``batch`` bytes of items, or one item
         assert all(len(r.value) <= batch + 40 or len(read_prepared(r.value)[0]) == 1
                    for r in mine)
+        assert all(len(read_prepared(r.value)[0]) <= most for r in mine)
     if batch == 1:
         assert len(records) == shards * len(items)  # one item per record
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(answers, max_size=12), st.sampled_from([1, 300, 1 << 18]))
-def test_answers_read_back_as_written(written: list[Answer], batch: int) -> None:
+@given(st.lists(answers, max_size=12), st.sampled_from([1, 300, 1 << 18]),
+       st.sampled_from([2, 64]))
+def test_answers_read_back_as_written(written: list[Answer], batch: int, most: int) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(shardwire, "BATCH_BYTES", batch)
+        mp.setattr(shardwire, "BATCH_ITEMS", most)
         records = answer_records(written, "scoped", 5)
     assert [a for r in records for a in read_answers(r.value)] == written
+    assert all(len(read_answers(r.value)) <= most for r in records)
     assert all(r.partition == 5 and (shardwire.H_CONTROL, ANSWER_CONTROL) in r.headers
                for r in records)
     if batch == 1:
@@ -76,6 +82,8 @@ def test_a_batch_is_one_record_per_shard() -> None:
                                       n % 2, False)) for n in range(50)]
     records = prepared_records(items, "t", 0, 2)
     assert [r.partition for r in records] == [0, 1]
+    many = prepared_records(items * 2, "t", 0, 1)  # 100 short items: BATCH_ITEMS per record
+    assert [len(read_prepared(r.value)[0]) for r in many] == [64, 36]
 
 
 def test_layout_v1_records_are_still_read() -> None:

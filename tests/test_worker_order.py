@@ -12,6 +12,7 @@ import asyncio
 import random
 from pathlib import Path
 
+import pytest
 from harness.fakes import MemoryLog
 from harness.kafka import make_settings
 from harness.worker import expected_decisions
@@ -166,7 +167,11 @@ def test_a_backlog_forwarded_partition_by_partition_is_decided_in_event_time_ord
                 if dict(r.headers).get("ndd-order")]
 
 
-def test_a_restart_anywhere_in_the_backlog_changes_no_decision(tmp_path: Path) -> None:
+@pytest.mark.parametrize("every", [256, 3])
+def test_a_restart_anywhere_in_the_backlog_changes_no_decision(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every: int) -> None:
+    """``every``: the pool's checkpoint interval (3: batches checkpointed in pieces)."""
+    monkeypatch.setattr("ndd_stream.worker.pool.CHECKPOINT_ITEMS", every)
     lines = cross_channel_lines(120, seed=5)
     parts = by_partition(lines)
     want = _want(event_order(parts))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Awaitable
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from ndd_stream.worker.changelog import CHECKPOINT_KEY
 from ndd_stream.worker.deciding import OutputTopics, PartitionDecider
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import BrokerLostData, DeciderPool
-from ndd_stream.worker.records import Source
+from ndd_stream.worker.records import OutRecord, Source
 from ndd_stream.worker.routing import route_raw
 
 SCOPED, RAW = "scoped", "raw"
@@ -198,6 +199,46 @@ def test_a_restart_resumes_at_the_state_and_a_takeover_at_the_changelog(
     assert other.deciders[0].detector.window_documents() == 12
     other.close()
     assert _decisions(log) == _want(lines)  # every item once, as dedup decides
+
+
+class Killed(Exception):
+    """The worker dies (kill -9): what it had not committed is gone."""
+
+
+@pytest.mark.parametrize("every", [4, 1000])
+def test_a_long_batch_is_checkpointed_in_pieces_so_a_kill_resends_few_outputs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every: int) -> None:
+    """A batch of 30 records dies after 13 outputs were sent. Checkpointed every 4
+    decisions (at records' boundaries), the restart re-decides and re-sends only items
+    13 (sent, not checkpointed) ... 30; without pieces all 13 sent outputs come again."""
+    monkeypatch.setattr("ndd_stream.worker.pool.CHECKPOINT_ITEMS", every)
+    log, lines = MemoryLog(), _lines(30)
+    scoped = _scoped(log, lines)
+    sent = 0
+
+    async def dies_after_13(record: OutRecord) -> Awaitable[Fetched]:
+        nonlocal sent
+        if record.topic in ("unique", "duplicate"):
+            if sent == 13:
+                raise Killed
+            sent += 1
+        return await log.send(record)
+
+    first = _pool(log, tmp_path)
+    with pytest.raises(Killed):
+        asyncio.run(first.process(scoped, dies_after_13))
+    first.close()  # the uncommitted RocksDB batch is dropped, as by a kill
+    positions = [decode_checkpoint(r.value).next for r in log.topic("changelog")
+                 if r.key == CHECKPOINT_KEY]
+    assert positions == ([4, 8, 12] if every == 4 else [])
+    again = _pool(log, tmp_path)
+    assert asyncio.run(again.process(scoped, log.send)) == 30 - (positions or [0])[-1]
+    again.close()
+    decisions = _decisions(log)
+    assert {i: d[:1] for i, d in decisions.items()} == _want(lines)  # none lost or changed
+    assert all(len(set(d)) == 1 for d in decisions.values())  # a copy decides the same
+    resent = sum(len(d) - 1 for d in decisions.values())
+    assert resent == (1 if every == 4 else 13)
 
 
 def test_records_of_a_revoked_partition_are_left_to_its_new_owner(tmp_path: Path) -> None:

@@ -273,12 +273,16 @@ def _ordered_gatherer(log: MemoryLog, state: Path, clock: Clock,
 @pytest.mark.parametrize(("crash_at", "moved", "memory"), [
     (100, False, BUDGETS[0]), (100, True, BUDGETS[0]), (130, False, BUDGETS[0]),
     (130, True, BUDGETS[0]), (100, True, 1), (130, False, 1)])
+@pytest.mark.parametrize("every", [256, 3])
 def test_a_gatherer_in_event_time_order_stopped_anywhere_decides_as_dedup(
-        tmp_path: Path, crash_at: int, moved: bool, memory: int) -> None:
-    """A cross-channel backlog in event-time order (items released by the sequencer, then
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crash_at: int, moved: bool,
+        memory: int, every: int) -> None:
+    """``every``: the pool's checkpoint interval (3: batches checkpointed in pieces).
+    A cross-channel backlog in event-time order (items released by the sequencer, then
     admitted): the gatherer stops with items pending, and comes back on the same worker or on
     another one (the pending list then comes from the changelog's checkpoint). The items the
     sequencer had released must be admitted again, not taken for decided."""
+    monkeypatch.setattr("ndd_stream.worker.pool.CHECKPOINT_ITEMS", every)
     lines = cross_channel_lines(120, seed=9)
     parts = by_partition(lines)
     log = MemoryLog()

@@ -1,6 +1,7 @@
 """The deciders of the scoped partitions this worker owns, and their batch processing.
 
-Per batch of scoped records, in this order (what makes at-least-once safe):
+Per batch of scoped records (in pieces of about :data:`CHECKPOINT_ITEMS` decisions, each
+as if it were a batch of its own), in this order (what makes at-least-once safe):
 1. decide every record (state changes are buffered in each partition's RocksDB batch);
 2. produce the routed records and wait until the broker has them all;
 3. produce the changelog records and wait for them;
@@ -96,6 +97,12 @@ OFFLOAD_BYTES = 32_768
 one of 32 KB a few ms, less than the thread hand-off is worth below it)."""
 YIELD_SECONDS = 0.05
 """Inline decisions run at most this long before the event loop gets a turn."""
+CHECKPOINT_ITEMS = 256
+"""A batch is checkpointed at the first record boundary after this many decisions (and at
+its end). Outputs go out before their checkpoint, so a worker killed mid-batch sends the
+decisions since the last one again: this bounds those. Needed because one record can
+resolve hundreds of items (a shard's answers) and a gatherer's batch of 500 records
+thousands: killed once in a backlog, it re-sent up to 10,755 of 17,050 outputs."""
 
 
 class BrokerLostData(RuntimeError):
@@ -312,37 +319,66 @@ class DeciderPool:
             self._busy += self.clock() - started
 
     async def _decide(self, run: Sequence[Message], send: Send) -> int:
-        """Steps 1-4 for a run in offset order (through the sequencers, if any)."""
+        """Steps 1-4 for a run in offset order (through the sequencers, if any), in pieces
+        of about :data:`CHECKPOINT_ITEMS` decisions, each with its own checkpoint: exactly
+        as if the consumer had delivered the run as several smaller batches."""
+        handled, at = 0, 0
+        while True:
+            at, n = await self._decide_piece(run, at, send)
+            handled += n
+            if at >= len(run):
+                return handled
+
+    async def _decide_piece(self, run: Sequence[Message], at: int,
+                            send: Send) -> tuple[int, int]:
+        """Steps 1-4 for ``run[at:end]``, ``end`` the first record boundary after
+        :data:`CHECKPOINT_ITEMS` decisions (or the run's end). Returns ``(end, records
+        handled)``."""
         self._touched = set()
-        work = self._sequence(run) if self.merges else [(item, None) for item in run]
         pending: list[Awaitable[Any]] = []
         turn = time.perf_counter()  # when the event loop last had a turn
-        for item, note in work:
-            decider = self.deciders[item.partition]
-            ts = item.timestamp
-            source = Source(item.topic, item.partition, item.offset,
-                            int(ts * 1000) if ts is not None else None)
-            started = time.perf_counter()
-            if item.value is not None and len(item.value) > OFFLOAD_BYTES:
-                self._in_flight = self._decision_thread.submit(
-                    decider.process, item.value, item.key, item.headers, source, note)
-                outcome = await asyncio.wrap_future(self._in_flight)
-                turn = time.perf_counter()
-            else:
-                outcome = decider.process(item.value, item.key, item.headers, source, note)
-            self.metrics.latency.observe(time.perf_counter() - started)
-            self.metrics.busy.labels(self._label(item.partition)).inc(
-                time.perf_counter() - started)
-            if time.perf_counter() - turn > YIELD_SECONDS:
-                await asyncio.sleep(0)
-                turn = time.perf_counter()
-            for out in outcome if isinstance(outcome, list) else [outcome]:
-                self._count(decider, out, source)
-                for record in out.records:
-                    pending.append(await send(record))
+        end, handled, decided = at, 0, 0
+        ends: dict[int, int] = {}  # partition -> the offset after its last record here
+        while True:
+            piece = run[end:end + 1]
+            end += len(piece)
+            for m in piece:
+                ends[m.partition] = m.offset + 1
+            work = self._sequence(piece) if self.merges else [(m, None) for m in piece]
+            handled += len(work)
+            for item, note in work:
+                decider = self.deciders[item.partition]
+                ts = item.timestamp
+                source = Source(item.topic, item.partition, item.offset,
+                                int(ts * 1000) if ts is not None else None)
+                started = time.perf_counter()
+                if item.value is not None and len(item.value) > OFFLOAD_BYTES:
+                    self._in_flight = self._decision_thread.submit(
+                        decider.process, item.value, item.key, item.headers, source, note)
+                    outcome = await asyncio.wrap_future(self._in_flight)
+                    turn = time.perf_counter()
+                else:
+                    outcome = decider.process(item.value, item.key, item.headers, source,
+                                              note)
+                self.metrics.latency.observe(time.perf_counter() - started)
+                self.metrics.busy.labels(self._label(item.partition)).inc(
+                    time.perf_counter() - started)
+                if time.perf_counter() - turn > YIELD_SECONDS:
+                    await asyncio.sleep(0)
+                    turn = time.perf_counter()
+                outcomes = outcome if isinstance(outcome, list) else [outcome]
+                decided += len(outcomes)
+                for out in outcomes:
+                    self._count(decider, out, source)
+                    for record in out.records:
+                        pending.append(await send(record))
+            if end >= len(run) or decided >= CHECKPOINT_ITEMS:
+                break
         await _all(pending)
-        # Where each partition now stands, if it moved (a catch-up whose records retention
-        # removed moves too: they are logged as lost, and never come back).
+        # Where each partition now stands, if it moved: after the run, as the records in
+        # order handed out (a catch-up whose records retention removed moves too: they are
+        # logged as lost, and never come back); before it, after this piece's records.
+        last = end >= len(run)
         cursor: dict[int, int] = {}
         undecided: dict[int, tuple[tuple[int, int], ...]] = {}  # gatherers' pending lists
         for partition, decider in self.deciders.items():
@@ -352,7 +388,8 @@ class DeciderPool:
                 if partition in self._touched:
                     cursor[partition] = merge.resume_offset()
             else:
-                position = self.order.next.get(self._tp(partition))
+                position = (self.order.next.get(self._tp(partition)) if last
+                            else ends.get(partition))
                 if position is not None and (position > decider.next_offset or (
                         gathering and partition in self._touched)):
                     cursor[partition] = position
@@ -382,7 +419,7 @@ class DeciderPool:
         fanout = [r for p in checkpoints for r in getattr(self.deciders[p], "drain_fanout",
                                                           list)()]
         await _all([await send(r) for r in fanout])
-        return len(work)
+        return end, handled
 
     def _sequence(self, run: Sequence[Message]) -> list[tuple[Message, str | None]]:
         """Pass a run (offset order per partition) through the partitions' sequencers: the

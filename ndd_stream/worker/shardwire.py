@@ -48,6 +48,11 @@ ANSWER_CONTROL = b"answer"
 BATCH_BYTES = 262_144
 """Items per record up to this many bytes of JSON: large enough that per-record costs
 vanish (~50 news items), small against the 1 MiB request limit."""
+BATCH_ITEMS = 64
+"""... and at most this many items: one answer record can resolve as many decisions at the
+gatherer, and a worker killed mid-batch re-sends the decisions since its last checkpoint,
+which the pool takes at records' boundaries (``pool.CHECKPOINT_ITEMS``). 256 KiB held ~200
+short agency items."""
 
 
 class BadShardRecord(ValueError):
@@ -134,11 +139,12 @@ def _answer(data: dict[str, Any]) -> Answer:
 
 
 def _chunks(encoded: Sequence[bytes]) -> list[list[bytes]]:
-    """Consecutive runs of ``encoded`` of at most BATCH_BYTES each (one item if larger)."""
+    """Consecutive runs of ``encoded`` of at most BATCH_BYTES (one item if larger) and
+    BATCH_ITEMS each."""
     out: list[list[bytes]] = []
     size = BATCH_BYTES
     for item in encoded:
-        if size + len(item) > BATCH_BYTES:
+        if size + len(item) > BATCH_BYTES or len(out[-1]) >= BATCH_ITEMS:
             out.append([])
             size = 0
         out[-1].append(item)
