@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Decision, Document, Status
@@ -159,6 +161,38 @@ def test_a_checkpoint_of_the_first_layout_is_read(tmp_path: Path) -> None:
     assert decode_checkpoint(encode_checkpoint(sharded)) == sharded
     with pytest.raises(CorruptRecord):
         decode_checkpoint(b"\x07{}")
+    # v2 with a pending list as JSON pairs (written before the list was packed) is read
+    old = b"\x02" + dumps({"next": 3, "changelog": 4, "order": None, "shards": 2,
+                           "pending": [[5, 6], [9, -1]]})
+    assert decode_checkpoint(old) == Checkpoint(3, 4, None, ((5, 6), (9, -1)), shards=2)
+    assert encode_checkpoint(Checkpoint(1, 2))[:1] == b"\x02"  # v3 only with a pending list
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2**62), st.integers(-1, 2**62)), max_size=300))
+def test_a_pending_list_round_trips_packed(pending: list[tuple[int, int]]) -> None:
+    """Any order (event-time admission jumps between offsets), numbers -1 (decided at once)."""
+    checkpoint = Checkpoint(7, 8, {"v": 1}, tuple(pending), shards=3)
+    value = encode_checkpoint(checkpoint)
+    assert value[:1] == (b"\x03" if pending else b"\x02")
+    assert decode_checkpoint(value) == checkpoint
+
+
+def test_a_backlog_pending_list_is_packed_small() -> None:
+    # 200k items of 8 raw partitions forwarded one after another, admitted in turn
+    interleaved = [1_000_000 + p * 25_000 + i for i in range(25_000) for p in range(8)]
+    pending = tuple((o, 3_000_000 + n) for n, o in enumerate(interleaved))
+    value = encode_checkpoint(Checkpoint(1, 2, None, pending, shards=2))
+    assert len(value) < 200_000 * 4  # ~18 bytes per pair as JSON
+    assert decode_checkpoint(value).pending == pending
+
+
+def test_a_corrupt_pending_list_is_refused() -> None:
+    good = encode_checkpoint(Checkpoint(1, 2, None, ((5, 6), (7, 8))))
+    for bad in (good.replace(b'"n":2', b'"n":3'), good.replace(b'"z":"', b'"z":"!'),
+                b"\x03" + dumps({"next": 1, "changelog": 2, "order": None})):
+        with pytest.raises(CorruptRecord):
+            decode_checkpoint(bad)
 
 
 def test_figures_and_a_novel_decision_round_trip(make_store: Factory) -> None:
