@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from harness.fakes import MemoryLog
@@ -239,6 +240,42 @@ def test_a_long_batch_is_checkpointed_in_pieces_so_a_kill_resends_few_outputs(
     assert all(len(set(d)) == 1 for d in decisions.values())  # a copy decides the same
     resent = sum(len(d) - 1 for d in decisions.values())
     assert resent == (1 if every == 4 else 13)
+
+
+def test_a_rebalance_stops_a_long_run_at_its_next_checkpoint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A revoke that arrives during a long run (a restart's gap read is a whole backlog)
+    waits for the piece in flight only: the group would otherwise give the partition to
+    another worker, which decides again what this one goes on deciding."""
+    monkeypatch.setattr("ndd_stream.worker.pool.CHECKPOINT_ITEMS", 4)
+    log, lines = MemoryLog(), _lines(30)
+    scoped = _scoped(log, lines)
+    first = _pool(log, tmp_path / "first")
+    sent, revoking = 0, []
+
+    async def send(record: OutRecord) -> Awaitable[Fetched]:
+        nonlocal sent
+        if record.topic in ("unique", "duplicate"):
+            sent += 1
+            if sent == 6:  # in the second piece
+                revoking.append(asyncio.ensure_future(first.revoke([0])))
+                await asyncio.sleep(0)  # the revoke runs up to the pool's lock
+        return await log.send(record)
+
+    async def run(pool: DeciderPool, send: Callable[[OutRecord], Awaitable[Any]]) -> int:
+        await pool.assign([0])
+        n = await pool.process(scoped, send)
+        await asyncio.gather(*revoking)
+        revoking.clear()
+        return n
+
+    assert asyncio.run(run(first, send)) == 8
+    assert 0 not in first.deciders
+    assert decode_checkpoint(log.topic("changelog")[-1].value).next == 8
+    other = _pool(log, tmp_path / "other")  # the new owner, from the changelog
+    assert asyncio.run(run(other, log.send)) == 22
+    other.close()
+    assert _decisions(log) == _want(lines)  # every item once: nothing decided twice
 
 
 def test_records_of_a_revoked_partition_are_left_to_its_new_owner(tmp_path: Path) -> None:

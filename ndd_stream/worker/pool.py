@@ -11,9 +11,10 @@ A crash between any two steps replays records whose decisions are either recompu
 from the same state (same result) or answered from the stored decision by identity.
 
 A batch runs under the pool's lock, and a rebalance takes that lock before it closes a
-revoked partition: the batch in flight finishes with the state it started with, and
-records of a partition this worker no longer owns (fetched before the rebalance and
-still in the agent's hands) are not decided; their new owner decides them.
+revoked partition: the batch in flight finishes its piece with the state it started
+with (and stops there when the rest is the revoked partitions'), and records of a
+partition this worker no longer owns (fetched before the rebalance and still in the
+agent's hands) are not decided; their new owner decides them.
 
 Under event-time order (``NDD_SCOPE_ORDER``) each partition's records pass through its
 sequencer (``merge.EventTimeMerge``) between step 0 (offset order, ``InOrder``) and step 1:
@@ -147,6 +148,7 @@ class DeciderPool:
         self.merges: dict[int, EventTimeMerge[Message]] = {}  # event-time order only
         self.sources: set[SourceId] = set()  # raw partitions that exist (metadata)
         self._touched: set[int] = set()
+        self._revoking: set[int] = set()  # partitions a rebalance waits for (see _decide)
         self._busy = 0.0  # clock seconds spent deciding (see _now)
         self._decision_thread = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix="ndd-decide")
@@ -174,11 +176,16 @@ class DeciderPool:
             await self.ensure(partition)
 
     async def revoke(self, partitions: Sequence[int]) -> None:
-        """A rebalance takes ``partitions`` away: wait for the batch in flight, close them."""
-        async with self.lock:
-            if self.owned is not None:
-                self.owned.difference_update(partitions)
-            self.close(partitions)
+        """A rebalance takes ``partitions`` away: wait for the batch in flight (which stops
+        at its next checkpoint), close them."""
+        self._revoking.update(partitions)
+        try:
+            async with self.lock:
+                if self.owned is not None:
+                    self.owned.difference_update(partitions)
+                self.close(partitions)
+        finally:
+            self._revoking.difference_update(partitions)
 
     async def ensure(self, partition: int) -> Any:
         decider = self.deciders.get(partition)
@@ -327,6 +334,13 @@ class DeciderPool:
             at, n = await self._decide_piece(run, at, send)
             handled += n
             if at >= len(run):
+                return handled
+            if self._revoking and {m.partition for m in run[at:]} <= self._revoking:
+                # A rebalance waits for the rest's partitions: stop here, checkpointed,
+                # rather than decide a long run (a restart's gap read is a whole backlog)
+                # while the group, tired of waiting, gives them to a worker that decides
+                # the same items again. Their new owner reads the rest from the changelog's
+                # checkpoint.
                 return handled
 
     async def _decide_piece(self, run: Sequence[Message], at: int,
