@@ -120,7 +120,7 @@ def compare(results: list[dict[str, Any]]) -> dict[str, Any]:
         if det is None or method == "detector":
             continue
         if workload != "news":
-            window = f"{workload}"  # type: ignore[assignment]  # a label from here on
+            window = f"{workload}"  # a label from here on
         if method == "faithful":
             n = len(r["decisions"])
             same = sum(a == b for a, b in zip(r["decisions"], det["decisions"], strict=False))

@@ -59,8 +59,8 @@ def main() -> int:
             rows.append((i + 1, current / 1e6, peak / 1e6))
     print(f"limits: {limits}")
     print("| items fed | held (MB) | peak (MB) |\n| ---: | ---: | ---: |")
-    for n, current, peak in rows:
-        print(f"| {n:,} | {current:.0f} | {peak:.0f} |")
+    for n, held, top in rows:
+        print(f"| {n:,} | {held:.0f} | {top:.0f} |")
     full = next((r for r in rows if r[0] >= limits.locators), rows[-1])
     print(f"last / first checkpoint with full rings ({full[0]:,} items): "
           f"{rows[-1][1] / full[1]:.2f}")

@@ -64,7 +64,7 @@ def build_settings(args: argparse.Namespace) -> Settings:
     if config is not None:
         read_text(Path(config), "--config")  # unreadable, a directory, binary: one line
     try:
-        return Settings(_env_file=config, **overrides)  # type: ignore[call-arg]
+        return Settings(_env_file=config, **overrides)
     except ValidationError as exc:
         raise UsageError("invalid settings: " + settings_error(exc, set(overrides), config)) \
             from None
