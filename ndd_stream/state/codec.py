@@ -134,6 +134,7 @@ def pack_pending(pending: tuple[tuple[int, int], ...]) -> dict[str, Any]:
 
 
 def unpack_pending(packed: dict[str, Any]) -> tuple[tuple[int, int], ...]:
+    """The pairs :func:`pack_pending` packed; ValueError if they do not decode."""
     n = int(packed["n"])
     try:
         raw = zlib.decompress(base64.b64decode(packed["z"], validate=True))

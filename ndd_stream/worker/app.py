@@ -58,7 +58,8 @@ log = logging.getLogger("ndd_stream.worker")
 BATCH_MAX = 500  # records per take_events batch
 BATCH_WITHIN_S = 0.05  # ... or whatever arrived within this time
 # A record of the shards topic carries up to shardwire.BATCH_BYTES (256 KiB, ~50 news
-# items): at most this many per batch (8 MiB, ~1,600 items, so a checkpoint and a rebalance
+# items) and BATCH_ITEMS (64): at most this many per batch (8 MiB, at most 2,048 items, ~1,600
+# news items, so a checkpoint and a rebalance
 # never wait for tens of thousands), and this many buffered per shard partition before
 # Faust pauses its fetch (64 MiB; Faust's default, 4,096 records, would be 1 GiB). bench.e2e,
 # 3 pairs each against Faust's defaults: 8 and 32 gave ~7% fewer items/s; these 0.85-1.18x.

@@ -354,6 +354,8 @@ class DeciderPool:
         end, handled, decided = at, 0, 0
         ends: dict[int, int] = {}  # partition -> the offset after its last record here
         while True:
+            # one record at a time (none in a timer's empty run), so that the piece can end
+            # at any record boundary: the sequencers are offered only what is decided here
             piece = run[end:end + 1]
             end += len(piece)
             for m in piece:
