@@ -254,6 +254,10 @@ def test_pending_items_that_retention_removed_do_not_stall_the_rest(
     want = _want(lines)
     assert decided == {identity: want[identity] for identity in decided}
     assert "records_lost" in {getattr(r, "event", None) for r in caplog.records}
+    gatherer = again.deciders[0]
+    assert isinstance(gatherer, GatherDecider)
+    assert not gatherer.queue and not gatherer.answers, "answers of lost items are kept"
+    assert gatherer.held == 0
     again.close()
     shards.close()
 
