@@ -36,6 +36,7 @@ from test_worker_pool import (
 
 from ndd_stream.kafka.reads import Fetched
 from ndd_stream.state.codec import decode_checkpoint
+from ndd_stream.state.pending import PendingSnapshot
 from ndd_stream.worker.deciding import LayoutChanged
 from ndd_stream.worker.gathering import DEFAULT_MEMORY_BYTES, GatherDecider
 from ndd_stream.worker.metrics import WorkerMetrics
@@ -87,6 +88,24 @@ class Cursor:
         return out
 
 
+def _check_lag(gather: DeciderPool) -> None:
+    """The per-shard lag a gatherer keeps as it goes equals a recount of its queue, and it
+    holds no answer but those of items in its queue (or re-read ones, while re-reading)."""
+    for decider in gather.deciders.values():
+        assert isinstance(decider, GatherDecider)
+        want = dict.fromkeys(range(SHARDS), 0)
+        queued = set()
+        for entry in decider.queue:
+            if entry.waits:
+                queued.add((entry.scope, entry.number))
+                got = decider.answers.get((entry.scope, entry.number), {})
+                for shard in want:
+                    want[shard] += shard not in got
+        assert decider.waiting() == want
+        if not decider.awaits_any():
+            assert set(decider.answers) == queued
+
+
 async def _drive(log: MemoryLog, gather: DeciderPool, shards: DeciderPool,
                  gc: Cursor, sc: Cursor, rounds: int = 100) -> None:
     """Deliver new records to both pools until nothing moves."""
@@ -96,6 +115,7 @@ async def _drive(log: MemoryLog, gather: DeciderPool, shards: DeciderPool,
             return
         if scoped:
             await gather.process(scoped, log.send)
+            _check_lag(gather)
         if prepared:
             await shards.process(prepared, log.send)
 
@@ -145,17 +165,19 @@ def test_a_sharded_scope_decides_as_dedup_and_spreads_its_documents(
     (2, True, 262_144, BUDGETS[0]), (7, False, 1, BUDGETS[0]), (31, False, 1, BUDGETS[0]),
     (31, True, 1, BUDGETS[0]), (1, False, 262_144, 1), (2, True, 262_144, 1),
     (7, False, 1, 1)])
+@pytest.mark.parametrize("chunk", [4096, 3])
 def test_a_gatherer_stopped_with_items_pending_decides_them_as_before(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answers_seen: int, moved: bool,
-        batch_bytes: int, memory: int) -> None:
+        batch_bytes: int, memory: int, chunk: int) -> None:
     """The gatherer admits and prepares items, the shards answer some, the gatherer stops
     (its in-memory queue and answers are lost); a new one re-reads from its checkpoint,
     admits the pending items again (same numbers), sends them again (the shards skip them)
     and decides everything as dedup. ``moved``: the new one is on another worker, without
     local state: the pending list comes from the changelog's checkpoint. ``answers_seen``:
     answer records read before the stop (one per shard by default, one per item and shard
-    with ``batch_bytes`` 1)."""
+    with ``batch_bytes`` 1). ``chunk``: the pending list's chunk (3: listed in chunks)."""
     monkeypatch.setattr("ndd_stream.worker.shardwire.BATCH_BYTES", batch_bytes)
+    monkeypatch.setattr("ndd_stream.state.pending.CHUNK", chunk)
     log, lines = MemoryLog(), _lines(30, seed=3)
     _scoped(log, lines[:20])
     gather, shards = _gatherer(log, tmp_path / "g", memory), _shards(log, tmp_path / "s")
@@ -170,6 +192,7 @@ def test_a_gatherer_stopped_with_items_pending_decides_them_as_before(
     asyncio.run(first())
     checkpoint = gather.deciders[0].checkpoint
     assert checkpoint.pending  # the write-ahead list
+    assert isinstance(checkpoint.pending, PendingSnapshot) == (chunk < len(checkpoint.pending))
     gather.close()
     again = _gatherer(log, tmp_path / ("elsewhere" if moved else "g"), memory)
     prepared_before = len(log.topic(SHARDS_TOPIC))
@@ -262,6 +285,53 @@ def test_pending_items_that_retention_removed_do_not_stall_the_rest(
     shards.close()
 
 
+def test_an_answer_to_an_item_retention_removed_is_dropped_with_it(tmp_path: Path) -> None:
+    """One shard answered before the gatherer stopped, and more items came after that answer;
+    retention then removed the first items. The restart re-reads the answer among its pending
+    items: the answers to the lost items are dropped once the re-reading is over, not kept
+    (and counted against the memory budget) for good, and the lag counts only what waits."""
+    log, lines = MemoryLog(), _lines(12, seed=7)
+    _scoped(log, lines[:6])
+    gather, shards = _gatherer(log, tmp_path / "g"), _shards(log, tmp_path / "s")
+    gc = Cursor(log)
+
+    async def first() -> None:
+        await gather.process(gc.new(SCOPED), log.send)  # items 0-5 prepared
+        await shards.process([r for r in log.topic(SHARDS_TOPIC) if r.partition == 0],
+                             log.send)  # shard 0 answers them
+        for offset, line in enumerate(lines[6:], start=6):  # the router forwards more
+            record, _ = route_raw(line, None, Source(RAW, 0, offset),
+                                  SETTINGS.item_format(), SCOPED, "dlq")
+            await log.send(record)
+        await gather.process(gc.new(SCOPED), log.send)  # shard 0's answer, items 6-11
+
+    asyncio.run(first())
+    stopped = gather.deciders[0]
+    assert isinstance(stopped, GatherDecider)
+    assert stopped.waiting() == {0: 6, 1: 12, 2: 12}
+    gather.close()
+    log.delete_before(SCOPED, 0, 3)  # items 0-2 are gone, shard 0's answer to them is not
+    again = _gatherer(log, tmp_path / "g")
+    sc = Cursor(log)
+    sc.at[(SHARDS_TOPIC, 0)] = 1  # shard 0 read its first record
+
+    async def second() -> None:
+        await again.catch_up(0, len(log.logs[(SCOPED, 0)]), log.send)
+        await _drive(log, again, shards, gc, sc)  # checks the lag and the answers kept
+
+    asyncio.run(second())
+    decided = _decisions(log)
+    assert len(decided) == 9
+    want = _want(lines)
+    assert decided == {identity: want[identity] for identity in decided}
+    gatherer = again.deciders[0]
+    assert isinstance(gatherer, GatherDecider)
+    assert not gatherer.answers and gatherer.held == 0
+    assert gatherer.waiting() == {0: 0, 1: 0, 2: 0}
+    again.close()
+    shards.close()
+
+
 def _ordered_gatherer(log: MemoryLog, state: Path, clock: Clock,
                       memory: int = DEFAULT_MEMORY_BYTES) -> DeciderPool:
     def make(partition: int, path: Path) -> GatherDecider:
@@ -281,12 +351,15 @@ def _ordered_gatherer(log: MemoryLog, state: Path, clock: Clock,
 def test_a_gatherer_in_event_time_order_stopped_anywhere_decides_as_dedup(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crash_at: int, moved: bool,
         memory: int, every: int) -> None:
-    """``every``: the pool's checkpoint interval (3: batches checkpointed in pieces).
-    A cross-channel backlog in event-time order (items released by the sequencer, then
-    admitted): the gatherer stops with items pending, and comes back on the same worker or on
-    another one (the pending list then comes from the changelog's checkpoint). The items the
-    sequencer had released must be admitted again, not taken for decided."""
+    """``every``: the pool's checkpoint interval (3: batches checkpointed in pieces, and
+    the pending list packed in chunks of 2, state/pending.py). A cross-channel backlog in
+    event-time order (items released by the sequencer, then admitted): the gatherer stops
+    with items pending, and comes back on the same worker or on another one (the pending
+    list then comes from the changelog's checkpoint). The items the sequencer had released
+    must be admitted again, not taken for decided."""
     monkeypatch.setattr("ndd_stream.worker.pool.CHECKPOINT_ITEMS", every)
+    if every < 256:
+        monkeypatch.setattr("ndd_stream.state.pending.CHUNK", 2)
     lines = cross_channel_lines(120, seed=9)
     parts = by_partition(lines)
     log = MemoryLog()
@@ -304,7 +377,8 @@ def test_a_gatherer_in_event_time_order_stopped_anywhere_decides_as_dedup(
         await gather.process(answers[:len(answers) // 2], log.send)
 
     asyncio.run(first())
-    assert gather.deciders[0].checkpoint.pending
+    listed = gather.deciders[0].checkpoint.pending
+    assert listed and isinstance(listed, PendingSnapshot) == (every < 256)
     gather.close()
     again = _ordered_gatherer(log, tmp_path / ("elsewhere" if moved else "g"), clock, memory)
     gc = Cursor(log)

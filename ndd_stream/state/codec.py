@@ -3,7 +3,8 @@
 Document key:        b"d" | u16 BE len(scope) | scope UTF-8 | i64 BE hour+2**63 | u64 BE number
 Document value (v2): b"\\x02" | JSON {"n", "h", "c", "t", "nf", "i", "d": decision, "f": figures}
 Document value (v1): b"\\x01" | JSON {"n", "h", "c", "t", "nf", "i", "d": decision}
-Checkpoint key:      b"m:marker"   value (v3): b"\\x03" | JSON {.. v2's .., "pz": pending}
+Checkpoint key:      b"m:marker"   value (v4): b"\\x04" | JSON {.. v2's .., "pc": chunks}
+                                   value (v3): b"\\x03" | JSON {.. v2's .., "pz": pending}
                                    value (v2): b"\\x02" | JSON {"next", "changelog", "order"}
                                    value (v1): b"\\x01" | JSON {"next", "changelog"} (read)
 Format key:          b"m:format"   value: b"ndd-state-2" (b"ndd-state-1" is upgraded on open)
@@ -23,19 +24,15 @@ range delete. The hour is offset by 2**63 so negative hours sort correctly.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import itertools
 import struct
-import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from ndd_stream.core.document import Decision
 from ndd_stream.core.store import StoredDocument
 from ndd_stream.jsonio import dumps, loads
+from ndd_stream.state.pending import Pair, PendingSnapshot, pack_pending, unpack_pending
 
 FORMAT = b"ndd-state-2"
 READABLE_FORMATS = (b"ndd-state-1", FORMAT)  # a v1 store is upgraded in place on open
@@ -46,6 +43,7 @@ DOC_END = b"e"  # first byte after every document key
 _V1 = b"\x01"
 _V2 = b"\x02"
 _V3 = b"\x03"  # a checkpoint with a pending list, packed ("pz")
+_V4 = b"\x04"  # ... packed in chunks, each packed once ("pc"; state/pending.py)
 _HOUR_BIAS = 1 << 63
 
 
@@ -102,7 +100,7 @@ class Checkpoint:
     order: dict[str, Any] | None = None  # the event-time sequencer's (worker/merge.py)
     # sharded windows: (scoped offset, arrival number or -1) of the items admitted and not
     # decided yet, in the order they were admitted (worker/gathering.py); absent when empty
-    pending: tuple[tuple[int, int], ...] = ()
+    pending: Sequence[Pair] = ()  # a tuple, or the chunked PendingSnapshot
     # NDD_SHARDS the state was built with; None: not recorded (written before shards
     # existed, so 1 if the state holds anything). A change of it needs new state.
     shards: int | None = None
@@ -112,53 +110,39 @@ def encode_checkpoint(checkpoint: Checkpoint) -> bytes:
     """v2, or v3 when there is a pending list: a backlog lists hundreds of thousands of
     items, 18 bytes each as JSON pairs (200k: a 3.6 MB record, near the producer's request
     limit, written after every piece of a batch); packed, ~3 bytes in event-time order and
-    well under one in offset order."""
+    well under one in offset order. v4 when the list is a chunked
+    :class:`~ndd_stream.state.pending.PendingSnapshot` (its full chunks packed once)."""
     data: dict[str, Any] = {"next": checkpoint.next, "changelog": checkpoint.changelog,
                             "order": checkpoint.order}
     if checkpoint.shards is not None:
         data["shards"] = checkpoint.shards
     if not checkpoint.pending:
         return _V2 + dumps(data)
+    if isinstance(checkpoint.pending, PendingSnapshot):
+        data["pc"] = checkpoint.pending.packed
+        return _V4 + dumps(data)
     data["pz"] = pack_pending(checkpoint.pending)
     return _V3 + dumps(data)
-
-
-def pack_pending(pending: tuple[tuple[int, int], ...]) -> dict[str, Any]:
-    """``{"n": count, "z": base64(zlib(deltas))}``: the offsets, then the numbers, each as
-    differences from the one before (the first from 0), 8-byte little-endian signed."""
-    flat = itertools.chain.from_iterable(pending)  # 2.7x faster than np.array of pairs
-    pairs = np.fromiter(flat, dtype=np.int64, count=2 * len(pending)).reshape(-1, 2)
-    deltas = np.diff(pairs, axis=0, prepend=np.zeros((1, 2), np.int64))
-    raw = np.ascontiguousarray(deltas.T).astype("<i8").tobytes()
-    return {"n": len(pending), "z": base64.b64encode(zlib.compress(raw, 1)).decode("ascii")}
-
-
-def unpack_pending(packed: dict[str, Any]) -> tuple[tuple[int, int], ...]:
-    """The pairs :func:`pack_pending` packed; ValueError if they do not decode."""
-    n = int(packed["n"])
-    try:
-        raw = zlib.decompress(base64.b64decode(packed["z"], validate=True))
-    except (binascii.Error, zlib.error) as exc:
-        raise ValueError(f"pending list: {exc}") from exc
-    if len(raw) != 16 * n:
-        raise ValueError(f"pending list of {len(raw)} bytes for {n} items")
-    sums = np.cumsum(np.frombuffer(raw, dtype="<i8").reshape(2, n), axis=1)
-    return tuple(zip(sums[0].tolist(), sums[1].tolist(), strict=True))
 
 
 def decode_checkpoint(value: bytes | None) -> Checkpoint:
     """A stored checkpoint; the empty one (offset 0, no order) when there is none yet."""
     if not value:
         return Checkpoint()
-    if value[:1] not in (_V1, _V2, _V3):
+    if value[:1] not in (_V1, _V2, _V3, _V4):
         raise CorruptRecord(f"unknown checkpoint version {value[:1]!r}")
     try:
         data = loads(value[1:])
         order = data.get("order")
         if order is not None and not isinstance(order, dict):
             raise TypeError("order is not an object")
-        pending = (unpack_pending(data["pz"]) if value[:1] == _V3 else
-                   tuple((int(o), int(n)) for o, n in data.get("pending", ())))
+        pending: Sequence[Pair]
+        if value[:1] == _V4:
+            pending = PendingSnapshot.from_packed(data["pc"])
+        elif value[:1] == _V3:
+            pending = unpack_pending(data["pz"])
+        else:
+            pending = tuple((int(o), int(n)) for o, n in data.get("pending", ()))
         shards = data.get("shards")
         return Checkpoint(int(data.get("next", 0)), int(data.get("changelog", 0)), order,
                           pending, None if shards is None else int(shards))

@@ -20,8 +20,8 @@ and are sequenced afresh.
 from __future__ import annotations
 
 import logging
-import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.items import Invalid, ItemFormat, parse_item
 from ndd_stream.core.shards import Answer, Gatherer, Pending, Slot
 from ndd_stream.state.codec import Checkpoint
+from ndd_stream.state.pending import Pair, PendingList
 from ndd_stream.worker.deciding import Outcome, OutputTopics, StatefulPartition, routed_records
 from ndd_stream.worker.records import H_CONTROL, OutRecord, Source, dlq_headers, header_map
 from ndd_stream.worker.shardwire import (
@@ -41,7 +42,6 @@ from ndd_stream.worker.shardwire import (
 from ndd_stream.worker.spill import Parked, Ref, Spill
 
 log = logging.getLogger("ndd_stream.worker")
-WAITING_EVERY_S = 1.0  # how often the shards' lag gauge is recounted
 DEFAULT_MEMORY_BYTES = 128 << 20  # the gather_memory_mb setting's default
 
 
@@ -105,13 +105,13 @@ class GatherDecider(StatefulPartition):
         self.shards_topic = shards_topic
         self.queue: deque[_Entry] = deque()
         # (offset, arrival number) of each entry of the queue, kept beside it: the pending
-        # list is written after every batch, and a backlog's queue holds thousands of items
-        self._pairs: deque[tuple[int, int]] = deque()
+        # list is written after every piece of a batch, and a backlog's queue holds its
+        # whole backlog (chunks packed once: state/pending.py)
+        self._pairs = PendingList()
         # (scope, arrival number) of each prepared item in the queue -> shard -> answer
         self.answers: dict[tuple[str, int], dict[int, Answer]] = {}
         super().__init__(partition, path, topics.changelog)
         self.fanout: list[bytes] = []  # prepared items to send after the checkpoint
-        self._waiting: tuple[float, dict[int, int]] | None = None  # (when, waiting())
         self._expect_pending()
 
     def _make_detector(self) -> Gatherer:
@@ -131,40 +131,34 @@ class GatherDecider(StatefulPartition):
         self.spill.close()
         self.spill = Spill(self.spill.directory)
         self.held = 0
+        # per shard, the queue's prepared items without its answer (kept as they change:
+        # counting a backlog's queue was O(backlog) per gauge reading)
+        self._lag = [0] * self.shards
+        # answers read during a restart's re-reading for items not admitted again yet
+        self._early: set[tuple[str, int]] = set()
         self._numbers = dict(self.checkpoint.pending)
         self._readmit: dict[int, Parked | Ref | None] = dict.fromkeys(self._numbers)
+        # listed after the items admitted meanwhile until all are back: packed once, here
+        # (a checkpoint after every batch of the re-reading would pack them all each time)
+        self._relisted = PendingList.of(self._numbers.items())
 
     # --- what the pool asks -----------------------------------------------------------
     def awaits(self, offset: int) -> bool:
         """True for a pending item re-read after a restart (the sequencer has passed it)."""
         return offset in self._readmit
 
-    def pending(self) -> tuple[tuple[int, int], ...]:
+    def awaits_any(self) -> bool:
+        """Whether pending items of a restart are still being re-read."""
+        return bool(self._readmit)
+
+    def pending(self) -> Sequence[Pair]:
         """The checkpoint's ``pending``: every admitted, undecided item, in order, as
         (scoped offset, arrival number or -1)."""
-        pairs = tuple(self._pairs)
-        if self._readmit:
-            pairs += tuple((offset, self._numbers[offset]) for offset in self._readmit)
-        return pairs
+        return self._pairs.snapshot(self._relisted if self._readmit else ())
 
     def waiting(self) -> dict[int, int]:
-        """Per shard, the admitted items still waiting for its answer (the shard's lag).
-        A gauge, recounted at most once a second: a backlog's queue holds thousands of
-        items, and counting them after every batch cost the gatherer's worker more than
-        the gauge is worth."""
-        now = time.monotonic()
-        if self._waiting is not None and now - self._waiting[0] < WAITING_EVERY_S:
-            return self._waiting[1]
-        out = dict.fromkeys(range(self.shards), 0)
-        for entry in self.queue:
-            if not entry.waits:
-                continue
-            got = self.answers.get((entry.scope, entry.number), {})
-            for shard in out:
-                if shard not in got:
-                    out[shard] += 1
-        self._waiting = (now, out)
-        return out
+        """Per shard, the admitted items still waiting for its answer (the shard's lag)."""
+        return dict(enumerate(self._lag))
 
     # --- records ----------------------------------------------------------------------
     def process(self, value: bytes | None, key: bytes | None, headers: object,
@@ -214,6 +208,10 @@ class GatherDecider(StatefulPartition):
             self._admit(again, offset)
         self._readmit.clear()
         self._numbers.clear()
+        self._relisted = ()
+        for key in self._early:  # answers of items that never came back (lost): dropped
+            self.held -= sum(_answer_size(a) for a in self.answers.pop(key, {}).values())
+        self._early.clear()
 
     def _readmit_lost(self, scoped: Source) -> None:
         """Past the last pending offset with some never re-read (retention removed them):
@@ -236,7 +234,12 @@ class GatherDecider(StatefulPartition):
         entry = _Entry(offset, pending.number, item.scope, prep is not None, pending.slot, 0,
                        pending, read.key, read.raw, read.source, read.note)
         if prep is not None:
-            self.answers.setdefault((prep.scope, prep.number), {})
+            key = (prep.scope, prep.number)
+            got = self.answers.setdefault(key, {})
+            self._early.discard(key)
+            for shard in range(self.shards):
+                if shard not in got:
+                    self._lag[shard] += 1
             self.fanout.append(encode_prepared(prep))
             size = _size(read, pending.nf, pending.figures)
             if self.held + size > self.memory_bytes and self.queue:
@@ -262,14 +265,18 @@ class GatherDecider(StatefulPartition):
                 log.warning("%s: skipped: an answer of shard %d of %d", scoped.position,
                             answer.shard, self.shards)
                 continue
-            got = self.answers.get((answer.scope, answer.number))
+            key = (answer.scope, answer.number)
+            got = self.answers.get(key)
             if got is None:
                 if not self._readmit:
                     continue  # sent again for an item decided already
-                got = self.answers.setdefault((answer.scope, answer.number), {})
+                got = self.answers[key] = {}
+                self._early.add(key)
             if answer.shard not in got:
                 got[answer.shard] = answer
                 self.held += _answer_size(answer)
+                if key not in self._early:
+                    self._lag[answer.shard] -= 1
 
     def _resolve(self) -> list[Outcome]:
         """Decide the items at the head of the queue whose answers are all in."""

@@ -50,6 +50,7 @@ from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.items import ItemFormat
 from ndd_stream.kafka.reads import Log, read_range
 from ndd_stream.state.codec import Checkpoint
+from ndd_stream.state.pending import Pair, least_offset
 from ndd_stream.worker.changelog import read_partition
 from ndd_stream.worker.deciding import (
     LayoutChanged,
@@ -396,7 +397,7 @@ class DeciderPool:
         # logged as lost, and never come back); before it, after this piece's records.
         last = end >= len(run)
         cursor: dict[int, int] = {}
-        undecided: dict[int, tuple[tuple[int, int], ...]] = {}  # gatherers' pending lists
+        undecided: dict[int, Sequence[Pair]] = {}  # gatherers' pending lists
         for partition, decider in self.deciders.items():
             merge = self.merges.get(partition)
             gathering = hasattr(decider, "pending")
@@ -412,7 +413,7 @@ class DeciderPool:
             if gathering and partition in cursor:  # re-read from the oldest undecided item
                 undecided[partition] = listed = decider.pending()
                 if listed:
-                    cursor[partition] = min(cursor[partition], min(listed)[0])
+                    cursor[partition] = min(cursor[partition], least_offset(listed))
         checkpoints = {p: Checkpoint(
             position, order=self.merges[p].checkpoint() if p in self.merges else None,
             pending=undecided.get(p, ())) for p, position in cursor.items()}
