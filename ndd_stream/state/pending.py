@@ -18,9 +18,10 @@ import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from functools import cached_property
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 import numpy as np
+import numpy.typing as npt
 
 Pair = tuple[int, int]  # (scoped offset, arrival number or -1)
 CHUNK = 4096  # pairs per sealed chunk: ~0.6 ms to pack, a few hundred bytes packed
@@ -145,56 +146,69 @@ def least_offset(pending: Sequence[Pair]) -> int:
     return min(o for o, _ in pending)
 
 
+class _Chunk(NamedTuple):
+    """A sealed chunk: its pairs packed (what a checkpoint lists), its offsets (for the
+    least undecided one while it is the first chunk) and their least."""
+
+    packed: dict[str, Any]
+    offsets: npt.NDArray[np.int64]
+    least: int
+
+
 class PendingList:
     """The live list, appended as items are admitted and popped from the front as they are
-    decided (the queue is FIFO); every full chunk is packed once, when it fills."""
+    decided (the queue is FIFO). Every full chunk is packed once, when it fills, and then
+    kept as its packed form and its offsets (8 bytes a pair, not a Python tuple's ~120:
+    a backlog lists every item it admitted)."""
 
     def __init__(self, chunk: int | None = None) -> None:
         self._chunk = chunk or CHUNK  # read here, so that tests can make chunks small
-        self._pairs: deque[Pair] = deque()
-        self._head = 0  # sequence number of _pairs[0] (pairs ever appended before it)
-        self._sealed = 0  # sequence number up to which chunks are sealed
-        self._chunks: deque[tuple[int, dict[str, Any], int]] = deque()  # (start, packed, min)
+        self._chunks: deque[_Chunk] = deque()
+        self._skip = 0  # pairs of the first chunk decided
+        self._tail: deque[Pair] = deque()  # not sealed yet (the newest)
+        self._len = 0
 
     def __len__(self) -> int:
-        return len(self._pairs)
+        return self._len
 
     def append(self, pair: Pair) -> None:
-        self._pairs.append(pair)
-        end = self._head + len(self._pairs)
-        if end - self._sealed >= self._chunk:
-            fresh = list(itertools.islice(self._pairs, len(self._pairs) - self._chunk, None))
-            self._chunks.append((self._sealed, pack_pending(fresh),
-                                 min(o for o, _ in fresh)))
-            self._sealed = end
+        self._tail.append(pair)
+        self._len += 1
+        if len(self._tail) >= self._chunk:
+            offsets = np.fromiter((o for o, _ in self._tail), np.int64, len(self._tail))
+            self._chunks.append(_Chunk(pack_pending(self._tail), offsets,
+                                       int(offsets.min())))
+            self._tail.clear()
 
-    def popleft(self) -> Pair:
-        pair = self._pairs.popleft()
-        self._head += 1
-        self._sealed = max(self._sealed, self._head)  # past every chunk: seal from here
-        if self._chunks and self._chunks[0][0] + self._chunk <= self._head:
+    def popleft(self) -> None:
+        if not self._len:
+            raise IndexError("pop from an empty pending list")
+        self._len -= 1
+        if not self._chunks:
+            self._tail.popleft()
+            return
+        self._skip += 1
+        if self._skip == self._chunks[0].offsets.size:
             self._chunks.popleft()
-        return pair
+            self._skip = 0
 
     def clear(self) -> None:
-        self._pairs.clear()
         self._chunks.clear()
-        self._head = self._sealed = 0
+        self._tail.clear()
+        self._skip = self._len = 0
 
     def snapshot(self, then: Listed = ()) -> Listed:
         """The list now, followed by ``then`` (see :func:`join`): a plain tuple while no
         chunk is sealed, else a :class:`PendingSnapshot` (cost: the tail and one chunk, not
         the whole list)."""
+        tail = tuple(self._tail)
         if not self._chunks:
-            return join(tuple(self._pairs), then)
-        start = self._chunks[0][0]
-        skip = self._head - start
-        tail = tuple(itertools.islice(self._pairs, self._sealed - self._head, None))
+            return join(tail, then)
         # exact least offset: the first chunk's undecided pairs, the other chunks', the tail
-        first = itertools.islice(self._pairs, 0, self._chunk - skip)
-        least = min(itertools.chain((o for o, _ in first), (o for o, _ in tail),
-                                    (m for _, _, m in itertools.islice(self._chunks, 1, None))))
-        own = PendingSnapshot(skip, [packed for _, packed, _ in self._chunks], tail, least)
+        least = min(itertools.chain((int(self._chunks[0].offsets[self._skip:].min()),),
+                                    (c.least for c in itertools.islice(self._chunks, 1, None)),
+                                    (o for o, _ in tail)))
+        own = PendingSnapshot(self._skip, [c.packed for c in self._chunks], tail, least)
         return join(own, then)
 
     @classmethod
