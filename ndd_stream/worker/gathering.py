@@ -108,7 +108,8 @@ class GatherDecider(StatefulPartition):
         # list is written after every piece of a batch, and a backlog's queue holds its
         # whole backlog (chunks packed once: state/pending.py)
         self._pairs = PendingList()
-        # (scope, arrival number) of each prepared item in the queue -> shard -> answer
+        # (scope, arrival number) of each prepared item in the queue that has answers ->
+        # shard -> answer (none until the first answer: a backlog's queue is long)
         self.answers: dict[tuple[str, int], dict[int, Answer]] = {}
         super().__init__(partition, path, topics.changelog)
         self.fanout: list[bytes] = []  # prepared items to send after the checkpoint
@@ -136,6 +137,9 @@ class GatherDecider(StatefulPartition):
         self._lag = [0] * self.shards
         # answers read during a restart's re-reading for items not admitted again yet
         self._early: set[tuple[str, int]] = set()
+        # per scope, [first, end) of the arrival numbers of its prepared items in the queue
+        # (admitted and decided in order): an answer for a number in it is awaited
+        self._span: dict[str, list[int]] = {}
         self._numbers = dict(self.checkpoint.pending)
         self._readmit: dict[int, Parked | Ref | None] = dict.fromkeys(self._numbers)
         # listed after the items admitted meanwhile until all are back: packed once, here
@@ -235,7 +239,9 @@ class GatherDecider(StatefulPartition):
                        pending, read.key, read.raw, read.source, read.note)
         if prep is not None:
             key = (prep.scope, prep.number)
-            got = self.answers.setdefault(key, {})
+            span = self._span.setdefault(prep.scope, [prep.number, prep.number])
+            span[1] = prep.number + 1
+            got = self.answers.get(key, {})
             self._early.discard(key)
             for shard in range(self.shards):
                 if shard not in got:
@@ -268,10 +274,14 @@ class GatherDecider(StatefulPartition):
             key = (answer.scope, answer.number)
             got = self.answers.get(key)
             if got is None:
-                if not self._readmit:
+                span = self._span.get(answer.scope)
+                if span is not None and span[0] <= answer.number < span[1]:
+                    got = self.answers[key] = {}  # the first answer of a queued item
+                elif self._readmit:
+                    got = self.answers[key] = {}
+                    self._early.add(key)
+                else:
                     continue  # sent again for an item decided already
-                got = self.answers[key] = {}
-                self._early.add(key)
             if answer.shard not in got:
                 got[answer.shard] = answer
                 self.held += _answer_size(answer)
@@ -291,6 +301,7 @@ class GatherDecider(StatefulPartition):
                 answers = [got[s] for s in range(self.shards)]
                 del self.answers[(entry.scope, entry.number)]
                 self.held -= sum(_answer_size(a) for a in answers)
+                self._span[entry.scope][0] = entry.number + 1
             self.queue.popleft()
             self._pairs.popleft()
             if entry.pending is None:
