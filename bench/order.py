@@ -211,6 +211,10 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
         "late": sum(1 for r in records if r.policy == "late"),
         "behind": sum(1 for r in records if r.header("ndd-order") is not None),
         "differ": differ, "redelivered": len(records) - len(by_source),
+        # of those, the copies answered from a stored decision (a record read again after
+        # the first copy's decision was checkpointed: routed twice, or re-read)
+        "redelivered_replayed": sum(1 for copies in by_source.values() for c in copies[1:]
+                                    if c.header("ndd-replayed") == b"1"),
         "seconds": round(done - started, 1),
         "items_per_s": round(len(lines) / (done - started), 1),
     }

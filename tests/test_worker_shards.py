@@ -7,6 +7,7 @@ against Kafka."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from functools import partial
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from test_worker_pool import (
     SCOPED,
     SETTINGS,
     TOPICS,
+    Killed,
     _decisions,
     _lines,
     _pool,
@@ -37,14 +39,15 @@ from test_worker_pool import (
 from ndd_stream.kafka.reads import Fetched
 from ndd_stream.state.codec import decode_checkpoint
 from ndd_stream.state.pending import PendingSnapshot
+from ndd_stream.worker.changelog import CHECKPOINT_KEY
 from ndd_stream.worker.deciding import LayoutChanged
 from ndd_stream.worker.gathering import DEFAULT_MEMORY_BYTES, GatherDecider
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import DeciderPool, OrderConfig
-from ndd_stream.worker.records import Source
+from ndd_stream.worker.records import OutRecord, Source
 from ndd_stream.worker.routing import route_raw
 from ndd_stream.worker.sharding import ShardPartition
-from ndd_stream.worker.shardwire import read_prepared
+from ndd_stream.worker.shardwire import read_answers, read_prepared
 
 SHARDS_TOPIC, SHARDS = "shards", 3
 CONFIG = SETTINGS.detector_config()
@@ -329,6 +332,63 @@ def test_an_answer_to_an_item_retention_removed_is_dropped_with_it(tmp_path: Pat
     assert isinstance(gatherer, GatherDecider)
     assert not gatherer.answers and gatherer.held == 0
     assert gatherer.waiting() == {0: 0, 1: 0, 2: 0}
+    again.close()
+    shards.close()
+
+
+@pytest.mark.parametrize("every", [4, 256])
+def test_an_answer_completing_many_items_is_decided_in_checkpointed_pieces(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every: int) -> None:
+    """Two shards answered 30 items, the third answers them in one record: that record
+    completes all 30. The gatherer decides at most ``every`` per call and the pool
+    checkpoints between calls, so a kill after 13 outputs re-sends 1 of them, not 13."""
+    monkeypatch.setattr("ndd_stream.worker.pool.CHECKPOINT_ITEMS", every)
+    log, lines = MemoryLog(), _lines(30, seed=4)
+    _scoped(log, lines)
+    gather, shards = _gatherer(log, tmp_path / "g"), _shards(log, tmp_path / "s")
+    gc = Cursor(log)
+    sent = 0
+
+    async def dies_after_13(record: OutRecord) -> Awaitable[Fetched]:
+        nonlocal sent
+        if record.topic in ("unique", "duplicate"):
+            if sent == 13:
+                raise Killed
+            sent += 1
+        return await log.send(record)
+
+    async def first() -> None:
+        await gather.process(gc.new(SCOPED), log.send)  # 30 items prepared
+        await shards.process(log.topic(SHARDS_TOPIC), log.send)
+        answers = gc.new(SCOPED)
+        last = [r for r in answers if read_answers(r.value)[0].shard == SHARDS - 1]
+        assert len(last) == 1 and len(read_answers(last[0].value)) == 30
+        await gather.process([r for r in answers if r is not last[0]], log.send)
+        assert not _decisions(log)  # every item waits for the last shard
+        killed_at.append(last[0].offset)
+        await gather.process(last, dies_after_13)
+
+    killed_at: list[int] = []
+    with pytest.raises(Killed):
+        asyncio.run(first())
+    gather.close()  # the uncommitted RocksDB batch is dropped, as by a kill
+    listed = [len(decode_checkpoint(r.value).pending) for r in log.topic("changelog")
+              if r.key == CHECKPOINT_KEY]
+    assert (listed[-3:] == [26, 22, 18]) if every == 4 else (listed[-1] == 30)
+    again = _gatherer(log, tmp_path / "g")
+    sc = Cursor(log)
+    sc.at.update({(SHARDS_TOPIC, p): len(log.logs[(SHARDS_TOPIC, p)]) for p in range(SHARDS)})
+    gc.at[(SCOPED, 0)] = killed_at[0]  # the consumer delivers the uncommitted record again
+
+    async def second() -> None:
+        await _drive(log, again, shards, gc, sc)
+
+    asyncio.run(second())
+    decisions = _decisions(log)
+    assert {i: d[:1] for i, d in decisions.items()} == _want(lines)  # none lost or changed
+    assert all(len(set(d)) == 1 for d in decisions.values())  # a copy decides the same
+    resent = sum(len(d) - 1 for d in decisions.values())
+    assert resent == (1 if every == 4 else 13)
     again.close()
     shards.close()
 

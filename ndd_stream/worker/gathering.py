@@ -92,6 +92,9 @@ def _size(read: Parked, nf: str = "", figures: str | None = None) -> int:
 class GatherDecider(StatefulPartition):
     """Sequencer + gatherer of one scoped partition; the documents live in the shards."""
 
+    #: the most items one call decides (the pool sets its checkpoint interval)
+    resolve_limit: int = 1 << 30
+
     def __init__(self, partition: int, path: Path, config: DetectorConfig, fmt: ItemFormat,
                  topics: OutputTopics, shards: int, shards_topic: str,
                  memory_bytes: int = DEFAULT_MEMORY_BYTES) -> None:
@@ -288,10 +291,26 @@ class GatherDecider(StatefulPartition):
                 if key not in self._early:
                     self._lag[answer.shard] -= 1
 
+    def ready(self) -> bool:
+        """Whether the head of the queue can be decided now (its answers are all in): a call
+        that reached :attr:`resolve_limit` left it for :meth:`resolve`."""
+        if not self.queue or self._readmit:
+            return False
+        entry = self.queue[0]
+        return not entry.waits or len(self.answers.get((entry.scope, entry.number), ())) \
+            >= self.shards
+
+    def resolve(self) -> list[Outcome]:
+        """Decide more of the queue's head, as far as its answers allow (and the limit)."""
+        return self._resolve()
+
     def _resolve(self) -> list[Outcome]:
-        """Decide the items at the head of the queue whose answers are all in."""
+        """Decide the items at the head of the queue whose answers are all in, at most
+        :attr:`resolve_limit` of them: one answer can complete thousands (a restart's
+        re-read pending items, a shard far behind the others), and the pool checkpoints
+        between calls only, so a kill would send them all again."""
         out: list[Outcome] = []
-        while self.queue and not self._readmit:
+        while self.queue and not self._readmit and len(out) < self.resolve_limit:
             entry = self.queue[0]
             answers: list[Answer] = []
             if entry.waits:

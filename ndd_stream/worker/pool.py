@@ -59,6 +59,7 @@ from ndd_stream.worker.deciding import (
     PartitionDecider,
     StatefulPartition,
 )
+from ndd_stream.worker.gathering import GatherDecider
 from ndd_stream.worker.inorder import TP, InOrder, Message
 from ndd_stream.worker.merge import (
     EventTimeMerge,
@@ -331,12 +332,16 @@ class DeciderPool:
         of about :data:`CHECKPOINT_ITEMS` decisions, each with its own checkpoint: exactly
         as if the consumer had delivered the run as several smaller batches."""
         handled, at = 0, 0
+        for decider in self.deciders.values():
+            if isinstance(decider, GatherDecider):
+                decider.resolve_limit = CHECKPOINT_ITEMS
         while True:
             at, n = await self._decide_piece(run, at, send)
             handled += n
-            if at >= len(run):
+            if at >= len(run) and not self._ready():
                 return handled
-            if self._revoking and {m.partition for m in run[at:]} <= self._revoking:
+            rest = {m.partition for m in run[at:]} | {d.partition for d in self._ready()}
+            if self._revoking and rest <= self._revoking:
                 # A rebalance waits for the rest's partitions: stop here, checkpointed,
                 # rather than decide a long run (a restart's gap read is a whole backlog)
                 # while the group, tired of waiting, gives them to a worker that decides
@@ -355,6 +360,19 @@ class DeciderPool:
         end, handled, decided = at, 0, 0
         ends: dict[int, int] = {}  # partition -> the offset after its last record here
         while True:
+            ready = self._ready()
+            if ready:  # decisions a gatherer left for after a checkpoint: before new records
+                for decider in ready:
+                    self._touched.add(decider.partition)
+                    for out in decider.resolve():
+                        decided += 1
+                        self._count(decider, out, Source(self.scoped_topic, decider.partition,
+                                                         decider.next_offset))
+                        for record in out.records:
+                            pending.append(await send(record))
+                if decided >= CHECKPOINT_ITEMS:
+                    break
+                continue
             # one record at a time (none in a timer's empty run), so that the piece can end
             # at any record boundary: the sequencers are offered only what is decided here
             piece = run[end:end + 1]
@@ -389,7 +407,7 @@ class DeciderPool:
                     self._count(decider, out, source)
                     for record in out.records:
                         pending.append(await send(record))
-            if end >= len(run) or decided >= CHECKPOINT_ITEMS:
+            if decided >= CHECKPOINT_ITEMS or (end >= len(run) and not self._ready()):
                 break
         await _all(pending)
         # Where each partition now stands, if it moved: after the run, as the records in
@@ -437,6 +455,10 @@ class DeciderPool:
                                                           list)()]
         await _all([await send(r) for r in fanout])
         return end, handled
+
+    def _ready(self) -> list[GatherDecider]:
+        """The gatherers with decisions left for after a checkpoint (GatherDecider.ready)."""
+        return [d for d in self.deciders.values() if isinstance(d, GatherDecider) and d.ready()]
 
     def _sequence(self, run: Sequence[Message]) -> list[tuple[Message, str | None]]:
         """Pass a run (offset order per partition) through the partitions' sequencers: the
