@@ -128,6 +128,7 @@ class Service:
         self.raw_owned: set[tuple[str, int]] = set()
         self.forwarded: dict[tuple[str, int], tuple[int, int]] = {}
         self._reported: dict[tuple[str, int], tuple[Progress, float]] = {}
+        self._catching_up: set[asyncio.Task[None]] = set()  # see assigned()
         self._wire()
 
     def _make_app(self) -> faust.App:
@@ -272,9 +273,16 @@ class Service:
 
         The router forwards each raw partition from its committed offset (or from the
         earliest record it already took, if lower): Faust may deliver a prefetched later
-        record first. The decider starts at its state's position, and decides at once the
-        records between it and a committed offset that is ahead (``DeciderPool.catch_up``:
-        with no later record, nothing else would reveal that gap).
+        record first. The decider starts at its state's position, and decides the records
+        between it and a committed offset that is ahead (``DeciderPool.catch_up``: with no
+        later record, nothing else would reveal that gap).
+
+        The catch-up runs as a task, not in this callback: after a restart during a
+        backlog the gap is the whole backlog, and while a rebalance callback runs the
+        worker cannot hear of the next rebalance. The group gave the partition to another
+        worker while this one still decided it (two owners: thousands of outputs sent
+        twice, bench.order). As a task it takes the pool's lock like any batch, and a
+        revoke stops it at its next checkpoint.
         """
         self.router_order.keep(raw)
         self.raw_owned = set(raw)
@@ -309,17 +317,22 @@ class Service:
                 fatal(str(exc))
             for partition in partitions:
                 offset = committed.get((topic, partition), -1)
-                if offset < 0:
-                    continue
-                try:
-                    await pool.catch_up(partition, offset, self.send)
-                except Exception as exc:  # as in the decider: state is safe, exit loudly
-                    log.exception("%s[%d]: catching up to offset %d failed", topic,
-                                  partition, offset, extra={"topic": topic,
-                                                            "partition": partition,
-                                                            "offset": offset,
-                                                            "event": "decider_error"})
-                    fatal(f"catch-up of {topic}[{partition}] failed: {exc!r}")
+                if offset >= 0:
+                    task = asyncio.ensure_future(self._catch_up(pool, topic, partition, offset))
+                    self._catching_up.add(task)
+                    task.add_done_callback(self._catching_up.discard)
+
+    async def _catch_up(self, pool: DeciderPool, topic: str, partition: int,
+                        offset: int) -> None:
+        try:
+            await pool.catch_up(partition, offset, self.send)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # as in the decider: state is safe, exit loudly
+            log.exception("%s[%d]: catching up to offset %d failed", topic, partition, offset,
+                          extra={"topic": topic, "partition": partition, "offset": offset,
+                                 "event": "decider_error"})
+            fatal(f"catch-up of {topic}[{partition}] failed: {exc!r}")
 
     def _wire(self) -> None:
         s = self.settings
