@@ -206,6 +206,21 @@ class Killed(Exception):
     """The worker dies (kill -9): what it had not committed is gone."""
 
 
+def dies_after(log: MemoryLog, outputs: int) -> Callable[[OutRecord], Awaitable[Fetched]]:
+    """A send that sends ``outputs`` decisions, then dies (a worker killed mid-batch)."""
+    sent = 0
+
+    async def send(record: OutRecord) -> Fetched:
+        nonlocal sent
+        if record.topic in ("unique", "duplicate"):
+            if sent == outputs:
+                raise Killed
+            sent += 1
+        return await log.send(record)
+
+    return send
+
+
 @pytest.mark.parametrize("every", [4, 1000])
 def test_a_long_batch_is_checkpointed_in_pieces_so_a_kill_resends_few_outputs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every: int) -> None:
@@ -215,19 +230,9 @@ def test_a_long_batch_is_checkpointed_in_pieces_so_a_kill_resends_few_outputs(
     monkeypatch.setattr("ndd_stream.worker.pool.CHECKPOINT_ITEMS", every)
     log, lines = MemoryLog(), _lines(30)
     scoped = _scoped(log, lines)
-    sent = 0
-
-    async def dies_after_13(record: OutRecord) -> Awaitable[Fetched]:
-        nonlocal sent
-        if record.topic in ("unique", "duplicate"):
-            if sent == 13:
-                raise Killed
-            sent += 1
-        return await log.send(record)
-
     first = _pool(log, tmp_path)
     with pytest.raises(Killed):
-        asyncio.run(first.process(scoped, dies_after_13))
+        asyncio.run(first.process(scoped, dies_after(log, 13)))
     first.close()  # the uncommitted RocksDB batch is dropped, as by a kill
     positions = [decode_checkpoint(r.value).next for r in log.topic("changelog")
                  if r.key == CHECKPOINT_KEY]

@@ -7,7 +7,6 @@ against Kafka."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
 from functools import partial
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from test_worker_pool import (
     _pool,
     _scoped,
     _want,
+    dies_after,
 )
 
 from ndd_stream.kafka.reads import Fetched
@@ -44,7 +44,7 @@ from ndd_stream.worker.deciding import LayoutChanged
 from ndd_stream.worker.gathering import DEFAULT_MEMORY_BYTES, GatherDecider
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import DeciderPool, OrderConfig
-from ndd_stream.worker.records import OutRecord, Source
+from ndd_stream.worker.records import Source
 from ndd_stream.worker.routing import route_raw
 from ndd_stream.worker.sharding import ShardPartition
 from ndd_stream.worker.shardwire import read_answers, read_prepared
@@ -347,15 +347,6 @@ def test_an_answer_completing_many_items_is_decided_in_checkpointed_pieces(
     _scoped(log, lines)
     gather, shards = _gatherer(log, tmp_path / "g"), _shards(log, tmp_path / "s")
     gc = Cursor(log)
-    sent = 0
-
-    async def dies_after_13(record: OutRecord) -> Awaitable[Fetched]:
-        nonlocal sent
-        if record.topic in ("unique", "duplicate"):
-            if sent == 13:
-                raise Killed
-            sent += 1
-        return await log.send(record)
 
     async def first() -> None:
         await gather.process(gc.new(SCOPED), log.send)  # 30 items prepared
@@ -366,7 +357,7 @@ def test_an_answer_completing_many_items_is_decided_in_checkpointed_pieces(
         await gather.process([r for r in answers if r is not last[0]], log.send)
         assert not _decisions(log)  # every item waits for the last shard
         killed_at.append(last[0].offset)
-        await gather.process(last, dies_after_13)
+        await gather.process(last, dies_after(log, 13))
 
     killed_at: list[int] = []
     with pytest.raises(Killed):
