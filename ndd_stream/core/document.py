@@ -61,7 +61,7 @@ class Decision:
     def as_dict(self) -> dict[str, Any]:
         """Every field by name (``novel`` only when set). Written out, not
         ``dataclasses.asdict``: that deep-copies field by field and was 7% of a whole
-        ``dedup`` process on short items (tests/test_core_document.py checks every field)."""
+        ``dedup`` process on short items (tests/test_novelty.py checks every field)."""
         out: dict[str, Any] = {
             "identity": self.identity, "status": self.status.value,
             "similarity": self.similarity, "duplicate_of": self.duplicate_of,
