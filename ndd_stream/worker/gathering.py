@@ -310,15 +310,12 @@ class GatherDecider(StatefulPartition):
         re-read pending items, a shard far behind the others), and the pool checkpoints
         between calls only, so a kill would send them all again."""
         out: list[Outcome] = []
-        while self.queue and not self._readmit and len(out) < self.resolve_limit:
+        while len(out) < self.resolve_limit and self.ready():
             entry = self.queue[0]
             answers: list[Answer] = []
             if entry.waits:
-                got = self.answers.get((entry.scope, entry.number), {})
-                if len(got) < self.shards:
-                    break
+                got = self.answers.pop((entry.scope, entry.number))
                 answers = [got[s] for s in range(self.shards)]
-                del self.answers[(entry.scope, entry.number)]
                 self.held -= sum(_answer_size(a) for a in answers)
                 self._span[entry.scope][0] = entry.number + 1
             self.queue.popleft()

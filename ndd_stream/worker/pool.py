@@ -364,12 +364,15 @@ class DeciderPool:
             if ready:  # decisions a gatherer left for after a checkpoint: before new records
                 for decider in ready:
                     self._touched.add(decider.partition)
-                    for out in decider.resolve():
-                        decided += 1
-                        self._count(decider, out, Source(self.scoped_topic, decider.partition,
-                                                         decider.next_offset))
-                        for record in out.records:
-                            pending.append(await send(record))
+                    started = time.perf_counter()
+                    outcomes = decider.resolve()
+                    self.metrics.busy.labels(self._label(decider.partition)).inc(
+                        time.perf_counter() - started)
+                    source = Source(self.scoped_topic, decider.partition, decider.next_offset)
+                    decided += await self._emit(decider, outcomes, source, send, pending)
+                if time.perf_counter() - turn > YIELD_SECONDS:
+                    await asyncio.sleep(0)
+                    turn = time.perf_counter()
                 if decided >= CHECKPOINT_ITEMS:
                     break
                 continue
@@ -402,11 +405,7 @@ class DeciderPool:
                     await asyncio.sleep(0)
                     turn = time.perf_counter()
                 outcomes = outcome if isinstance(outcome, list) else [outcome]
-                decided += len(outcomes)
-                for out in outcomes:
-                    self._count(decider, out, source)
-                    for record in out.records:
-                        pending.append(await send(record))
+                decided += await self._emit(decider, outcomes, source, send, pending)
             if decided >= CHECKPOINT_ITEMS or (end >= len(run) and not self._ready()):
                 break
         await _all(pending)
@@ -418,7 +417,7 @@ class DeciderPool:
         undecided: dict[int, Sequence[Pair]] = {}  # gatherers' pending lists
         for partition, decider in self.deciders.items():
             merge = self.merges.get(partition)
-            gathering = hasattr(decider, "pending")
+            gathering = isinstance(decider, GatherDecider)
             if merge is not None:
                 if partition in self._touched:
                     cursor[partition] = merge.resume_offset()
@@ -455,6 +454,16 @@ class DeciderPool:
                                                           list)()]
         await _all([await send(r) for r in fanout])
         return end, handled
+
+    async def _emit(self, decider: StatefulPartition, outcomes: Sequence[Outcome],
+                    source: Source, send: Send, pending: list[Awaitable[Any]]) -> int:
+        """Count each outcome and hand its records to the producer (``pending`` collects
+        the sends, awaited before the checkpoint); returns how many outcomes."""
+        for out in outcomes:
+            self._count(decider, out, source)
+            for record in out.records:
+                pending.append(await send(record))
+        return len(outcomes)
 
     def _ready(self) -> list[GatherDecider]:
         """The gatherers with decisions left for after a checkpoint (GatherDecider.ready)."""
