@@ -253,7 +253,8 @@ class Settings(BaseSettings):
         description="event-time order: the longest a live item waits for a raw partition "
         "whose router has nothing more to forward. Routers confirm such partitions every "
         "third of this; a scope steps over one on the first confirmation at least two thirds "
-        "of this after the item came (covering what a router had not fetched yet). Raise it "
+        "of this after the item came, by the scope's clock or by the routers' (the records' "
+        "Kafka timestamps; covering what a router had not fetched yet). Raise it "
         "if routers fall further behind producers (items then come out ndd-order: behind).",
     )
     order_stall_s: float = Field(

@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ndd_stream.worker.merge import EventTimeMerge, OrderKey, PassReason, SourceState, Verdict
+from ndd_stream.worker.merge import (
+    NO_TIME,
+    EventTimeMerge,
+    OrderKey,
+    PassReason,
+    SourceState,
+    Verdict,
+)
 
 FOREVER = 1e9
 
@@ -160,6 +167,31 @@ def test_an_idle_source_is_stepped_over_after_idle_s_on_a_later_confirmation() -
     # and a later one takes its place in the order
     assert merge.offer(OrderKey(300, "raw", 1, 4), 8, 1, "d", now=1.8) is Verdict.HELD
     assert [p for _, p in merge.release(now=1.8)[0]] == ["b"]
+
+
+def test_an_idle_source_is_stepped_over_by_the_routers_clock_when_read_late() -> None:
+    """The same rule on the records' timestamps: a confirmation sent ``idle_s`` after the
+    item was forwarded steps over it though both were read at once; one sent sooner does
+    not, and neither clock mixes with the other (a stamp against a read time)."""
+    merge: EventTimeMerge[str] = EventTimeMerge(idle_s=1.0, stall_s=60.0, max_bytes=1 << 30)
+    merge.expect([("raw", 0), ("raw", 1)], now=0.0)
+    merge.progress(("raw", 1), 0, NO_TIME, 0, 0, now=5.0, stamp=100.0)  # raw[1]: empty
+    assert merge.offer(OrderKey(200, "raw", 0, 0), 1, 1, "a", now=5.0, stamp=100.5) is Verdict.HELD
+    assert merge.offer(OrderKey(210, "raw", 0, 1), 2, 1, "b", now=5.0, stamp=101.0) is Verdict.HELD
+    merge.progress(("raw", 0), 2, 210, 2, 3, now=5.0, stamp=101.0)
+    merge.progress(("raw", 1), 0, NO_TIME, 0, 4, now=5.0, stamp=101.4)  # 0.9 s after "a"
+    assert merge.release(now=5.0) == ([], [])
+    merge.progress(("raw", 1), 0, NO_TIME, 0, 5, now=5.0, stamp=101.6)  # 1.1 s after "a"
+    released, passed = merge.release(now=5.0)
+    assert [p for _, p in released] == ["a"]  # "b" was forwarded 0.6 s before: it waits
+    assert [(p.source, p.reason) for p in passed] == [(("raw", 1), PassReason.IDLE)]
+    # a record without a timestamp falls back to the sequencer's clock alone
+    assert merge.offer(OrderKey(220, "raw", 0, 2), 6, 1, "c", now=5.0) is Verdict.HELD
+    merge.progress(("raw", 0), 3, 220, 3, 7, now=5.0, stamp=110.0)
+    merge.progress(("raw", 1), 0, NO_TIME, 0, 8, now=5.5, stamp=110.0)
+    assert [p for _, p in merge.release(now=5.5)[0]] == ["b"]
+    merge.progress(("raw", 1), 0, NO_TIME, 0, 9, now=6.0, stamp=110.5)
+    assert [p for _, p in merge.release(now=6.0)[0]] == ["c"]
 
 
 def test_a_source_with_records_not_forwarded_is_waited_for_stall_s() -> None:

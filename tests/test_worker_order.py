@@ -190,6 +190,55 @@ def test_a_restart_anywhere_in_the_backlog_changes_no_decision(
         assert _decisions(log) == want, crash_at
 
 
+def _stamped_backlog(parts: list[list[bytes]], *, stamped: bool) -> MemoryLog:
+    """A backlog as routers wrote it while raw[3] stayed empty: its router confirmed "nothing
+    more" every 10 records, and every record carries the Kafka timestamp its router gave it
+    (0.1 s apart), or none (``stamped`` False: a broker or client that sets none)."""
+    parts = [*parts[:3], []]
+    forwarded = MemoryLog()
+    forward_backlog(forwarded, parts, chunk=25, seed=8)
+    log = MemoryLog()
+    empty = Progress(RAW, 3, 0, NO_TIME, 0).record(SCOPED, 0)
+    for i, r in enumerate(forwarded.logs[(SCOPED, 0)]):
+        stamp = 1_000.0 + 0.1 * i
+        log.append(SCOPED, 0, r.key, r.value, r.headers, stamp if stamped else None)
+        if i % 10 == 9:
+            log.append(SCOPED, 0, empty.key, empty.value, list(empty.headers),
+                       stamp if stamped else None)
+    return log
+
+
+def test_a_backlog_read_in_one_burst_steps_over_an_empty_partition_by_the_routers_clock(
+        tmp_path: Path) -> None:
+    """The sequencer reads a backlog much later than the routers wrote it: confirmations of
+    the empty raw partition sent over a second after an item (by the records' timestamps)
+    let it through at once, although the sequencer read both within the same instant (its
+    own clock never moves here). Without timestamps the items wait for a confirmation
+    *read* a second later, as before; the decisions are the same either way."""
+    lines = cross_channel_lines(160, seed=13)
+    parts = by_partition(lines)
+    want = _want(event_order(parts[:3]))
+    decided = {}
+    for stamped in (True, False):
+        log = _stamped_backlog(parts, stamped=stamped)
+        clock = Clock()
+        pool = _pool(log, tmp_path / str(stamped), clock)
+        records = list(log.logs[(SCOPED, 0)])
+
+        async def go(pool: DeciderPool = pool, records: list[Fetched] = records,
+                     log: MemoryLog = log) -> int:
+            return sum([await pool.process(records[at:at + 37], log.send)
+                        for at in range(0, len(records), 37)])
+
+        decided[stamped] = asyncio.run(go())
+        _run(pool, log, len(records), len(records), 37, clock)  # the routers' next words
+        assert _decisions(log) == want, stamped
+    items = sum(len(p) for p in parts[:3])
+    assert decided[False] == 0
+    # all but the items forwarded within the last second of the routers' clock (~10 records)
+    assert items - 15 <= decided[True] < items
+
+
 def test_a_silent_raw_partition_is_waited_for_then_passed_and_its_late_items_are_behind(
         tmp_path: Path) -> None:
     lines = cross_channel_lines(40, seed=7)

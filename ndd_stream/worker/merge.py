@@ -18,10 +18,17 @@ task's partitions and Flink merges watermarks.
   ``(its latest event time, source, next offset)``: the source's *bound*.
 - **Release**: the held item with the lowest key goes when every source's bound is above
   it. A source that holds it back is waited for, boundedly. An *idle* one (its router said
-  it has nothing more to forward) is stepped over for that item once the item has waited
-  ``idle_s`` and the router has confirmed "nothing more" again after that: the wait covers
-  what the router had not fetched yet when it last looked, and routers re-confirm idle raw
+  it has nothing more to forward) is stepped over for that item once its router has
+  confirmed "nothing more" at least ``idle_s`` after the item: the wait covers what the
+  router had not fetched yet when it last looked, and routers re-confirm idle raw
   partitions on a timer (Kafka Streams' ``max.task.idle.ms`` for partitions without lag).
+  "After" is measured on either of two clocks: the sequencer's (when it read the item and
+  the confirmation), or the routers' (the Kafka timestamps of the two scoped records: when
+  the item was forwarded and when the confirmation was sent). The first alone made a
+  backlog stop and go: items read in a burst waited for a confirmation *read* a second
+  later, although the scoped partition already held confirmations sent long after them.
+  The second needs the workers' clocks to agree to well within ``idle_s``, as Kafka's
+  timestamps do under NTP; a record without a timestamp uses the first only.
   A source with records not forwarded yet, or not heard of (its worker is down or
   rebalancing), is waited for ``stall_s``, counted from the later of its last news and the
   item's arrival; then it is *passed*: left out until its bound is above the frontier again
@@ -84,6 +91,7 @@ class SourceState:
     passed: bool = False  # left out of the order (stalled or over memory)
     seen_next: int = 0  # raw offsets below reached this partition as items
     confirmed: float | None = None  # when its router last said "caught up" (not persisted)
+    confirmed_at: float | None = None  # ... by that record's timestamp (not persisted)
     floor: OrderKey | None = None  # stepped over up to here while idle (not persisted)
 
     def bound(self, source: SourceId) -> OrderKey:
@@ -137,6 +145,7 @@ class _Held(Generic[P]):
     size: int = field(compare=False)
     payload: P = field(compare=False)
     arrived: float = field(compare=False, default=0.0)
+    forwarded: float | None = field(compare=False, default=None)  # its record's timestamp
 
 
 class EventTimeMerge(Generic[P]):
@@ -163,8 +172,9 @@ class EventTimeMerge(Generic[P]):
                 self.sources[source] = SourceState(heard=now)
 
     def progress(self, source: SourceId, next_offset: int, event_ms: int, high: int | None,
-                 scoped_offset: int, now: float) -> None:
-        """A router's progress record for ``source``."""
+                 scoped_offset: int, now: float, stamp: float | None = None) -> None:
+        """A router's progress record for ``source``; ``stamp``: the record's timestamp
+        (seconds), when the router sent it."""
         state = self._source(source, now)
         if next_offset > state.next or event_ms > state.event_ms:
             state.heard = now
@@ -174,6 +184,8 @@ class EventTimeMerge(Generic[P]):
             state.high = high if state.high is None else max(state.high, high)
         if state.caught_up:
             state.confirmed = now
+            if stamp is not None:
+                state.confirmed_at = max(stamp, state.confirmed_at or stamp)
         self._rejoin(source, state)
         self.consumed = max(self.consumed, scoped_offset + 1)
         self._offered_to = max(self._offered_to, scoped_offset + 1)
@@ -184,8 +196,9 @@ class EventTimeMerge(Generic[P]):
         self._offered_to = max(self._offered_to, scoped_offset + 1)
 
     def offer(self, key: OrderKey | None, scoped_offset: int, size: int, payload: P,
-              now: float) -> Verdict:
-        """An item of the scoped partition; HELD ones come back from :meth:`release`."""
+              now: float, stamp: float | None = None) -> Verdict:
+        """An item of the scoped partition; HELD ones come back from :meth:`release`.
+        ``stamp``: the record's timestamp (seconds), when its router forwarded it."""
         replaying = scoped_offset < self.consumed  # re-read after a restart
         self.consumed = max(self.consumed, scoped_offset + 1)
         self._offered_to = max(self._offered_to, scoped_offset + 1)
@@ -205,7 +218,7 @@ class EventTimeMerge(Generic[P]):
             return Verdict.COPY if seen else Verdict.BEHIND
         if key in self._keys:
             return Verdict.DUPLICATE
-        heapq.heappush(self._heap, _Held(key, scoped_offset, size, payload, now))
+        heapq.heappush(self._heap, _Held(key, scoped_offset, size, payload, now, stamp))
         self._keys.add(key)
         self._bytes += size
         return Verdict.HELD
@@ -219,14 +232,14 @@ class EventTimeMerge(Generic[P]):
         if self._offered_to < self._replay_to:
             return out, passed  # the checkpoint's sources are ahead of the held items re-read
         while self._heap:
-            head, arrived = self._heap[0].key, self._heap[0].arrived
+            top = self._heap[0]
+            head, arrived = top.key, top.arrived
             blockers = [s for s, st in self.sources.items() if st.blocks(s, head)]
             if blockers:
                 over = self._bytes > self.max_bytes
                 for source in blockers:
                     state = self.sources[source]
-                    if (not over and state.caught_up and state.confirmed is not None
-                            and state.confirmed - arrived >= self.idle_s):
+                    if not over and state.caught_up and self._idle_since(state, top):
                         state.floor = head  # idle since the item came: step over it
                         passed.append(Passed(source, PassReason.IDLE, now - arrived, head))
                         continue
@@ -292,6 +305,14 @@ class EventTimeMerge(Generic[P]):
         self._replay_to, self._offered_to = self.consumed, 0
 
     # --- internals --------------------------------------------------------------------
+    def _idle_since(self, state: SourceState, held: _Held[P]) -> bool:
+        """Whether the source was confirmed caught up ``idle_s`` after the item, on either
+        clock (module docstring, "Release")."""
+        if state.confirmed is not None and state.confirmed - held.arrived >= self.idle_s:
+            return True
+        return (held.forwarded is not None and state.confirmed_at is not None
+                and state.confirmed_at - held.forwarded >= self.idle_s)
+
     def _source(self, source: SourceId, now: float) -> SourceState:
         state = self.sources.get(source)
         if state is None:

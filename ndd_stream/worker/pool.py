@@ -492,13 +492,15 @@ class DeciderPool:
                     merge.skip(item.offset)  # a control record of another version
                 else:
                     merge.progress((progress.topic, progress.partition), progress.next,
-                                   progress.event_ms, progress.high, item.offset, now)
+                                   progress.event_ms, progress.high, item.offset, now,
+                                   _stamp(item))
                 work += self._released(item.partition, merge, now)
                 continue
             ms, src = event_time_ms(headers), Source.from_headers(headers)
             key = (OrderKey(ms, src.topic, src.partition, src.offset)
                    if ms is not None and src is not None else None)
-            verdict = merge.offer(key, item.offset, len(item.value or b""), item, now)
+            verdict = merge.offer(key, item.offset, len(item.value or b""), item, now,
+                                  _stamp(item))
             awaits = getattr(self.deciders[item.partition], "awaits", None)
             if awaits is not None and awaits(item.offset):
                 work.append((item, None))  # released before a restart, not decided yet
@@ -572,6 +574,12 @@ class DeciderPool:
                 self.metrics.shard_waiting.labels(str(decider.partition), str(shard)).set(count)
             self.metrics.gather_held.labels(part).set(held)
             self.metrics.gather_spilled.labels(part).set(spilled)
+
+
+def _stamp(m: Message) -> float | None:
+    """A scoped record's Kafka timestamp in seconds (when its router sent it), if any."""
+    ts = m.timestamp
+    return ts if ts is not None and ts > 0 else None
 
 
 async def _all(futures: Sequence[Awaitable[Any]]) -> list[Any]:
