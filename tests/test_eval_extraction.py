@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hypothesis import given
+from hypothesis import strategies as st
 from test_eval_support import article, html_page, write_cluster_corpus
 
 from ndd_stream.core.detector import DEFAULT_THRESHOLD
@@ -21,6 +23,26 @@ def test_prose_filter_keeps_long_blocks_only() -> None:
     text = f"Home | News\nBy Staff, May 1\n{body}\nShare this story\n{body}"
     assert prose_blocks(text) == f"{body}\n{body}"
     assert prose_blocks("short\nlines only") == "short\nlines only"  # too little: keep all
+
+
+_SPACE = st.sampled_from([" ", "  ", "\t", "\xa0", "\u3000", " \t "])
+_LINE = st.lists(st.text("abc,.1", min_size=1, max_size=4), min_size=0, max_size=6).flatmap(
+    lambda words: st.tuples(*(_SPACE for _ in range(len(words) + 1))).map(
+        lambda gaps: gaps[0] + "".join(w + g for w, g in zip(words, gaps[1:], strict=True))))
+
+
+@given(st.lists(_LINE, max_size=12), st.integers(1, 5))
+def test_prose_filter_counts_words_as_a_whole_split_does(lines: list[str], min_words: int) -> None:
+    """The filter splits a line at most ``min_words - 1`` times: the same lines as counting
+    every word (around the threshold, with any whitespace)."""
+    text = "\n".join(lines)
+    kept = [line for line in text.splitlines() if len(line.split()) >= min_words]
+    prose = "\n".join(kept)
+    assert prose_blocks(text, min_words) == (prose if len(prose) >= 200 else text)
+    long = "\n".join(line * 20 for line in lines)  # past the 200 characters kept whole
+    kept = [line for line in long.splitlines() if len(line.split()) >= min_words]
+    prose = "\n".join(kept)
+    assert prose_blocks(long, min_words) == (prose if len(prose) >= 200 else long)
 
 
 def test_main_prose_drops_navigation_and_scripts() -> None:

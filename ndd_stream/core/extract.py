@@ -138,7 +138,9 @@ def strip_tags(markup: str, max_depth: int = DEFAULT_MAX_HTML_DEPTH) -> str:
 def prose_blocks(text: str, min_words: int = PROSE_MIN_WORDS) -> str:
     """The lines of ``text`` with at least ``min_words`` words, or ``text`` if too little
     would be left (short items, titles)."""
-    kept = [line for line in text.splitlines() if len(line.split()) >= min_words]
+    # split at most min_words - 1 times: a line's first words decide (a paragraph is long)
+    kept = [line for line in text.splitlines()
+            if len(line.split(None, min_words - 1)) >= min_words]
     prose = "\n".join(kept)
     return prose if len(prose) >= PROSE_MIN_CHARS else text
 
