@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -204,8 +205,15 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
                 "items": total, "warmup": warmup,
                 "measured": total - warm_seen, "seconds": round(t_end - t_warm, 2),
                 "worker_cpu_s": cpu, "worker_peak_rss_mb": rss, "owned": owners,
-                "timeline": timeline,
+                "timeline": timeline, "stalled_s": stalled_seconds(timeline, total),
                 "items_per_s": round(rate, 1), "per_worker": round(rate / workers, 1)}
+
+
+def stalled_seconds(timeline: Sequence[Sequence[Any]], total: int) -> float:
+    """Seconds of the timeline in which no output came, after the first and before 97%
+    of ``total``: the workers waited (the CPU columns say whether they were busy)."""
+    return round(sum(b[0] - a[0] for a, b in itertools.pairwise(timeline)
+                     if b[1] == a[1] and 0 < a[1] < 0.97 * total), 1)
 
 
 def start_workers(settings: Settings, workers: int, workdir: Path
@@ -260,9 +268,10 @@ def main(argv: list[str] | None = None) -> int:
            "runs": runs}
     (RESULTS / f"{args.out}.json").write_bytes(jsonio.dumps(out))
     lines = ["| shards | workers | items/s total | items/s per worker | core alone items/s | "
-             "core ÷ per-worker |", "|---|---|---|---|---|---|"]
+             "core ÷ per-worker | stalled s |", "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['shards']} | {r['workers']} | {r['items_per_s']} | {r['per_worker']} | "
-              f"{r['core_items_per_s']} | {r['layer_overhead']} |" for r in runs]
+              f"{r['core_items_per_s']} | {r['layer_overhead']} | {r['stalled_s']} |"
+              for r in runs]
     (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -1,0 +1,14 @@
+"""bench.e2e's own arithmetic (the runs themselves need a broker and minutes: not a test)."""
+
+from __future__ import annotations
+
+from bench.e2e import stalled_seconds
+
+
+def test_stalled_seconds_count_the_timeline_without_new_outputs_mid_run() -> None:
+    # (seconds since start, outputs so far, CPU columns): nothing before the first output
+    # counts (start-up), nor the tail past 97% (the last stragglers)
+    timeline = [(0.0, 0, []), (1.0, 0, []), (2.0, 5, []), (3.0, 5, []), (4.2, 5, []),
+                (5.0, 90, []), (6.0, 90, []), (7.0, 98, []), (8.0, 98, []), (9.0, 100, [])]
+    assert stalled_seconds(timeline, 100) == 3.2
+    assert stalled_seconds(timeline[:2], 100) == 0.0
