@@ -58,8 +58,20 @@ def scoped_logs(draw: st.DrawFn) -> tuple[list[Entry], list[OrderKey]]:
     return log, sorted(k for s in streams for k in s)
 
 
+def drain(merge: EventTimeMerge[int], now: float, limit: int | None) -> list[OrderKey]:
+    """Release what is due, ``limit`` at a time (as the pool's pieces do) until no more."""
+    out: list[OrderKey] = []
+    while True:
+        released, passed = merge.release(now, limit)
+        # only steps over raw partitions whose router confirmed they have nothing more
+        assert all(p.reason is PassReason.IDLE for p in passed)
+        out += [k for k, _ in released]
+        if not merge.more:
+            return out
+
+
 def run(merge: EventTimeMerge[int], log: list[Entry], start: int, stop: int,
-        now: float) -> list[OrderKey]:
+        now: float, limit: int | None = None) -> list[OrderKey]:
     out: list[OrderKey] = []
     for offset in range(start, stop):
         entry = log[offset]
@@ -69,18 +81,13 @@ def run(merge: EventTimeMerge[int], log: list[Entry], start: int, stop: int,
         else:
             verdict = merge.offer(entry.key, offset, 10, offset, now)
             assert verdict in (Verdict.HELD, Verdict.DONE, Verdict.DUPLICATE), verdict
-        released, passed = merge.release(now)
-        # only steps over raw partitions whose router confirmed they have nothing more
-        assert all(p.reason is PassReason.IDLE for p in passed)
-        out += [k for k, _ in released]
+        out += drain(merge, now, limit)
     return out
 
 
-def finish(merge: EventTimeMerge[int]) -> list[OrderKey]:
+def finish(merge: EventTimeMerge[int], limit: int | None = None) -> list[OrderKey]:
     """Every router said it is caught up: once the idle wait is over, the rest goes."""
-    released, passed = merge.release(2 * FOREVER)
-    assert all(p.reason is PassReason.IDLE for p in passed)
-    return [k for k, _ in released]
+    return drain(merge, 2 * FOREVER, limit)
 
 
 def new_merge(sources: int = 4) -> EventTimeMerge[int]:
@@ -90,13 +97,14 @@ def new_merge(sources: int = 4) -> EventTimeMerge[int]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(scoped_logs())
-def test_any_interleaving_comes_out_in_event_time_order(case: tuple[list[Entry],
-                                                                  list[OrderKey]]) -> None:
+@given(scoped_logs(), st.none() | st.integers(1, 3))
+def test_any_interleaving_comes_out_in_event_time_order(
+        case: tuple[list[Entry], list[OrderKey]], limit: int | None) -> None:
+    """``limit``: released a few at a time (the pool's budget per piece), the same order."""
     log, expected = case
     sources = len({k.partition for k in expected}) if expected else 1
     merge = new_merge(max(sources, max((k.partition + 1 for k in expected), default=1)))
-    assert run(merge, log, 0, len(log), 0.0) + finish(merge) == expected
+    assert run(merge, log, 0, len(log), 0.0, limit) + finish(merge, limit) == expected
     assert merge.held == 0
 
 
@@ -192,6 +200,18 @@ def test_an_idle_source_is_stepped_over_by_the_routers_clock_when_read_late() ->
     assert [p for _, p in merge.release(now=5.5)[0]] == ["b"]
     merge.progress(("raw", 1), 0, NO_TIME, 0, 9, now=6.0, stamp=110.5)
     assert [p for _, p in merge.release(now=6.0)[0]] == ["c"]
+
+
+def test_a_release_stops_at_its_limit_and_says_there_is_more() -> None:
+    merge: EventTimeMerge[str] = EventTimeMerge(idle_s=0.0, stall_s=60.0, max_bytes=1 << 30)
+    merge.expect([("raw", 0)], now=0.0)
+    for i in range(5):
+        merge.offer(OrderKey(10 * i, "raw", 0, i), i, 1, str(i), now=0.0)
+    merge.progress(("raw", 0), 5, 40, 5, 5, now=0.0)
+    assert [p for _, p in merge.release(now=0.0, limit=2)[0]] == ["0", "1"] and merge.more
+    assert [p for _, p in merge.release(now=0.0, limit=2)[0]] == ["2", "3"] and merge.more
+    assert [p for _, p in merge.release(now=0.0, limit=2)[0]] == ["4"] and not merge.more
+    assert merge.resume_offset() == 6  # all decided: after the progress record
 
 
 def test_a_source_with_records_not_forwarded_is_waited_for_stall_s() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from harness.fakes import MemoryLog
 from harness.kafka import make_settings
 from harness.worker import expected_decisions
 from newsgen import items
+from test_worker_pool import Killed, dies_after
 
 from ndd_stream import jsonio
 from ndd_stream.core.items import order_time_ms
@@ -237,6 +239,31 @@ def test_a_backlog_read_in_one_burst_steps_over_an_empty_partition_by_the_router
     assert decided[False] == 0
     # all but the items forwarded within the last second of the routers' clock (~10 records)
     assert items - 15 <= decided[True] < items
+
+
+@pytest.mark.parametrize("every", [4, 1000])
+def test_a_confirmation_that_frees_a_backlog_is_decided_in_checkpointed_pieces(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every: int) -> None:
+    """One record can free a whole backlog (the confirmation that lets held items pass an
+    empty raw partition). They are released a piece's budget at a time, each piece
+    checkpointed, so a kill after 13 outputs re-sends one of them, not all 13; and the
+    restart decides every item once, as ``dedup --event-order``."""
+    monkeypatch.setattr("ndd_stream.worker.pool.CHECKPOINT_ITEMS", every)
+    parts = by_partition(cross_channel_lines(60, seed=17))
+    log = _stamped_backlog(parts, stamped=False)
+    clock = Clock()
+    first = _pool(log, tmp_path, clock)
+    assert asyncio.run(first.process(list(log.logs[(SCOPED, 0)]), log.send)) == 0  # all held
+    clock.now += 5.0
+    with pytest.raises(Killed):
+        asyncio.run(first.process(heartbeat(log), dies_after(log, 13)))
+    first.close()  # the uncommitted RocksDB batch is dropped, as by a kill
+    end = len(log.logs[(SCOPED, 0)])
+    _run(_pool(log, tmp_path, clock), log, end, end, 37, clock)  # the routers' next words
+    assert _decisions(log) == _want(event_order(parts[:3]))
+    copies = Counter(dict(r.headers)["ndd-identity"]
+                     for r in log.topic("unique") + log.topic("duplicate"))
+    assert sum(copies.values()) - len(copies) == (1 if every == 4 else 13)
 
 
 def test_a_silent_raw_partition_is_waited_for_then_passed_and_its_late_items_are_behind(

@@ -163,6 +163,7 @@ class EventTimeMerge(Generic[P]):
         self._bytes = 0
         self._replay_to = 0  # after a restore: hold everything until re-read up to here
         self._offered_to = 0
+        self.more = False  # the last release stopped at its limit, not at a blocker
 
     # --- input ------------------------------------------------------------------------
     def expect(self, sources: Iterable[SourceId], now: float) -> None:
@@ -224,14 +225,19 @@ class EventTimeMerge(Generic[P]):
         return Verdict.HELD
 
     # --- output -----------------------------------------------------------------------
-    def release(self, now: float) -> tuple[list[tuple[OrderKey, P]], list[Passed]]:
+    def release(self, now: float, limit: int | None = None
+                ) -> tuple[list[tuple[OrderKey, P]], list[Passed]]:
         """The held items whose turn has come, in order, and the sources passed to get
-        there."""
+        there; at most ``limit`` items (then :attr:`more` says the rest may be due)."""
         out: list[tuple[OrderKey, P]] = []
         passed: list[Passed] = []
+        self.more = False
         if self._offered_to < self._replay_to:
             return out, passed  # the checkpoint's sources are ahead of the held items re-read
         while self._heap:
+            if limit is not None and len(out) >= limit:
+                self.more = True  # one record (a confirmation) can free a whole backlog
+                break
             top = self._heap[0]
             head, arrived = top.key, top.arrived
             blockers = [s for s, st in self.sources.items() if st.blocks(s, head)]

@@ -338,9 +338,10 @@ class DeciderPool:
         while True:
             at, n = await self._decide_piece(run, at, send)
             handled += n
-            if at >= len(run) and not self._ready():
+            if at >= len(run) and not self._ready() and not self._held_over():
                 return handled
-            rest = {m.partition for m in run[at:]} | {d.partition for d in self._ready()}
+            rest = ({m.partition for m in run[at:]} | {d.partition for d in self._ready()}
+                    | self._held_over())
             if self._revoking and rest <= self._revoking:
                 # A rebalance waits for the rest's partitions: stop here, checkpointed,
                 # rather than decide a long run (a restart's gap read is a whole backlog)
@@ -377,12 +378,14 @@ class DeciderPool:
                     break
                 continue
             # one record at a time (none in a timer's empty run), so that the piece can end
-            # at any record boundary: the sequencers are offered only what is decided here
-            piece = run[end:end + 1]
+            # at any record boundary: the sequencers are offered only what is decided here;
+            # items a sequencer freed beyond the piece's budget go first, record-less
+            piece = [] if self._held_over() else run[end:end + 1]
             end += len(piece)
             for m in piece:
                 ends[m.partition] = m.offset + 1
-            work = self._sequence(piece) if self.merges else [(m, None) for m in piece]
+            work = (self._sequence(piece, CHECKPOINT_ITEMS - decided) if self.merges
+                    else [(m, None) for m in piece])
             handled += len(work)
             for item, note in work:
                 decider = self.deciders[item.partition]
@@ -406,7 +409,8 @@ class DeciderPool:
                     turn = time.perf_counter()
                 outcomes = outcome if isinstance(outcome, list) else [outcome]
                 decided += await self._emit(decider, outcomes, source, send, pending)
-            if decided >= CHECKPOINT_ITEMS or (end >= len(run) and not self._ready()):
+            if decided >= CHECKPOINT_ITEMS or (end >= len(run) and not self._ready()
+                                                and not self._held_over()):
                 break
         await _all(pending)
         # Where each partition now stands, if it moved: after the run, as the records in
@@ -469,9 +473,16 @@ class DeciderPool:
         """The gatherers with decisions left for after a checkpoint (GatherDecider.ready)."""
         return [d for d in self.deciders.values() if isinstance(d, GatherDecider) and d.ready()]
 
-    def _sequence(self, run: Sequence[Message]) -> list[tuple[Message, str | None]]:
+    def _held_over(self) -> set[int]:
+        """The partitions whose sequencer stopped releasing at a piece's budget."""
+        return {p for p, merge in self.merges.items() if merge.more}
+
+    def _sequence(self, run: Sequence[Message], budget: int
+                  ) -> list[tuple[Message, str | None]]:
         """Pass a run (offset order per partition) through the partitions' sequencers: the
-        items to decide now, in event-time order, each with its order note."""
+        items to decide now, in event-time order, each with its order note; at most about
+        ``budget`` released (the rest stay held, :meth:`_held_over`), so that one record
+        never makes a piece of thousands of decisions between two checkpoints."""
         now = self._now()
         work: list[tuple[Message, str | None]] = []
         for item in run:
@@ -494,7 +505,7 @@ class DeciderPool:
                     merge.progress((progress.topic, progress.partition), progress.next,
                                    progress.event_ms, progress.high, item.offset, now,
                                    _stamp(item))
-                work += self._released(item.partition, merge, now)
+                work += self._released(item.partition, merge, now, budget - len(work))
                 continue
             ms, src = event_time_ms(headers), Source.from_headers(headers)
             key = (OrderKey(ms, src.topic, src.partition, src.offset)
@@ -513,17 +524,17 @@ class DeciderPool:
                          "decided at once", item.topic, item.partition, item.offset,
                          key, extra={"topic": item.topic, "partition": item.partition,
                                      "offset": item.offset, "event": "order_behind"})
-            work += self._released(item.partition, merge, now)
+            work += self._released(item.partition, merge, now, budget - len(work))
         for partition, merge in self.merges.items():
-            released = self._released(partition, merge, now)
+            released = self._released(partition, merge, now, budget - len(work))
             if released:
                 self._touched.add(partition)
                 work += released
         return work
 
     def _released(self, partition: int, merge: EventTimeMerge[Message],
-                  now: float) -> list[tuple[Message, str | None]]:
-        released, passed = merge.release(now)
+                  now: float, limit: int) -> list[tuple[Message, str | None]]:
+        released, passed = merge.release(now, max(0, limit))
         for p in passed:
             self._log_passed(partition, p)
         self.metrics.order_held.labels(str(partition)).set(merge.held)
