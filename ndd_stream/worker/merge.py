@@ -186,7 +186,8 @@ class EventTimeMerge(Generic[P]):
         if state.caught_up:
             state.confirmed = now
             if stamp is not None:
-                state.confirmed_at = max(stamp, state.confirmed_at or stamp)
+                state.confirmed_at = (stamp if state.confirmed_at is None
+                                      else max(stamp, state.confirmed_at))
         self._rejoin(source, state)
         self.consumed = max(self.consumed, scoped_offset + 1)
         self._offered_to = max(self._offered_to, scoped_offset + 1)

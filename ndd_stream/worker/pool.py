@@ -338,10 +338,10 @@ class DeciderPool:
         while True:
             at, n = await self._decide_piece(run, at, send)
             handled += n
-            if at >= len(run) and not self._ready() and not self._held_over():
+            left = self._left_over()
+            if at >= len(run) and not left:
                 return handled
-            rest = ({m.partition for m in run[at:]} | {d.partition for d in self._ready()}
-                    | self._held_over())
+            rest = {m.partition for m in run[at:]} | left
             if self._revoking and rest <= self._revoking:
                 # A rebalance waits for the rest's partitions: stop here, checkpointed,
                 # rather than decide a long run (a restart's gap read is a whole backlog)
@@ -409,8 +409,7 @@ class DeciderPool:
                     turn = time.perf_counter()
                 outcomes = outcome if isinstance(outcome, list) else [outcome]
                 decided += await self._emit(decider, outcomes, source, send, pending)
-            if decided >= CHECKPOINT_ITEMS or (end >= len(run) and not self._ready()
-                                                and not self._held_over()):
+            if decided >= CHECKPOINT_ITEMS or (end >= len(run) and not self._left_over()):
                 break
         await _all(pending)
         # Where each partition now stands, if it moved: after the run, as the records in
@@ -476,6 +475,11 @@ class DeciderPool:
     def _held_over(self) -> set[int]:
         """The partitions whose sequencer stopped releasing at a piece's budget."""
         return {p for p, merge in self.merges.items() if merge.more}
+
+    def _left_over(self) -> set[int]:
+        """The partitions with decisions left for after a checkpoint: a gatherer's
+        (:meth:`_ready`) or a sequencer's (:meth:`_held_over`)."""
+        return {d.partition for d in self._ready()} | self._held_over()
 
     def _sequence(self, run: Sequence[Message], budget: int
                   ) -> list[tuple[Message, str | None]]:
