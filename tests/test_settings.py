@@ -104,3 +104,24 @@ def test_sharded_windows_count_on_one_thread_unless_told() -> None:
     assert Settings(shards=2).detector_config().count_threads == 1
     assert Settings(shards=2, count_threads=2).detector_config().count_threads == 2
     assert Settings(shards=1).detector_config().count_threads is None
+
+
+def test_producer_batches_follow_the_setting_capped_at_the_request_size(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """16 KiB batches (Faust's default) held three ~5 KB outputs each; the worker's producer
+    batches 512 KiB unless told, never more than one request carries."""
+    import faust
+
+    from ndd_stream.worker.app import producer_kwargs
+
+    kwargs = producer_kwargs(_from_env(monkeypatch, {}))
+    assert kwargs["producer_max_batch_size"] == 512 << 10
+    assert kwargs["producer_max_request_size"] == 4_000_000  # 2 x max_item_bytes
+    app = faust.App("ndd-settings-test", **kwargs)
+    assert app.conf.producer_max_batch_size == 512 << 10 and app.conf.producer_acks == -1
+    small = _from_env(monkeypatch, {"NDD_PRODUCER_BATCH_KB": "64"})
+    assert producer_kwargs(small)["producer_max_batch_size"] == 64 << 10
+    capped = Settings(max_item_bytes=100_000, producer_batch_kb=4096)
+    assert producer_kwargs(capped)["producer_max_batch_size"] == 1 << 20
+    with pytest.raises(ValidationError, match="greater than or equal to 16"):
+        Settings(producer_batch_kb=8)
