@@ -236,9 +236,8 @@ class Settings(BaseSettings):
         "record batch (Faust's default is 16). Larger batches mean fewer produce requests "
         "for the worker and the broker to handle: 16 -> 512 cut the broker's CPU per item "
         "~3x and raised items/s 1.16x with one shard, 1.19x with two (docs/BENCHMARK.md). "
-        "Keep it under the "
-        "broker's message.max.bytes (Kafka's default 1 MiB). Capped at the producer's "
-        "request size (2 x max_item_bytes, at least 1 MiB).",
+        "Keep it under the broker's message.max.bytes (Kafka's default 1 MiB). Capped at "
+        "the producer's request size (2 x max_item_bytes, at least 1 MiB).",
     )
     log_level: str = Field("INFO", description="Log level.")
     broker_timeout_s: float = Field(
