@@ -265,8 +265,7 @@ class Service:
                 for p in topic.partitions}
 
     def _routed(self, m: Any) -> OutRecord:
-        src = Source(m.topic, m.partition, m.offset,
-                     int(m.timestamp * 1000) if m.timestamp else None)
+        src = Source.of_message(m)
         record, invalid = route_raw(m.value, m.key, src, self._format, self.scoped_name,
                                     self.settings.dlq_topic, ordered=self.ordered)
         if invalid is not None:

@@ -77,6 +77,7 @@ from ndd_stream.worker.records import (
     Source,
     event_time_ms,
     header_map,
+    kafka_timestamp_ms,
 )
 
 log = logging.getLogger("ndd_stream.worker")
@@ -389,9 +390,7 @@ class DeciderPool:
             handled += len(work)
             for item, note in work:
                 decider = self.deciders[item.partition]
-                ts = item.timestamp
-                source = Source(item.topic, item.partition, item.offset,
-                                int(ts * 1000) if ts is not None else None)
+                source = Source.of_message(item)
                 started = time.perf_counter()
                 if item.value is not None and len(item.value) > OFFLOAD_BYTES:
                     self._in_flight = self._decision_thread.submit(
@@ -593,8 +592,8 @@ class DeciderPool:
 
 def _stamp(m: Message) -> float | None:
     """A scoped record's Kafka timestamp in seconds (when its router sent it), if any."""
-    ts = m.timestamp
-    return ts if ts is not None and ts > 0 else None
+    ms = kafka_timestamp_ms(m)
+    return ms / 1000 if ms is not None else None
 
 
 async def _all(futures: Sequence[Awaitable[Any]]) -> list[Any]:

@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from ndd_stream import ENGINE_VERSION
 from ndd_stream.core.document import Decision
@@ -69,6 +70,13 @@ PROGRESS_KEY = b"ndd-progress"
 PROGRESS_VERSION = 1
 
 
+def kafka_timestamp_ms(message: Any) -> int | None:
+    """A Faust message's Kafka timestamp in milliseconds; None when the record has none
+    (Kafka's -1, or 0)."""
+    ts = message.timestamp
+    return int(ts * 1000) if ts is not None and ts > 0 else None
+
+
 @dataclass(frozen=True, slots=True)
 class Source:
     """Where a raw item was read: identity fallback and DLQ provenance."""
@@ -88,6 +96,12 @@ class Source:
         if self.timestamp_ms is not None:
             out.append((H_SRC_TIMESTAMP, str(self.timestamp_ms).encode()))
         return out
+
+    @classmethod
+    def of_message(cls, message: Any) -> Source:
+        """Where a Faust message was read, with its Kafka timestamp."""
+        return cls(message.topic, message.partition, message.offset,
+                   kafka_timestamp_ms(message))
 
     @classmethod
     def from_headers(cls, headers: Mapping[str, bytes]) -> Source | None:
