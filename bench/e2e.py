@@ -206,6 +206,7 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
                 "measured": total - warm_seen, "seconds": round(t_end - t_warm, 2),
                 "worker_cpu_s": cpu, "worker_peak_rss_mb": rss, "owned": owners,
                 "timeline": timeline, "stalled_s": stalled_seconds(timeline, total),
+                "measured_cpu": measured_cpu(timeline, warmup),
                 "items_per_s": round(rate, 1), "per_worker": round(rate / workers, 1)}
 
 
@@ -214,6 +215,21 @@ def stalled_seconds(timeline: Sequence[Sequence[Any]], total: int) -> float:
     of ``total``: the workers waited (the CPU columns say whether they were busy)."""
     return round(sum(b[0] - a[0] for a, b in itertools.pairwise(timeline)
                      if b[1] == a[1] and 0 < a[1] < 0.97 * total), 1)
+
+
+def measured_cpu(timeline: Sequence[Sequence[Any]], warmup: int) -> dict[str, list[float]]:
+    """Per process (the workers, then the broker), from the first line of the timeline at
+    ``warmup`` outputs or more to the last: the cores it used and its CPU ms per output.
+    An item's cost by process says whether a configuration is faster by needing less CPU
+    or only by using more of the cores (docs/BENCHMARK.md, issue 23, "Seventh round")."""
+    first = next((line for line in timeline if line[1] >= warmup), None)
+    last = timeline[-1]
+    if first is None or last[0] <= first[0] or last[1] <= first[1]:
+        return {"cores": [], "ms_per_item": []}
+    seconds, items = last[0] - first[0], last[1] - first[1]
+    spent = [b - a for a, b in zip(first[2], last[2], strict=True)]
+    return {"cores": [round(c / seconds, 2) for c in spent],
+            "ms_per_item": [round(c / items * 1000, 2) for c in spent]}
 
 
 def start_workers(settings: Settings, workers: int, workdir: Path
@@ -268,10 +284,11 @@ def main(argv: list[str] | None = None) -> int:
            "runs": runs}
     (RESULTS / f"{args.out}.json").write_bytes(jsonio.dumps(out))
     lines = ["| shards | workers | items/s total | items/s per worker | core alone items/s | "
-             "core ÷ per-worker | stalled s |", "|---|---|---|---|---|---|---|"]
+             "core ÷ per-worker | stalled s | CPU ms per item (workers, broker) |",
+             "|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['shards']} | {r['workers']} | {r['items_per_s']} | {r['per_worker']} | "
-              f"{r['core_items_per_s']} | {r['layer_overhead']} | {r['stalled_s']} |"
-              for r in runs]
+              f"{r['core_items_per_s']} | {r['layer_overhead']} | {r['stalled_s']} | "
+              f"{', '.join(map(str, r['measured_cpu']['ms_per_item']))} |" for r in runs]
     (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.e2e import stalled_seconds
+from bench.e2e import measured_cpu, stalled_seconds
 
 
 def test_stalled_seconds_count_the_timeline_without_new_outputs_mid_run() -> None:
@@ -12,3 +12,12 @@ def test_stalled_seconds_count_the_timeline_without_new_outputs_mid_run() -> Non
                 (5.0, 90, []), (6.0, 90, []), (7.0, 98, []), (8.0, 98, []), (9.0, 100, [])]
     assert stalled_seconds(timeline, 100) == 3.2
     assert stalled_seconds(timeline[:2], 100) == 0.0
+
+
+def test_measured_cpu_is_per_process_from_the_warmup_line_to_the_end() -> None:
+    # CPU seconds so far of two workers and the broker; warm-up ends at the 2.0 s line
+    timeline = [(0.0, 0, [1.0, 1.0, 0.5]), (1.0, 50, [1.5, 1.2, 0.6]),
+                (2.0, 100, [2.0, 1.4, 0.7]), (6.0, 500, [6.0, 3.4, 1.1])]
+    got = measured_cpu(timeline, 100)
+    assert got == {"cores": [1.0, 0.5, 0.1], "ms_per_item": [10.0, 5.0, 1.0]}
+    assert measured_cpu(timeline, 600) == {"cores": [], "ms_per_item": []}
