@@ -11,6 +11,7 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -26,7 +27,7 @@ from ndd_stream.worker.changelog import CHECKPOINT_KEY
 from ndd_stream.worker.deciding import OutputTopics, PartitionDecider
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import BrokerLostData, DeciderPool
-from ndd_stream.worker.records import OutRecord, Source
+from ndd_stream.worker.records import OutRecord, Source, kafka_timestamp_ms
 from ndd_stream.worker.routing import route_raw
 
 SCOPED, RAW = "scoped", "raw"
@@ -345,3 +346,23 @@ def test_a_partition_open_cancelled_midway_is_not_opened_twice(tmp_path: Path) -
         asyncio.run(scenario())
     finally:
         pool.close()
+
+
+@pytest.mark.parametrize("ms", [1, 999, 1_000, 1_001, 1_094_802_546_087, 1_795_765_065_388,
+                                253_402_300_799_999])
+def test_a_messages_kafka_timestamp_reads_back_as_the_records_milliseconds(ms: int) -> None:
+    # Faust hands the record's milliseconds over as seconds; the router, the pool's sources
+    # and the sequencer's stamp all read it back through this one function. Truncating
+    # ms / 1000 * 1000 loses a millisecond for ~1% of values (1,001 and 1,094,802,546,087)
+    message = SimpleNamespace(topic="news.raw", partition=3, offset=7, timestamp=ms / 1000)
+    assert kafka_timestamp_ms(message) == ms
+    assert Source.of_message(message) == Source("news.raw", 3, 7, ms)
+
+
+@pytest.mark.parametrize("timestamp", [None, 0, 0.0, -0.001, -1])
+def test_a_message_without_a_kafka_timestamp_has_none(timestamp: float | None) -> None:
+    # Kafka's "no timestamp" is -1 ms; 0 is what a producer that set none may leave: neither
+    # is an event time, so an item without its own timestamp is not put in 1970
+    message = SimpleNamespace(topic="news.raw", partition=0, offset=0, timestamp=timestamp)
+    assert kafka_timestamp_ms(message) is None
+    assert Source.of_message(message).timestamp_ms is None

@@ -72,9 +72,10 @@ PROGRESS_VERSION = 1
 
 def kafka_timestamp_ms(message: Any) -> int | None:
     """A Faust message's Kafka timestamp in milliseconds; None when the record has none
-    (Kafka's -1, or 0)."""
+    (Kafka's -1, or 0). Faust gives seconds (the record's milliseconds / 1000), so this
+    rounds back to the record's own milliseconds rather than truncating."""
     ts = message.timestamp
-    return int(ts * 1000) if ts is not None and ts > 0 else None
+    return round(ts * 1000) if ts is not None and ts > 0 else None
 
 
 @dataclass(frozen=True, slots=True)
