@@ -12,7 +12,7 @@ core's normal form's 4-grams, mixed by fmix64, to datasketch MinHash(128) +
 MinHashLSH(0.8) over the same hourly window (bench.measure.MinHashWindow: query, then
 insert). Reports items per second of wall time and of CPU time (user + system of the
 process: on a machine shared with other jobs the wall clock varies far more), medians
-over the rounds and their ratios; writes bench/results/peer.md.
+over the rounds and their ratios; writes bench/results/peer.md (``--out NAME``: NAME.md).
 """
 
 from __future__ import annotations
@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--thresholds", type=float, nargs="+", default=[0.8, 0.3])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--base", default=None, help="also run this revision's ndd-stream dedup")
+    ap.add_argument("--out", default="peer", help="results file name in bench/results (.md)")
     ap.add_argument("--run-peer", type=Path, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.run_peer is not None:
@@ -141,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"{wall / peer_wall:.2f} | {cpu / peer_cpu:.2f} |")
     md = "\n".join(lines) + "\n"
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "peer.md").write_text(md)
+    (RESULTS / f"{args.out}.md").write_text(md)
     print(md)
     return 0
 
