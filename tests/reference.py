@@ -113,8 +113,7 @@ def novelty(doc: Document, other: Document, grams: set[str], other_grams: set[st
     correction = re.search(r"\b(corrected|corrects|correction)\b", doc.text.lower())
     s_new, s_old = _subject(doc.text), _subject(other.text)
     h_new, h_old = _headline(doc.text), _headline(other.text)
-    if (s_new and s_old and s_new not in normal_form(other.text)
-            and s_old not in normal_form(doc.text) and not correction):
+    if s_new and s_old and s_new not in normal_form(other.text) and not correction:
         return "subject", (s_new,), (s_old,)
     shared_grams = len(grams & other_grams)
     if (h_new and h_old and shared_grams / max(len(grams), len(other_grams)) < 0.5
@@ -125,6 +124,13 @@ def novelty(doc: Document, other: Document, grams: set[str], other_grams: set[st
     shared = len(mine) - len(only_new)
     if changed and not correction and changed / (changed + shared) > 1 / 5:
         return "figures", only_new, only_old
+    # a new figure of more than a single digit: two digits, a separator or a scale word
+    significant = any(power >= 0 or re.fullmatch(r"0*\d", raw) is None
+                      for k, (raw, power) in mine.items()
+                      if not any(k == j or _same((raw, power), g) for j, g in theirs.items()))
+    if (significant and h_new and h_old and _stem_jaccard(h_new, h_old) < 1 / 3
+            and not correction):
+        return "development", only_new, only_old
     return None
 
 

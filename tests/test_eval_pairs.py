@@ -101,6 +101,33 @@ def test_bad_pairs_file_is_one_line_exit_2(stream: tuple[Path, Path], tmp_path: 
     assert "bad.jsonl:1" in err and "Traceback" not in err
 
 
+def test_pair_files_are_pooled(stream: tuple[Path, Path], tmp_path: Path,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Two files measure as the one file holding both; an item labelled in both is a one-line
+    error (a pooled sample must not count it twice)."""
+    folder, pairs = stream
+    lines = pairs.read_text().splitlines()
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text(lines[0] + "\n")
+    second.write_text("\n".join(lines[1:]) + "\n")
+    reports = []
+    for files in ([pairs], [first, second]):
+        out = tmp_path / f"out{len(files)}"
+        assert eval_main([str(folder), "--pairs", *map(str, files), "-o", str(out)]) == 0
+        reports.append(json.loads((out / "pairs-report.json").read_text()))
+    one, two = reports
+    assert two["pairs_files"] == [str(first), str(second)]
+    for key in ("pairs", "band_pairs", "band_weights", "at_threshold", "sweep"):
+        assert one[key] == two[key], key
+    assert "first.jsonl + second.jsonl" in (tmp_path / "out2" / "pairs-report.md").read_text()
+    capsys.readouterr()
+    assert eval_main([str(folder), "--pairs", str(pairs), str(first), "-o",
+                      str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "reuters-2 is labelled in both pairs.jsonl and first.jsonl" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
 def test_jsonl_stream(tmp_path: Path) -> None:
     items = tmp_path / "items.jsonl"
     items.write_text("\n".join(json.dumps(i) for i in [

@@ -99,9 +99,11 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         help="DDD operating threshold also run through the core Detector",
     )
     labelled = parser.add_argument_group("labelled pairs of a stream")
-    labelled.add_argument("--pairs", type=Path, default=None, help="JSONL of pairs "
+    labelled.add_argument("--pairs", type=Path, nargs="+", default=None,
+                          help="JSONL of pairs "
                           '{"a": id, "b": id, "label": "dup"|"not"|"unsure"}: measure the '
-                          "routing of CORPUS as a stream on them (band-weighted P/R)")
+                          "routing of CORPUS as a stream on them (band-weighted P/R); "
+                          "several files are pooled into one sample")
     labelled.add_argument("--min-body", type=int, default=200,
                           help="leave out stream items with a shorter body (default 200)")
     labelled.add_argument("--novelty", choices=list(NOVELTY_MODES), default="auto",
@@ -205,7 +207,8 @@ def _run_pairs(args: argparse.Namespace, thresholds: tuple[float, ...] | None) -
         print(f"ndd-stream eval: error: --pairs needs one of the stream's extraction modes "
               f"{', '.join(EXTRACT_MODES)}", file=sys.stderr)
         return 2
-    config = PairsConfig(stream=args.corpus, pairs=args.pairs, threshold=args.ddd_threshold,
+    config = PairsConfig(stream=args.corpus, pairs=tuple(args.pairs),
+                         threshold=args.ddd_threshold,
                          thresholds=thresholds or DEFAULT_SWEEP, novelty=args.novelty,
                          window_hours=args.window_hours, extract=args.extract,
                          min_body=args.min_body)

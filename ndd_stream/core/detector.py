@@ -245,7 +245,7 @@ class Detector:
             return short_verdict(doc, hour, self._short_match(window, hour, nf)), None, None
         sig = signature(nf, self.config.q)
         best, probe = self._best_match(window, hour, sig)
-        return conclude(self.config.novelty, doc, hour, nf, figs, int(sig.size), best), sig, probe
+        return conclude(self.config.novelty, doc, hour, figs, int(sig.size), best), sig, probe
 
     def _best_match(
         self, window: ScopeWindow, hour: int, sig: Codes

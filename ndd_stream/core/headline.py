@@ -14,6 +14,12 @@ words are compared by a light stem (:func:`stem`: an ``-s``, ``-ed`` or ``-ing``
 a final ``e`` cut, then the first ``STEM`` letters), so one word written in another form
 counts as shared (``BUYS`` / ``BUY``, ``RAISED`` / ``RAISES``, ``EXPAND`` / ``EXPANSION``),
 as a figure is compared as a quantity, not a string (core.quantities).
+
+The same measure, with a looser bound, marks a **new development** (core.novelty): a
+follow-up that brings figures the earlier item lacks under a headline sharing less than a
+third of its stems (``MAX_DEVELOPMENT_OVERLAP``), at any doc_q. Its headline states the new
+figure's news ("CANADA PRICES ... BOND" after "CANADA LAUNCHES ..."); a re-sent or expanded
+copy that adds a figure keeps most of its headline.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import re
 
 MAX_HEADLINE_OVERLAP = (1, 5)  # a fraction: headlines sharing under a fifth of their words
+MAX_DEVELOPMENT_OVERLAP = (1, 3)  # ... under a third, for a headline over new figures
 MAX_DOC_Q = (1, 2)  # a fraction: only when the texts differ in at least half
 MAX_WORDS = 24
 STEM = 5  # headline words are compared by (at most) the first five letters of their stem
@@ -73,8 +80,20 @@ def new_headline(words_new: list[str], words_old: list[str], shared_qgrams: int,
     num, den = MAX_DOC_Q
     if shared_qgrams * den >= num * max(size_new, size_old):
         return False
+    return _shared_under(words_new, words_old, MAX_HEADLINE_OVERLAP)
+
+
+def new_development_headline(words_new: list[str], words_old: list[str]) -> bool:
+    """Both headlines known and sharing under a third of their word stems (core.novelty
+    asks it of an item with figures its match lacks). Integer arithmetic."""
+    return bool(words_new and words_old) and _shared_under(words_new, words_old,
+                                                          MAX_DEVELOPMENT_OVERLAP)
+
+
+def _shared_under(words_new: list[str], words_old: list[str], bound: tuple[int, int]) -> bool:
+    """The two headlines share under ``bound`` (a fraction) of their word stems."""
     a, b = set(map(stem, words_new)), set(map(stem, words_old))
-    num, den = MAX_HEADLINE_OVERLAP
+    num, den = bound
     return len(a & b) * den < num * len(a | b)
 
 

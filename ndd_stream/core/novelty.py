@@ -11,8 +11,9 @@ when one of these holds, checked in this order:
    copy contains, or is contained in, the other; two reports that merely share a template
    or a topic do not. Only bites when doc_q < 0.5 (doc_q <= overlap).
 2. ``subject``: the two are about another subject (core.subject): each item's first line
-   begins with a name the item repeats, and neither name occurs in the other item. Two
-   companies' crude postings or two issuers' bonds share template and figures, not names.
+   begins with a name the item repeats, and the later item's name occurs nowhere in the
+   earlier item. Two companies' crude postings or two issuers' bonds share template and
+   figures, not names.
 3. ``headline``: a follow-up (core.headline): the texts differ in half (doc_q < 1/2) and the
    headlines share under a fifth of their words. A follow-up repeats the story under a new
    headline; a re-sent or re-edited copy keeps most of its headline.
@@ -21,19 +22,26 @@ when one of these holds, checked in this order:
    ``changed / (changed + shared) > MAX_CHANGED_SHARE`` = 1/5 with ``changed = min(|only A|,
    |only B|)`` and ``shared = |A| - |only A|``. A correction of a detail changes one figure
    among many; a report of another day or issuer changes most of them.
-   An item that declares itself a correction (the word corrected, corrects or correction)
-   may change any number of figures, its subject or its headline: it is still the same
-   report.
+5. ``development``: a new development: A has figures B lacks, one of them more than a single
+   digit (``quantities.significant``: not a day, a count or the "1" of "UPDATE 1"), and the
+   headlines share less than a third of their word stems (core.headline, at any doc_q). A
+   follow-up states its news in a new headline and brings its figures ("CANADA PRICES 1.2
+   BILLION DLR BOND ISSUE" with yields after "CANADA LAUNCHES ..."; "HOUSE BUDGET COMMITTEE
+   APPROVES ..." after "... NEARS BUDGET AGREEMENT"); an expanded copy keeps its headline.
+
+An item that declares itself a correction (the word corrected, corrects or correction) may
+change any number of figures, its subject or its headline: it is still the same report.
 
 Figures are quantities (core.quantities): a run of digits with inner ``.`` or ``,`` and the
 scale word after it (``mln``, ``billion``...), compared up to the rounding of the coarser
 (``8.7 mln`` = ``8,700,000``). A figure is "only in A" when B has no figure of the same
-quantity. Figures only in A (and not B) alone never make A new: an expanded copy adds
-detail; figures only in B alone neither: a shortened copy drops some.
+quantity. Figures only in A (and not B) never make A new by themselves: an expanded copy
+adds detail (under its headline; under a new one they are a development); figures only in B
+alone neither: a shortened copy drops some.
 
 The rule is a pure function of the two items' facts (subject, headline words and figure
-tokens), their normal forms, the correction flag and the three q-gram set sizes, in integer
-arithmetic, so the detector's decision equals a brute-force reference.
+tokens), the earlier item's normal form, the correction flag and the three q-gram set sizes,
+in integer arithmetic, so the detector's decision equals a brute-force reference.
 """
 
 from __future__ import annotations
@@ -43,14 +51,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ndd_stream.core import quantities
-from ndd_stream.core.headline import ascii_headline_words, headline_words, new_headline
+from ndd_stream.core.headline import (
+    ascii_headline_words,
+    headline_words,
+    new_development_headline,
+    new_headline,
+)
 from ndd_stream.core.subject import ascii_subject, other_subject, subject
 
 MIN_OVERLAP = (1, 2)  # a fraction: at least half of the shorter text is shared
 MAX_CHANGED_SHARE = (1, 5)  # a fraction: at most one figure in five changed
 MAX_LISTED = 20  # only_new / only_old lists are capped (audit records stay small)
 
-REASONS = ("new_content", "subject", "headline", "figures")
+REASONS = ("new_content", "subject", "headline", "figures", "development")
 """Reason codes (header ``ndd-novel``): see the module docstring."""
 
 _CORRECTION = re.compile(r"\bcorrect(?:ed|s|ion)\b", re.IGNORECASE)
@@ -140,14 +153,13 @@ def judge(
     figures_new: str,
     figures_old: str | None,
     correction: bool | Callable[[], bool],
-    nf_new: str = "",
     nf_old: str = "",
 ) -> tuple[str, tuple[str, ...], tuple[str, ...]] | None:
     """The reason A is a new report and what differs (figures as written in A, in B; or
-    the two subjects), or None when A repeats B. ``figures_old`` None: B's facts are
-    unknown (a record of state layout v1), so only the overlap is judged. ``correction``
-    may be a callable, asked only when facts changed (it scans A's text). ``nf_new`` and
-    ``nf_old`` are the normal forms, searched for the other item's subject."""
+    the two subjects; or the headline words), or None when A repeats B. ``figures_old``
+    None: B's facts are unknown (a record of state layout v1), so only the overlap is
+    judged. ``correction`` may be a callable, asked only when facts changed (it scans A's
+    text). ``nf_old`` is B's normal form, searched for A's subject."""
     num, den = MIN_OVERLAP
     if size_new and size_old and shared_qgrams * den < num * min(size_new, size_old):
         only_new, only_old = _differing(figures_new, figures_old or "")
@@ -164,21 +176,23 @@ def judge(
             corrected = bool(correction()) if callable(correction) else bool(correction)
         return corrected
 
-    if other_subject(new.subject, nf_new, old.subject, nf_old) and not is_correction():
+    if other_subject(new.subject, old.subject, nf_old) and not is_correction():
         return "subject", (new.subject,), (old.subject,)
     if (new_headline(new.headline, old.headline, shared_qgrams, size_new, size_old)
             and not is_correction()):
         return ("headline", tuple(w for w in new.headline if w not in old.headline),
                 tuple(w for w in old.headline if w not in new.headline))
     only_new_t, only_old_t = quantities.differing(figs_new, figs_old)
-    changed = min(len(only_new_t), len(only_old_t))
-    if not changed or is_correction():
+    if not only_new_t or is_correction():  # no figure of A's is new: no figure test bites
         return None
+    changed = min(len(only_new_t), len(only_old_t))
     shared = len(figs_new) - len(only_new_t)
     num, den = MAX_CHANGED_SHARE
-    if changed * den > num * (changed + shared):
-        return ("figures", tuple(map(quantities.written, only_new_t)),
-                tuple(map(quantities.written, only_old_t)))
+    if changed and changed * den > num * (changed + shared):
+        return "figures", *_written(only_new_t, only_old_t)
+    if (new_development_headline(new.headline, old.headline)
+            and any(map(quantities.significant, only_new_t))):
+        return "development", *_written(only_new_t, only_old_t)
     return None
 
 
@@ -190,6 +204,9 @@ def detail_line(reason: str, only_new: tuple[str, ...], only_old: tuple[str, ...
     if reason == "headline":
         return (f"a follow-up: new headline words {' '.join(only_new[:6]) or '-'} over a text "
                 "that differs in half")
+    if reason == "development":
+        return (f"a new development: new figures {' '.join(only_new[:6])} under a new "
+                "headline")
     if reason == "figures":
         pairs = ", ".join(f"{o} -> {n}" for o, n in zip(only_old[:4], only_new[:4],
                                                        strict=False))
@@ -199,5 +216,8 @@ def detail_line(reason: str, only_new: tuple[str, ...], only_old: tuple[str, ...
 
 
 def _differing(new: str, old: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    only_new, only_old = quantities.differing(facts(new).figures, facts(old).figures)
+    return _written(*quantities.differing(facts(new).figures, facts(old).figures))
+
+
+def _written(only_new: list[str], only_old: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(map(quantities.written, only_new)), tuple(map(quantities.written, only_old))

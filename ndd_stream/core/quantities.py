@@ -166,6 +166,14 @@ def quantity(token: str) -> tuple[int, int, int] | None:
     return mantissa, SCALES.get(scale, 0) - len(frac), len(str(mantissa))
 
 
+def significant(token: str) -> bool:
+    """Does the token name a quantity by itself? Two significant digits, a separator or a
+    scale word do; a single digit does not (a day of the month, a count written as a digit,
+    the "1" of an "UPDATE 1" slug), as :func:`same` does not take one for a rounding."""
+    raw, _, scale = token.partition("_")
+    return bool(scale) or "." in raw or "," in raw or len(raw.lstrip("0")) >= 2
+
+
 def same(a: str, b: str) -> bool:
     """Do the two tokens name the same quantity (up to the rounding of the coarser)?"""
     if key(a) == key(b):

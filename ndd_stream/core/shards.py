@@ -274,7 +274,7 @@ class Gatherer:
         for a in answers:
             if a.best is not None and better(a.best, size, best):
                 best = a.best
-        return conclude(self.config.novelty, doc, hour, pending.nf, pending.figures, size, best)
+        return conclude(self.config.novelty, doc, hour, pending.figures, size, best)
 
     def _scope(self, name: str) -> _Scope:
         scope = self._scopes.get(name)

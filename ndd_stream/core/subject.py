@@ -9,8 +9,11 @@ CRUDE POSTINGS``, ``RJR NABISCO FILES ...``.
 The **subject** of an item is the first word of its first line (two letters or more) when
 the rest of the item names it too, capitalised (``Unocal said ...``): a headline word that
 the story never names again (``HOUSING``, a typo, ``3RD``) is not taken for a subject.
-Two items have **another subject** when each one's subject appears nowhere in the other's
-normal form: a rewrite of one story names its subject in both, whatever its headline.
+Two items have **another subject** when both have one and the later item's subject appears
+nowhere in the earlier item's normal form: a rewrite of one story names its subject in both,
+whatever its headline. Only that direction is asked. A later report may name the earlier
+one's subject ("Phillips Petroleum said it raised ... following Sun Co"; Grumman's SDI
+contract after Lockheed's), but an earlier report cannot know a later subject.
 """
 
 from __future__ import annotations
@@ -70,7 +73,8 @@ def _named(word: str) -> re.Pattern[str]:
                       + r")(?!\w)")
 
 
-def other_subject(subject_new: str, nf_new: str, subject_old: str, nf_old: str) -> bool:
-    """Each item has a subject, and neither subject occurs in the other item's normal form."""
-    return bool(subject_new and subject_old and subject_new not in nf_old
-                and subject_old not in nf_new)
+def other_subject(subject_new: str, subject_old: str, nf_old: str) -> bool:
+    """Each item has a subject, and the later item's (``subject_new``) occurs nowhere in the
+    earlier item's normal form ``nf_old`` (so the two subjects differ: an item's subject is
+    in its own normal form)."""
+    return bool(subject_new and subject_old and subject_new not in nf_old)

@@ -30,7 +30,7 @@ def short_verdict(doc: Document, hour: int, short: ShortDoc | None) -> Decision:
                     short.timestamp, scope=doc.scope, hour=hour, policy=Policy.SHORT)
 
 
-def conclude(novelty: str, doc: Document, hour: int, nf: str, figs: str | None, size: int,
+def conclude(novelty: str, doc: Document, hour: int, figs: str | None, size: int,
              best: BestMatch | None) -> Decision:
     """The decision on ``doc`` (signature of ``size`` q-grams) given its best match: unique
     without one; a new report when the novelty rule (``novelty`` "on", or "auto" for plain
@@ -40,7 +40,7 @@ def conclude(novelty: str, doc: Document, hour: int, nf: str, figs: str | None, 
     shared, match = best
     denom = max(size, match.size)
     if figs is not None and (novelty == "on" or not doc.markup):
-        novel = _novelty(doc, nf, shared, size, match, figs)
+        novel = _novelty(doc, shared, size, match, figs)
         if novel is not None:
             return replace(unique(doc, hour), similarity=novel.similarity, novel=novel)
     status = Status.EXACT_DUPLICATE if shared == denom else Status.NEAR_DUPLICATE
@@ -58,11 +58,11 @@ def better(a: BestMatch, size: int, b: BestMatch | None) -> bool:
     return sim_a > sim_b or (sim_a == sim_b and a[1].number < b[1].number)
 
 
-def _novelty(doc: Document, nf: str, shared: int, size: int, match: WindowDoc,
+def _novelty(doc: Document, shared: int, size: int, match: WindowDoc,
              figs: str) -> Novelty | None:
     """The core.novelty verdict on the best match, as the decision's explanation."""
     verdict = judge(shared, size, match.size, figs, match.figures,
-                    lambda: declares_correction(doc.text), nf, match.nf)
+                    lambda: declares_correction(doc.text), match.nf)
     if verdict is None:
         return None
     reason, only_new, only_old = verdict

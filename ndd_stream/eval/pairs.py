@@ -1,9 +1,11 @@
 """Routing precision and recall on labelled pairs, weighted by the stream's doc_q bands.
 
 Labelled pairs (JSONL, one object a line): ``{"a": ID, "b": ID, "label": "dup"|"not"|"unsure"}``
-plus any other keys (e.g. ``why``). ``a`` is a later item, ``b`` its best earlier match by
-doc_q; ``dup`` says a reader who saw ``b`` learns nothing new from ``a``. ``unsure`` pairs
-are left out of the measures.
+plus any other keys (e.g. ``why``). Several files sampled from the same stream are
+**pooled**: their pairs are measured as one sample, so a band's weight is ``N_k`` over all
+their pairs in it (``N_k / (n_k + n'_k + ...)``); an item labelled in two files is an error.
+``a`` is a later item, ``b`` its best earlier match by doc_q; ``dup`` says a reader who saw
+``b`` learns nothing new from ``a``. ``unsure`` pairs are left out of the measures.
 
 The item ``a`` of a pair counts as **routed duplicate** when the detector sends it to the
 duplicate topic. Pairs are a sample stratified by doc_q band, so each band is weighted by
@@ -38,6 +40,21 @@ class Pair:
     a: str
     b: str
     label: str
+
+
+def load_pair_sets(paths: Sequence[Path]) -> list[Pair]:
+    """The pairs of every file, pooled; an item ``a`` labelled in two files raises ValueError
+    (pooled samples must not count an item twice)."""
+    out: list[Pair] = []
+    seen: dict[str, str] = {}
+    for path in paths:
+        for pair in load_pairs(path):
+            first = seen.setdefault(pair.a, path.name)
+            if first != path.name:
+                raise ValueError(f"{pair.a} is labelled in both {first} and {path.name}: "
+                                 "pooled pair files must label disjoint items")
+            out.append(pair)
+    return out
 
 
 def load_pairs(path: Path) -> list[Pair]:

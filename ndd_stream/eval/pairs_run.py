@@ -34,7 +34,7 @@ from ndd_stream.eval.pairs import (
     Weighted,
     band_of,
     band_weights,
-    load_pairs,
+    load_pair_sets,
     weighted_confusion,
 )
 from ndd_stream.eval.stream_items import load_stream
@@ -45,7 +45,7 @@ DEFAULT_SWEEP: tuple[float, ...] = (0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.
 @dataclass(frozen=True)
 class PairsConfig:
     stream: Path
-    pairs: Path
+    pairs: tuple[Path, ...]  # several: pooled (ndd_stream.eval.pairs)
     threshold: float = DEFAULT_THRESHOLD
     thresholds: tuple[float, ...] = DEFAULT_SWEEP
     novelty: NoveltyMode = "auto"
@@ -99,7 +99,7 @@ def routed_at(decisions: Sequence[Decision], t: float, rule: bool) -> set[str]:
 
 def run_pairs(config: PairsConfig) -> PairsResult:
     start = time.perf_counter()
-    pairs = load_pairs(config.pairs)
+    pairs = load_pair_sets(config.pairs)
     docs = documents(config)
     if not docs:
         raise ValueError(f"no items with a body of {config.min_body}+ characters in "
@@ -169,7 +169,7 @@ def markdown(result: PairsResult) -> str:
     c = result.config
     edges = BAND_EDGES
     lines = [
-        f"# Labelled pairs: {c.pairs.name} on {c.stream.name}",
+        f"# Labelled pairs: {' + '.join(p.name for p in c.pairs)} on {c.stream.name}",
         "",
         f"{result.items} stream items (bodies of {c.min_body}+ characters, by event time, one "
         f"global scope, window {c.window_hours} h + the current hour), {result.pairs} pairs "
@@ -213,7 +213,8 @@ def _bootstrap_lines(b: BootstrapResult | None) -> list[str]:
 def as_json(result: PairsResult) -> dict[str, Any]:
     c = result.config
     return {
-        "stream": str(c.stream), "pairs_file": str(c.pairs), "threshold": c.threshold,
+        "stream": str(c.stream), "pairs_files": [str(p) for p in c.pairs],
+        "threshold": c.threshold,
         "novelty": c.novelty, "window_hours": c.window_hours, "extract": c.extract,
         "min_body": c.min_body, "items": result.items, "pairs": result.pairs,
         "unsure": result.unsure, "pairs_matched": result.pairs_matched,

@@ -11,7 +11,8 @@ Headers (all values UTF-8):
   ndd-policy          short | empty | late (absent for a plain comparison)
   ndd-resembles       routed unique although doc_q >= threshold: the item it resembled
                       (ndd-similarity is then that doc_q); absent otherwise
-  ndd-novel           why it was judged a new report: new_content | subject | headline | figures
+  ndd-novel           why it was judged a new report: new_content | subject | headline |
+                      figures | development
                       (ndd_stream.core.novelty)
   ndd-novel-detail    one human line, e.g. "figures differ: 12.5 -> 13.1, 3.2 -> 4.0"
   ndd-replayed        "1" when the item was seen before and got its original decision
