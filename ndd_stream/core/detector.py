@@ -47,15 +47,16 @@ DEFAULT_THRESHOLD = 0.3
 extraction, DDD's pairwise F1 >= 0.92 and routing F1 >= 0.97 hold for thresholds 0.22-0.40;
 0.3 is the middle of that plateau. On agency newswire (Reuters-21578) doc_q alone at 0.3 has
 routing precision 0.32 (templated reports share most words); with the novelty rule
-(``novelty``) the same 0.3 gives precision 0.95-0.99 and recall 0.90-0.94 on two labelled
-sets, and P/R stay flat from 0.2 to 0.35, so one threshold serves both kinds of input."""
+(``novelty``) the same 0.3 gives precision 0.94-0.99 and recall 0.90-0.95 on four labelled
+sets, and P/R stay flat from 0.2 to 0.3, so one threshold serves both kinds of input."""
 
 
 NoveltyMode = Literal["auto", "on", "off"]
 NOVELTY_MODES: tuple[NoveltyMode, ...] = ("auto", "on", "off")
 """Measured (docs/EVALUATION.md): on Reuters newswire the rule lifts routing precision from
-0.32 to 0.95-0.99; on crawled web pages (Gold Set) copies differ in the figures of their page
-furniture (dates, times, counters), so the rule would cost a seventh of the recall there.
+0.32 to 0.94-0.99; on crawled web pages (Gold Set) copies differ in the figures of their page
+furniture (dates, times, counters) and in their site titles, so the rule would cost a
+quarter of the recall there.
 "auto" therefore applies it to plain-text items only."""
 #: The bitmap filter's size range (log2 bits per document); 0 turns it off.
 BITMAP_BITS_MIN = 6
