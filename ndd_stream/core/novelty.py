@@ -183,17 +183,19 @@ def judge(
         return ("headline", tuple(w for w in new.headline if w not in old.headline),
                 tuple(w for w in old.headline if w not in new.headline))
     only_new_t, only_old_t = quantities.differing(figs_new, figs_old)
-    if not only_new_t or is_correction():  # no figure of A's is new: no figure test bites
+    if not only_new_t:  # no figure of A's is new: neither figure test bites
         return None
     changed = min(len(only_new_t), len(only_old_t))
     shared = len(figs_new) - len(only_new_t)
     num, den = MAX_CHANGED_SHARE
     if changed and changed * den > num * (changed + shared):
-        return "figures", *_written(only_new_t, only_old_t)
-    if (new_development_headline(new.headline, old.headline)
+        reason = "figures"
+    elif (new_development_headline(new.headline, old.headline)
             and any(map(quantities.significant, only_new_t))):
-        return "development", *_written(only_new_t, only_old_t)
-    return None
+        reason = "development"
+    else:
+        return None
+    return None if is_correction() else (reason, *_written(only_new_t, only_old_t))
 
 
 def detail_line(reason: str, only_new: tuple[str, ...], only_old: tuple[str, ...]) -> str:
