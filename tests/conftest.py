@@ -31,6 +31,7 @@ _CI_REQUIRES = (
     "openssl CLI not available",
     "C kernels not built",
     "chromium not installed",
+    "could not import 'atheris'",
 )
 
 
