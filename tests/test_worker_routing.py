@@ -153,7 +153,7 @@ def test_an_item_too_large_for_a_topic_goes_to_the_dlq_and_the_worker_goes_on(
                         "text": " ".join(f"word{i}" for i in range(40_000))})
     assert 150_000 < len(big) < settings.max_item_bytes
     good = _lines(items(60, seed=9))
-    lines = good[:30] + [big] + good[30:]
+    lines = [*good[:30], big, *good[30:]]
     _send(settings, lines)
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:
