@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         print("PROBLEM:", problem[:2000])
     args.json.parent.mkdir(parents=True, exist_ok=True)
     runs = json.loads(args.json.read_text()) if args.json.exists() else []
-    runs.append({**asdict(report), "broker": brokers.label(args.broker), "partitions": args.partitions, "seed": args.seed,
-                 "problems": len(problems)})
+    runs.append({**asdict(report), "broker": brokers.label(args.broker),
+                 "partitions": args.partitions, "seed": args.seed, "problems": len(problems)})
     args.json.write_text(json.dumps(runs, indent=1))
     return 1 if problems else 0
 
