@@ -3,6 +3,7 @@
     python -m bench.crash_loop                               # 60k items, 30 kills
     python -m bench.crash_loop --items 200000 --kills 100 --partitions 8
     python -m bench.crash_loop --scenario rebalance --items 40000 --cycles 10
+    python -m bench.crash_loop --workers 2 --kills 8 --items 1500 --rate 25   # a kill storm
 
 The same scenarios as tests/test_reliability_crash.py, at any size: items stream into the
 raw topic while a worker is killed with SIGKILL at random moments and restarted (or a
@@ -36,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cycles", type=int, default=6, help="join/leave cycles (rebalance)")
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--rate", type=float, default=1500.0, help="items/s fed to the raw topic")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="kill: workers of one group, each kill picks one at random")
     ap.add_argument("--broker", choices=("kafka", "tansu"), default="kafka")
     ap.add_argument("--seed", type=int, default=20260301)
     ap.add_argument("--timeout", type=float, default=7200.0)
@@ -55,9 +58,12 @@ def main(argv: list[str] | None = None) -> int:
         first = worker_settings(broker.bootstrap, suffix, work / "data-1",
                                 partitions=args.partitions)
         if args.scenario == "kill":
+            more = [worker_settings(broker.bootstrap, suffix, work / f"data-{i + 2}",
+                                    partitions=args.partitions)
+                    for i in range(args.workers - 1)]
             report, problems = crash_scenario(first, work, items=args.items, kills=args.kills,
                                               seed=args.seed, rate=args.rate,
-                                              timeout=args.timeout)
+                                              timeout=args.timeout, more=more)
         else:
             second = worker_settings(broker.bootstrap, suffix, work / "data-2",
                                      partitions=args.partitions)
