@@ -1,14 +1,15 @@
 """Which broker the tests run against, and how to start one.
 
 ``NDD_TEST_BROKER=kafka|tansu`` chooses. By default Apache Kafka (``ndd_stream.kafka.apache``)
-where Java and its cached runtime are present, else the embedded Tansu broker. Under
-``NDD_CI=1`` the default is Kafka and a Kafka that cannot start fails the run: CI fetches
-the runtime first (``.ci/run``).
+where Java is present with its fetched jars or with Maven to fetch them (the session's
+broker fixture fetches once), else the embedded Tansu broker. Under ``NDD_CI=1`` the
+default is Kafka and a Kafka that cannot start fails the run.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from ndd_stream.kafka import apache
@@ -24,7 +25,8 @@ def kind() -> str:
         if chosen not in KINDS:
             raise ValueError(f"NDD_TEST_BROKER={chosen!r}: allowed {', '.join(KINDS)}")
         return chosen
-    if os.environ.get("NDD_CI") == "1" or apache.runtime_present():
+    if os.environ.get("NDD_CI") == "1" or apache.runtime_present() or (
+            apache.java_bin() is not None and shutil.which("mvn") is not None):
         return "kafka"
     return "tansu"
 
@@ -46,6 +48,7 @@ def new_broker(log_dir: Path, *, fixed_port: bool = False) -> EmbeddedBroker:
     """A broker of this run's kind, not started. ``fixed_port``: a Tansu broker that keeps
     its port across ``stop()``/``start()`` (an Apache Kafka node always does)."""
     if kind() == "kafka":
+        apache.fetch()
         return apache.ApacheKafka(log_dir=log_dir)
     return EmbeddedBroker(binary=resolve_tansu_bin(), log_dir=log_dir,
                           port=free_port() if fixed_port else None)
