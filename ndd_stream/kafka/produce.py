@@ -117,6 +117,9 @@ def produce_file(
                 # Java-compatible key hashing: the same channel lands on the same partition
                 # as with Java/aiokafka producers (librdkafka's default hash differs).
                 "partitioner": "murmur2_random",
+                # A channel's items are decided in partition order: a retried batch must
+                # not land after a later one (a new topic's first sends are often retried).
+                "enable.idempotence": True,
                 "linger.ms": 5,
                 "message.max.bytes": 16 * 1024 * 1024,
             },

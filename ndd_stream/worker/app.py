@@ -44,6 +44,7 @@ from ndd_stream.kafka.probe import unreachable_message, wait_for_broker
 from ndd_stream.kafka.reads import BrokerReads, read_range
 from ndd_stream.settings import Settings
 from ndd_stream.worker.changelog import ChangelogError
+from ndd_stream.worker.cluster import ClusterChanged, check_cluster
 from ndd_stream.worker.deciding import LayoutChanged, OutputTopics
 from ndd_stream.worker.gathering import GatherDecider
 from ndd_stream.worker.inorder import InOrder, Message
@@ -122,6 +123,7 @@ class Service:
         order = OrderConfig(settings.order_idle_ms * 2 / 3000, settings.order_stall_s,
                             settings.order_buffer_mb << 20) if self.ordered else None
         state_dir, config = settings.data_dir / settings.app_id, settings.detector_config()
+        self.state_dir = state_dir
         self.shards_name: str | None = None
         self.shard_pool: DeciderPool | None = None
         gather: Any = None
@@ -189,10 +191,12 @@ class Service:
                 self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, high - offset - 1))
 
     def _broker_answers(self) -> bool:
+        """Whether a broker answers; raises ``ClusterChanged`` when it is another cluster."""
         try:
-            self._admin.list_topics(timeout=5.0)
+            metadata = self._admin.list_topics(timeout=5.0)
         except KafkaException:
             return False
+        check_cluster(self.state_dir, metadata.cluster_id, self.settings.bootstrap_servers())
         return True
 
     def _topic(self, *names: str, pattern: str | None = None,
@@ -457,7 +461,10 @@ class Service:
             # The outage is counted from the start of the first check that failed, so the
             # worker never exits before no broker has answered for broker_timeout_s.
             started = time.monotonic()
-            ok = await asyncio.get_running_loop().run_in_executor(None, self._broker_answers)
+            try:
+                ok = await asyncio.get_running_loop().run_in_executor(None, self._broker_answers)
+            except ClusterChanged as exc:
+                fatal(str(exc))
             if ok:
                 if self._unreachable_since is not None:
                     log.warning("broker %s answers again after %.0fs", s.bootstrap_servers(),
@@ -543,6 +550,17 @@ def run_worker(settings: Settings) -> int:
     if not _broker_up(settings):
         return 3
     (settings.data_dir / settings.app_id / "faust").mkdir(parents=True, exist_ok=True)
+    admin = AdminClient(librdkafka_config(settings))
+    try:
+        check_cluster(settings.data_dir / settings.app_id,
+                      admin.list_topics(timeout=settings.broker_timeout_s).cluster_id,
+                      settings.bootstrap_servers())
+    except ClusterChanged as exc:
+        log.addHandler(json_handler())
+        log.critical("%s; exit code 3", exc, extra={"event": "fatal"})
+        return 3
+    except KafkaException:
+        pass  # the broker went away again: the worker's own checks deal with it
     service = Service(settings, limits=written_limits(settings))
     # Faust's own handler goes to /dev/null: the JSON handler given to the app is the log.
     worker = faust.Worker(service.app, loglevel=settings.log_level, quiet=True,

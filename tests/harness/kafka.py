@@ -160,7 +160,10 @@ def produce(
     base offset of the last batch, so batching makes end offsets (and Faust changelog
     recovery) under-report. See docs/TANSU.md.
     """
-    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"}
+    # idempotence keeps a partition's order through retries (a new topic's first sends on
+    # Apache Kafka are often retried while its leader is elected)
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "partitioner": "murmur2_random",
+                            "enable.idempotence": True}
     if one_per_batch:
         conf["batch.num.messages"] = 1
     conf.update(extra_config or {})

@@ -95,6 +95,7 @@ class Feeder:
     def _run(self) -> None:
         producer = Producer({"bootstrap.servers": self.settings.bootstrap_servers(),
                              "partitioner": "murmur2_random", "linger.ms": 5,
+                             "enable.idempotence": True,
                              "message.max.bytes": 16_000_000, "message.timeout.ms": 120_000})
         started, paced_from = time.monotonic(), 0  # pacing restarts after each hold
         held_until = time.monotonic() + 900.0  # holds end 900 s after the start at most
