@@ -104,6 +104,9 @@ def register_all(sub: Any, handlers: dict[str, Any]) -> None:
                        "default; passwords hidden).")
     p.add_argument("--markdown", action="store_true",
                    help="print the reference of every setting (docs/CONFIGURATION.md)")
+    from ndd_stream.cli.main import _add_detection_options
+
+    _add_detection_options(p)  # so that it shows what the other commands' options change
     handlers["settings"] = _cmd_settings
 
     p = sub.add_parser("topics", help="create or check the topics of topics/*.yaml")

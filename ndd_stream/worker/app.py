@@ -89,7 +89,7 @@ def producer_kwargs(settings: Settings) -> dict[str, Any]:
     replicas, a request large enough for any item forwarded whole, and record batches of
     ``producer_batch_kb`` (never above the request size). Why larger batches than Faust's
     16 KiB: a ~5 KB output record left three to a batch, so the worker built and the broker
-    took a produce request per few items (docs/BENCHMARK.md, issue 23, "Seventh round")."""
+    took a produce request per few items (docs/BENCHMARK.md, "Through a broker")."""
     request = producer_request_limit(settings.max_item_bytes)
     return {"producer_acks": -1, "producer_max_request_size": request,
             "producer_max_batch_size": min(settings.producer_batch_kb << 10, request)}
