@@ -131,7 +131,7 @@ def help_epilog(width: int) -> str:
     """The settings for ``worker --help``, grouped and wrapped to ``width`` columns."""
     width = max(width, 40)
     fields = Settings.model_fields
-    out = ["settings: NDD_* environment variables or NAME=value lines of --config FILE "
+    out = ["settings: NDD_* environment variables or NDD_NAME=value lines of --config FILE "
            "(options > environment > file > default); reference: docs/CONFIGURATION.md."]
     out = textwrap.wrap(out[0], width)
     for title, names in SETTING_GROUPS:
