@@ -1,8 +1,9 @@
-"""Long crash and rebalance loops against a real (embedded) broker.
+"""Long crash and rebalance loops against a real broker (Apache Kafka, or Tansu: --broker).
 
     python -m bench.crash_loop                               # 60k items, 30 kills
     python -m bench.crash_loop --items 200000 --kills 100 --partitions 8
     python -m bench.crash_loop --scenario rebalance --items 40000 --cycles 10
+    python -m bench.crash_loop --workers 2 --kills 8 --items 1500 --rate 25   # a kill storm
 
 The same scenarios as tests/test_reliability_crash.py, at any size: items stream into the
 raw topic while a worker is killed with SIGKILL at random moments and restarted (or a
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -35,27 +37,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cycles", type=int, default=6, help="join/leave cycles (rebalance)")
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--rate", type=float, default=1500.0, help="items/s fed to the raw topic")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="kill: workers of one group, each kill picks one at random")
+    ap.add_argument("--broker", choices=("kafka", "tansu"), default="kafka")
     ap.add_argument("--seed", type=int, default=20260301)
     ap.add_argument("--timeout", type=float, default=7200.0)
     ap.add_argument("--json", type=Path, default=RESULTS / "crash_loop.json")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(TESTS))  # the scenarios live with the tests (tests/harness/)
+    os.environ["NDD_TEST_BROKER"] = args.broker  # the harness's session timeout follows it
+    from harness import brokers
     from harness.kafka import worker_settings
     from harness.scenarios import crash_scenario, rebalance_scenario
 
-    from ndd_stream.kafka.broker import EmbeddedBroker
-
     with tempfile.TemporaryDirectory(prefix="ndd-crash-loop-") as tmp, \
-            EmbeddedBroker(log_dir=Path(tmp) / "tansu") as broker:
+            brokers.start(args.broker, Path(tmp) / "broker") as broker:
         work = Path(tmp)
         suffix = f"loop-{int(time.time())}"
         first = worker_settings(broker.bootstrap, suffix, work / "data-1",
                                 partitions=args.partitions)
         if args.scenario == "kill":
+            more = [worker_settings(broker.bootstrap, suffix, work / f"data-{i + 2}",
+                                    partitions=args.partitions)
+                    for i in range(args.workers - 1)]
             report, problems = crash_scenario(first, work, items=args.items, kills=args.kills,
                                               seed=args.seed, rate=args.rate,
-                                              timeout=args.timeout)
+                                              timeout=args.timeout, more=more)
         else:
             second = worker_settings(broker.bootstrap, suffix, work / "data-2",
                                      partitions=args.partitions)
@@ -67,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         print("PROBLEM:", problem[:2000])
     args.json.parent.mkdir(parents=True, exist_ok=True)
     runs = json.loads(args.json.read_text()) if args.json.exists() else []
-    runs.append({**asdict(report), "partitions": args.partitions, "seed": args.seed,
-                 "problems": len(problems)})
+    runs.append({**asdict(report), "broker": brokers.label(args.broker),
+                 "partitions": args.partitions, "seed": args.seed, "problems": len(problems)})
     args.json.write_text(json.dumps(runs, indent=1))
     return 1 if problems else 0
 

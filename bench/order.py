@@ -255,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=None, help="NDD_PARTITIONS")
     ap.add_argument("--gather-memory-mb", type=int, default=None,
                     help="NDD_GATHER_MEMORY_MB (0: every waiting item through the spill files)")
+    ap.add_argument("--broker", nargs="+", default=["kafka"], choices=["kafka", "tansu"],
+                    help="the broker(s) to run on, each in turn in the same run")
     ap.add_argument("--seed", type=int, default=20261125)
     ap.add_argument("--json", type=Path, default=RESULTS / "order.json")
     args = ap.parse_args(argv)
@@ -262,22 +264,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Reuters-21578 not found at {args.reuters}", file=sys.stderr)
         return 2
     sys.path.insert(0, str(TESTS))  # the harness lives with the tests (tests/harness/)
-    from ndd_stream.kafka.broker import EmbeddedBroker
+    from harness import brokers
 
     lines = reuters_items(args.reuters, args.one_day, args.items)
     results = []
-    with tempfile.TemporaryDirectory(prefix="ndd-order-") as tmp, \
-            EmbeddedBroker(log_dir=Path(tmp) / "tansu") as broker:
-        # channel scope: one run per interpreter, the order the revision's default
-        orders = args.order if args.scope == "global" else ["auto"]
-        for python, order in ((p, o) for p in args.python for o in orders):
-            res = run_mode(broker, Path(tmp), lines, order, args.workers, args.kills,
-                           args.live_rate, args.seed, args.scope, python, args.shards,
-                           args.partitions, args.gather_memory_mb)
-            res.update(one_day=args.one_day, machine=f"{platform.machine()} "
-                       f"{platform.processor() or ''}".strip(), date=time.strftime("%F %T"))
-            print(json.dumps(res))
-            results.append(res)
+    for kind in args.broker:
+        with tempfile.TemporaryDirectory(prefix="ndd-order-") as tmp:
+            broker = brokers.start(kind, Path(tmp) / "broker")
+            try:
+                # channel scope: one run per interpreter, the order the revision's default
+                orders = args.order if args.scope == "global" else ["auto"]
+                for python, order in ((p, o) for p in args.python for o in orders):
+                    res = run_mode(broker, Path(tmp), lines, order, args.workers, args.kills,
+                                   args.live_rate, args.seed, args.scope, python, args.shards,
+                                   args.partitions, args.gather_memory_mb)
+                    res.update(broker=brokers.label(kind), one_day=args.one_day,
+                               machine=f"{platform.machine()} "
+                               f"{platform.processor() or ''}".strip(),
+                               date=time.strftime("%F %T"))
+                    print(json.dumps(res))
+                    results.append(res)
+            finally:
+                broker.stop()
     args.json.parent.mkdir(parents=True, exist_ok=True)
     runs = json.loads(args.json.read_text()) if args.json.exists() else []
     args.json.write_text(json.dumps(runs + results, indent=1))

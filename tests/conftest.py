@@ -1,8 +1,9 @@
-"""Shared fixtures: one embedded Tansu broker per test session, unique names per test.
+"""Shared fixtures: one broker per test session, unique names per test.
 
-Tests never mock Kafka: they talk to a real Kafka-protocol broker over loopback. The
-broker holds everything in memory and is shared, so every test makes its own topics and
-groups through ``names`` and never depends on another test's data. The helpers are in
+Tests never mock Kafka: they talk to a real broker over loopback, Apache Kafka 4.x or the
+embedded Tansu broker (``tests/harness/brokers.py`` chooses; ``NDD_TEST_BROKER``). The
+broker is shared, so every test makes its own topics and groups through ``names`` and
+never depends on another test's data. The helpers are in
 ``tests/harness/`` (on sys.path through pytest's ``pythonpath`` setting).
 """
 
@@ -14,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import brokers
 from harness.kafka import Names, SettingsFactory, TopicFactory, create_topics, worker_settings
 
-from ndd_stream.kafka.broker import BrokerBinaryNotFound, EmbeddedBroker, resolve_tansu_bin
+from ndd_stream.kafka.broker import BrokerBinaryNotFound, BrokerError, EmbeddedBroker
 from ndd_stream.settings import Settings
 
 # Skips that mean "a tool is missing on this machine". Under NDD_CI=1 (.ci/run) they fail:
@@ -29,6 +31,7 @@ _CI_REQUIRES = (
     "openssl CLI not available",
     "C kernels not built",
     "chromium not installed",
+    "could not import 'atheris'",
 )
 
 
@@ -59,15 +62,24 @@ def long_run(request: pytest.FixtureRequest) -> None:
         pytest.skip("long variant: run with -m slow or NDD_RELIABILITY_SLOW=1")
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    return brokers.describe()
+
+
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
-    """The session's Tansu broker; skips (does not fail) only if there is no binary."""
+    """The session's broker (Apache Kafka or Tansu); skips only if none can be had, which
+    fails under NDD_CI=1."""
     try:
-        binary = resolve_tansu_bin()
+        running = brokers.new_broker(tmp_path_factory.mktemp("broker")).start()
     except BrokerBinaryNotFound as exc:
         pytest.skip(f"embedded Kafka broker unavailable: {exc}")
-    with EmbeddedBroker(binary=binary, log_dir=tmp_path_factory.mktemp("tansu")) as running:
+    except BrokerError as exc:
+        pytest.skip(f"embedded Kafka broker unavailable: {brokers.kind()}: {exc}")
+    try:
         yield running
+    finally:
+        running.stop()
 
 
 @pytest.fixture

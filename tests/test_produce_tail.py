@@ -131,6 +131,28 @@ def test_produce_sends_original_bytes_keyed_and_timed(
 
 
 @pytest.mark.broker
+def test_produce_delivers_an_item_stamped_hours_ahead(
+    broker: EmbeddedBroker, settings: Settings, make_topics: TopicFactory, tmp_path: Path,
+) -> None:  # fmt: skip
+    """Apache Kafka refuses records stamped over an hour ahead: such a line is sent with
+    the producer's clock, its event time stays in the item for the worker."""
+    import time
+
+    raw = settings.raw_topics[0]
+    make_topics(raw)
+    ahead = int(time.time()) + 3 * 3600
+    line = b'{"id": "f", "channel": "ansa", "timestamp": %d, "text": "later"}' % ahead
+    path = tmp_path / "items.jsonl"
+    path.write_bytes(line + b"\n")
+    console, out = _console()
+    assert produce_cmd(settings, path, console=console) == EXIT_OK, out.getvalue()
+    assert "1/1 delivered" in out.getvalue()
+    (record,) = consume(broker.bootstrap, raw, n=1, timeout=20)
+    assert record.value == line
+    assert record.timestamp_ms is not None and record.timestamp_ms < ahead * 1000
+
+
+@pytest.mark.broker
 def test_produce_rate_and_explicit_topic(
     broker: EmbeddedBroker, settings: Settings, make_topics: TopicFactory,
     names: Names, tmp_path: Path,

@@ -122,3 +122,48 @@ def test_outputs_keep_the_payload_and_explain_the_decision_in_headers(
         assert record.header("ndd-scope") == b"oslo"
         assert (record.header("ndd-engine") or b"").startswith(b"ddd-")
         assert record.header("ndd-source-topic") == settings.raw_topics[0].encode()
+
+
+def test_an_item_too_large_for_a_topic_goes_to_the_dlq_and_the_worker_goes_on(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    """A real broker refuses a batch over its topic's max.message.bytes: the worker reads
+    the limits at start, dead-letters an item that an output topic could not carry (it is
+    under NDD_MAX_ITEM_BYTES) and decides the rest."""
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+    from harness import brokers
+
+    if not brokers.is_kafka():
+        pytest.skip("the embedded Tansu broker enforces no size limit")
+    settings = make_settings(partitions=1)
+    create_topics(settings)
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap_servers()})
+    resource = ConfigResource(ResourceType.TOPIC, settings.unique_topic, incremental_configs=[
+        ConfigEntry("max.message.bytes", "150000",
+                    incremental_operation=AlterConfigOpType.SET)])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=20)
+    big = jsonio.dumps({"id": "big", "channel": "ch0", "timestamp": 1_700_000_000,
+                        "text": " ".join(f"word{i}" for i in range(40_000))})
+    assert 150_000 < len(big) < settings.max_item_bytes
+    good = _lines(items(60, seed=9))
+    lines = [*good[:30], big, *good[30:]]
+    _send(settings, lines)
+    worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+    try:
+        routed = collect(settings, expected=len(lines), timeout=120, worker=worker)
+        assert worker.alive(), worker.log_tail()
+    finally:
+        worker.stop()
+    dlq = routed.dlq()
+    assert [r.reason for r in dlq] == ["oversized"], worker.log_tail()
+    detail = dlq[0].text("ndd-dlq-detail") or ""
+    assert f"{settings.unique_topic} max.message.bytes" in detail, detail
+    assert dlq[0].value == big
+    assert len(routed.decisions()) == len(good)

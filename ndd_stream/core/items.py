@@ -60,6 +60,7 @@ class ItemFormat:
     scope_map: dict[str, str] = field(default_factory=dict)
     max_item_bytes: int = 2_000_000
     max_future_seconds: int = 86_400  # 0 disables the check
+    max_item_source: str = "max_item_bytes"  # what sets max_item_bytes (a topic's limit)
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,8 @@ class Invalid:
 def decode_object(raw: bytes, fmt: ItemFormat) -> dict[str, Any] | Invalid:
     """Size, UTF-8 and JSON-object checks: the part of validation that needs no field."""
     if len(raw) > fmt.max_item_bytes:
-        return Invalid("oversized", f"{len(raw)} bytes > max_item_bytes={fmt.max_item_bytes}")
+        return Invalid("oversized",
+                       f"{len(raw)} bytes > {fmt.max_item_source}={fmt.max_item_bytes}")
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as exc:

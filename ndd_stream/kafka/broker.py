@@ -72,6 +72,8 @@ class EmbeddedBroker:
     broker's startup. ``stop()`` is idempotent and bounded (SIGTERM, then SIGKILL).
     """
 
+    kind = "tansu"
+
     def __init__(
         self,
         *,
@@ -192,12 +194,13 @@ class EmbeddedBroker:
         while True:
             if self._proc is None or self._proc.poll() is not None:
                 code = None if self._proc is None else self._proc.returncode
-                raise BrokerError(f"Tansu exited during startup (code {code}):\n{self.log_tail()}")
+                raise BrokerError(
+                    f"{self.kind} broker exited during startup (code {code}):\n{self.log_tail()}")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise BrokerError(
-                    f"Tansu at {self.bootstrap} did not answer a metadata request within "
-                    f"{self._start_timeout:.0f}s:\n{self.log_tail()}"
+                    f"{self.kind} broker at {self.bootstrap} did not answer a metadata request "
+                    f"within {self._start_timeout:.0f}s:\n{self.log_tail()}"
                 )
             try:
                 admin.list_topics(timeout=min(1.0, remaining))
@@ -236,6 +239,16 @@ class EmbeddedBroker:
             self._log_file.close()
             self._log_file = None
         return code
+
+    def restart(self, *, empty: bool = False) -> Self:
+        """Stop the process and start it again on the same port. Tansu keeps nothing in
+        between, so only ``empty=True`` restarts are possible here."""
+        if not empty:
+            raise BrokerError("Tansu keeps no data across a restart: use restart(empty=True)")
+        if self._fixed_port is None:
+            self._fixed_port = self._port
+        self._kill()
+        return self.start()
 
     def pause(self) -> None:
         """Freeze the broker (SIGSTOP): clients see a hung broker, not a closed socket."""

@@ -162,7 +162,10 @@ def _send(
     kwargs: dict[str, Any] = {"value": line.value, "on_delivery": on_delivery}
     if line.key is not None:
         kwargs["key"] = line.key
-    if line.timestamp_ms is not None:
+    if line.timestamp_ms is not None and line.timestamp_ms <= time.time() * 1000:
+        # A future event time stays in the item (the worker reads it there) but not on the
+        # record: Apache Kafka refuses a record stamped over an hour ahead
+        # (message.timestamp.after.max.ms), which would lose the line.
         kwargs["timestamp"] = line.timestamp_ms
     for _ in range(600):  # local queue full: give librdkafka up to ~60 s to drain it
         try:

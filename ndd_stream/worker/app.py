@@ -25,6 +25,7 @@ import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Sequence
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.items import ItemFormat
 from ndd_stream.kafka import topics as topic_defs
 from ndd_stream.kafka.config import describe, faust_broker_kwargs, librdkafka_config
+from ndd_stream.kafka.limits import NO_LIMITS, WriteLimits, read_write_limits
 from ndd_stream.kafka.probe import unreachable_message, wait_for_broker
 from ndd_stream.kafka.reads import BrokerReads, read_range
 from ndd_stream.settings import Settings
@@ -84,26 +86,32 @@ def output_topics(settings: Settings) -> OutputTopics:
     )
 
 
-def producer_kwargs(settings: Settings) -> dict[str, Any]:
+def producer_kwargs(settings: Settings, limits: WriteLimits = NO_LIMITS) -> dict[str, Any]:
     """``faust.App(**...)`` producer arguments: every write acknowledged by all in-sync
     replicas, a request large enough for any item forwarded whole, and record batches of
-    ``producer_batch_kb`` (never above the request size). Why larger batches than Faust's
-    16 KiB: a ~5 KB output record left three to a batch, so the worker built and the broker
-    took a produce request per few items (docs/BENCHMARK.md, "Through a broker")."""
+    ``producer_batch_kb`` (never above the request size, nor above the smallest
+    ``max.message.bytes`` of the topics written: ``kafka/limits.py``). Why larger batches
+    than Faust's 16 KiB: a ~5 KB output record left three to a batch, so the worker built
+    and the broker took a produce request per few items (docs/BENCHMARK.md, "Through a broker")."""
     request = producer_request_limit(settings.max_item_bytes)
+    batch = limits.batch_bytes(min(settings.producer_batch_kb << 10, request))
     return {"producer_acks": -1, "producer_max_request_size": request,
-            "producer_max_batch_size": min(settings.producer_batch_kb << 10, request)}
+            "producer_max_batch_size": batch}
 
 
 class Service:
     """The app and what its agents share."""
 
-    def __init__(self, settings: Settings, metrics: WorkerMetrics | None = None) -> None:
+    def __init__(self, settings: Settings, metrics: WorkerMetrics | None = None,
+                 limits: WriteLimits = NO_LIMITS) -> None:
         self.settings = settings
         self.metrics = metrics or WorkerMetrics()
         self.topics = output_topics(settings)
-        self._format = settings.item_format()
         self.scoped_name = topic_name(settings, "scoped")
+        self.limits = limits
+        self._format = item_format_within(settings, limits)
+        self._dead_letter_bytes = limits.dead_letter_bytes(
+            producer_request_limit(settings.max_item_bytes), settings.dlq_topic)
         self.app = self._make_app()
         self._admin = AdminClient(librdkafka_config(settings))
         self._unreachable_since: float | None = None  # start of the first failed check
@@ -130,7 +138,7 @@ class Service:
                 factory=partial(_shard_partition, config=config, shards=settings.shards,
                                 changelog=shards_changelog, scoped_topic=self.scoped_name))
         self.pool = DeciderPool(
-            state_dir, config, settings.item_format(), self.topics, self.reads, self.metrics,
+            state_dir, config, self._format, self.topics, self.reads, self.metrics,
             scoped_topic=self.scoped_name, order=order, factory=gather,
         )
         self.router_order = InOrder(partial(read_range, self.reads), self.metrics, "processed")
@@ -160,7 +168,7 @@ class Service:
             consumer_auto_offset_reset="earliest",
             topic_allow_declare=False,
             topic_disable_leader=True,
-            **producer_kwargs(s),
+            **producer_kwargs(s, self.limits),
             consumer_max_fetch_size=max(4_194_304, 2 * s.max_item_bytes),
             stream_wait_empty=False,
             loghandlers=[json_handler()],
@@ -267,7 +275,8 @@ class Service:
     def _routed(self, m: Any) -> OutRecord:
         src = Source.of_message(m)
         record, invalid = route_raw(m.value, m.key, src, self._format, self.scoped_name,
-                                    self.settings.dlq_topic, ordered=self.ordered)
+                                    self.settings.dlq_topic, ordered=self.ordered,
+                                    dead_letter_bytes=self._dead_letter_bytes)
         if invalid is not None:
             self.metrics.dlq.labels(invalid.reason, "route").inc()
             log.warning("%s: %s: %s", src.position, invalid.reason, invalid.detail,
@@ -534,7 +543,7 @@ def run_worker(settings: Settings) -> int:
     if not _broker_up(settings):
         return 3
     (settings.data_dir / settings.app_id / "faust").mkdir(parents=True, exist_ok=True)
-    service = Service(settings)
+    service = Service(settings, limits=written_limits(settings))
     # Faust's own handler goes to /dev/null: the JSON handler given to the app is the log.
     worker = faust.Worker(service.app, loglevel=settings.log_level, quiet=True,
                           logfile=os.devnull)
@@ -559,6 +568,36 @@ def run_worker(settings: Settings) -> int:
             handler.flush()
         return 3
     return 0
+
+
+def item_carriers(settings: Settings) -> list[str]:
+    """The topics an item travels through whole: it must fit each of them."""
+    carriers = [topic_name(settings, "scoped"), settings.unique_topic,
+                settings.duplicate_topic, settings.dlq_topic]
+    if settings.shards > 1:
+        carriers.append(topic_name(settings, "shards"))
+    return carriers
+
+
+def item_format_within(settings: Settings, limits: WriteLimits) -> ItemFormat:
+    """The item format, its size limit lowered to what every carrier topic takes."""
+    fmt = settings.item_format()
+    limit, source = limits.item_limit(fmt.max_item_bytes, item_carriers(settings))
+    if limit < fmt.max_item_bytes:
+        log.warning("items over %d bytes go to the DLQ (oversized): %s is smaller than "
+                    "NDD_MAX_ITEM_BYTES=%d", limit, source, fmt.max_item_bytes,
+                    extra={"event": "size_limit"})
+    return replace(fmt, max_item_bytes=limit, max_item_source=source)
+
+
+def written_limits(settings: Settings) -> WriteLimits:
+    """``max.message.bytes`` of every topic the worker writes (kafka/limits.py)."""
+    written = [*item_carriers(settings), topic_name(settings, "changelog")]
+    if settings.decisions_topic:
+        written.append(settings.decisions_topic)
+    if settings.shards > 1:
+        written.append(topic_name(settings, "shards_changelog"))
+    return read_write_limits(AdminClient(librdkafka_config(settings)), written)
 
 
 def _broker_up(settings: Settings) -> bool:

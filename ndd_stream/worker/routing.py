@@ -30,14 +30,18 @@ def dead_letter_limit(max_item_bytes: int) -> int:
 def route_raw(
     value: bytes | None, key: bytes | None, source: Source, fmt: ItemFormat,
     scoped_topic: str, dlq_topic: str, *, ordered: bool = False,
+    dead_letter_bytes: int | None = None,
 ) -> tuple[OutRecord, Invalid | None]:
     """Where a raw record goes next, and the rejection if it goes to the DLQ. ``ordered``
-    (event-time order) adds the item's event time as the ``ndd-event-time`` header."""
+    (event-time order) adds the item's event time as the ``ndd-event-time`` header;
+    ``dead_letter_bytes`` caps a dead letter below the DLQ topic's size limit."""
     raw = value or b""
     obj = decode_object(raw, fmt)
     if isinstance(obj, Invalid):
         headers = dlq_headers(obj.reason, obj.detail, source)
         limit = dead_letter_limit(fmt.max_item_bytes)
+        if dead_letter_bytes is not None:
+            limit = min(limit, dead_letter_bytes)
         if len(raw) > limit:
             # The worker's producer could not send it (and a dead letter that cannot be
             # sent would stop the worker): keep the head of the item and its length; the

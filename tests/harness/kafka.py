@@ -20,6 +20,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from ndd_stream.settings import Settings
 
+from . import brokers
+
 Position = tuple[str, int, int]  # raw topic, partition, offset
 
 HANG_S = 60.0
@@ -71,7 +73,7 @@ def worker_settings(bootstrap: str, suffix: str, data_dir: Path, **overrides: An
         "brokers": [bootstrap], "app_id": f"app-{suffix}", "raw_topics": f"raw-{suffix}",
         "unique_topic": f"unique-{suffix}", "duplicate_topic": f"duplicate-{suffix}",
         "dlq_topic": f"dlq-{suffix}", "decisions_topic": f"decisions-{suffix}",
-        "data_dir": data_dir, "session_timeout_s": 6.0, "web_port": 0,
+        "data_dir": data_dir, "session_timeout_s": brokers.session_timeout_s(), "web_port": 0,
         "web_host": "127.0.0.1",
     }
     fields.update(overrides)

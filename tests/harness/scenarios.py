@@ -266,14 +266,24 @@ def _drain_and_stop(feeder: Feeder, reader: Reader, worker: WorkerProcess, deadl
 
 
 def crash_scenario(settings: Settings, workdir: Path, *, items: int, kills: int, seed: int,
-                   rate: float = 1500.0, timeout: float = 600.0) -> tuple[Report, list[str]]:
-    """Stream ``items`` while ``kills`` times kill -9 the worker at a random moment and
-    start a new one; then drain and check. Returns the report and the problems found."""
+                   rate: float = 1500.0, timeout: float = 600.0,
+                   more: Sequence[Settings] = ()) -> tuple[Report, list[str]]:
+    """Stream ``items`` while ``kills`` times kill -9 a worker at a random moment and
+    start a new one; then drain and check. Returns the report and the problems found.
+
+    ``more``: the settings of further workers of the same group (each its own data dir),
+    running from the start; each kill then picks its victim at random (a kill storm)."""
     rnd, started = random.Random(seed), time.monotonic()
     lines, want, want_dlq, reader = prepare(settings, items, seed)
-    report = Report("kill -9", items)
+    report = Report("kill -9" if not more else f"kill -9, {1 + len(more)} workers", items)
     feeder = Feeder(settings, lines, rate=rate).start()
-    worker = WorkerProcess(settings, workdir / "worker-0.log").start()
+    every = [settings, *more]
+    workers = [WorkerProcess(s, workdir / f"worker-{i}-0.log").start()
+               for i, s in enumerate(every)]
+
+    def alive() -> bool:
+        return all(w.alive() for w in workers)
+
     problems: list[str] = []
     deadline = started + timeout
     try:
@@ -287,18 +297,28 @@ def crash_scenario(settings: Settings, workdir: Path, *, items: int, kills: int,
                 step = max(1, (items - done) // (remaining + 1))
                 target = done + rnd.randint(max(1, step // 4), max(1, step * 3 // 2))
                 ok = reader.wait_count(min(target, items), timeout=deadline - time.monotonic(),
-                                       alive=worker.alive)
-                assert ok or not worker.alive(), (
+                                       alive=alive)
+                assert ok or not alive(), (
                     f"no progress to {target} outputs before kill {k + 1}\n"
-                    f"{worker.log_tail()}")
+                    f"{workers[0].log_tail()}")
                 time.sleep(rnd.uniform(0.0, 0.4))  # mid-batch, mid-produce, mid-commit
-            assert worker.alive(), f"worker died on its own\n{worker.log_tail()}"
-            worker.kill9()
+            victim = rnd.randrange(len(workers))
+            for w in workers:
+                assert w.alive(), f"worker died on its own\n{w.log_tail()}"
+            workers[victim].kill9()
             report.crashes += 1
-            worker = WorkerProcess(settings, workdir / f"worker-{report.crashes}.log").start()
-        positions = _drain_and_stop(feeder, reader, worker, deadline, problems)
+            workers[victim] = WorkerProcess(
+                every[victim], workdir / f"worker-{victim}-{report.crashes}.log").start()
+        for w in workers[1:]:  # the last one drains alone, then stops cleanly
+            w.wait_event("partition_ready", 60)
+            code = w.stop()
+            if code != 0:
+                problems.append(f"clean stop of {w.log_path.name} exited {code}\n"
+                                f"{w.log_tail()}")
+        positions = _drain_and_stop(feeder, reader, workers[0], deadline, problems)
     finally:
-        worker.stop()
+        for w in workers:
+            w.stop()
         reader.close()
     problems += check_outputs(report, reader.records, positions, want, want_dlq)
     report.seconds = time.monotonic() - started
