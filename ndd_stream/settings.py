@@ -1,12 +1,15 @@
 """The one settings object of the service.
 
-Built once at the entry point (CLI) from ``NDD_*`` environment variables, an
-optional ``.env``-style file and CLI overrides, then passed down. Frozen, so no
-component can change another's view of the configuration.
+Built once at the entry point (CLI) from, highest precedence first, command-line
+options, ``NDD_*`` environment variables and an optional ``.env``-style file
+(``--config``), then passed down. Frozen, so no component can change another's view of
+the configuration. :data:`SETTING_GROUPS` sorts the fields for ``--help`` and
+docs/CONFIGURATION.md (``ndd_stream/settings_doc.py``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
@@ -29,6 +32,15 @@ SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 #: A list setting, written ``a,b,c`` in the environment (not JSON): split by a validator.
 CommaList = Annotated[list[str], NoDecode]
+
+
+def default_data_dir() -> Path:
+    """``$XDG_DATA_HOME/ndd-stream``, else ``~/.local/share/ndd-stream``: an absolute path,
+    so a worker started from another directory finds the same state (a relative default
+    left a fresh, empty window in every working directory)."""
+    base = os.environ.get("XDG_DATA_HOME", "").strip()
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".local" / "share"
+    return root / "ndd-stream"
 
 
 class Settings(BaseSettings):
@@ -91,17 +103,14 @@ class Settings(BaseSettings):
         DEFAULT_THRESHOLD,
         gt=0.0,
         le=1.0,
-        description="doc_q threshold for a near duplicate (0.3: right for crawled pages and, "
-        "with the novelty rule, for agency newswire; see docs/EVALUATION.md).",
+        description="doc_q threshold of a near duplicate. 0.3 with the novelty rule suits "
+        "newswire and web pages (docs/EVALUATION.md).",
     )
     q: int = Field(4, ge=1, le=16, description="q-gram length.")
     bitmap_filter_bits: int | None = Field(
         None,
-        description=f"Bitmap filter: 2**bits bits per document in the window, 0 = off or "
-        f"{BITMAP_BITS_MIN}..{BITMAP_BITS_MAX}, "
-        "unset = 14 (2 KiB per document) for thresholds >= 0.5, else off. Speeds up "
-        "thresholds >= 0.5 (most on text sharing long passages); never changes a decision "
-        "(ndd_stream/core/bitmaps.py).",
+        description="Bitmap filter of 2**bits bits per document in the window; unset: 14 "
+        "(2 KiB per document) for thresholds >= 0.5, else off. Speed only.",
     )
     window_hours: int = Field(
         24, ge=0, le=24 * 30, description="Hours before the item's hour in its window."
@@ -112,17 +121,15 @@ class Settings(BaseSettings):
     )
     extract: ExtractMode = Field(
         DEFAULT_EXTRACT,
-        description="Text extraction: raw (as is), tags (strip HTML), main (HTML: the page's "
-        "main content by resiliparse, then only its prose blocks, dropping short lines such "
-        "as bylines, menus and share links; plain text: its prose blocks).",
+        description="Text compared: raw (as is), tags (HTML stripped), main (the page's main "
+        "content, then only its prose blocks: no bylines, menus or share links).",
     )
     max_html_depth: int = Field(
         DEFAULT_MAX_HTML_DEPTH,
         ge=1,
         le=100_000,
-        description="HTML nesting deeper than this (or so deep that elements x depth passes "
-        "2 million) is extracted as flat text, in linear time: main-content extraction grows "
-        "with the square of the depth (docs/RELIABILITY.md, Security).",
+        description="HTML nested deeper (or elements x depth over 2 million) is extracted as "
+        "flat text, in linear time (docs/RELIABILITY.md, Security).",
     )
     scope: str = Field(
         "channel",
@@ -134,55 +141,47 @@ class Settings(BaseSettings):
     )
     novelty: NoveltyMode = Field(
         "auto",
-        description="Judge the best doc_q match: a report with other figures, about another "
-        "subject, or sharing under half of the shorter text, is routed unique and explained "
-        "(ndd-novel headers). "
-        "auto: for plain-text items, not for HTML ones; on; off (doc_q alone). See "
-        "docs/EVALUATION.md.",
+        description="Novelty rule: a match with other figures, another subject or a new "
+        "headline is routed unique, explained in ndd-novel. auto: plain text only; on; off.",
     )
     index_duplicates: bool = Field(
         True,
-        description="Index every item after its decision (Fig. 2); False indexes unique ones only.",
+        description="Index every item after its decision (the paper's Fig. 2); false: unique "
+        "ones only.",
     )
 
     # --- Scaling one scope (never changes a decision; docs/DEPLOYMENT.md) ---
     shards: int = Field(
         1, ge=1, le=64,
-        description="Split the window of every scope over this many shards, each a partition "
-        "of the shards topic with its own state, so one scope's counting spreads over "
-        "workers. 1 = one window per scope (no shard stage). Needs index_duplicates. "
-        "Changing it needs empty state (a new app_id): a worker refuses state built for "
-        "another number.",
+        description="Split every scope's window over this many shards (partitions with their "
+        "own state) so one scope spreads over workers; same decisions. Changing it needs new "
+        "state (a new app_id). Needs index_duplicates.",
     )
     gather_memory_mb: int = Field(
         128, ge=0,
-        description="With shards > 1: admitted items waiting for the shards' answers kept in "
-        "memory per scoped partition, in MiB; past it they wait in a spill file beside the "
-        "partition's state (deleted when it closes), so a backlog does not grow the "
-        "gatherer's memory (docs/RELIABILITY.md, 'Memory under a backlog'). 0: every "
-        "waiting item but the next to decide.",
+        description="With shards > 1: MiB of items waiting for the shards' answers kept in "
+        "memory per scoped partition; the rest wait in a spill file beside its state.",
     )
 
     # --- Speed of the core (never changes a decision; docs/BENCHMARK.md) --------------
     count_threads: int | None = Field(
         None,
         ge=1,
-        description="Threads one decision's index count may use (C kernels); unset = the "
-        "cores this process may run on (affinity mask, cgroup CPU quota), or 1 with shards "
-        "> 1: shards already spread the count over the workers, and both at once compete "
-        "for the cores (docs/BENCHMARK.md, issue 23). 1 with several workers per host.",
+        description="Threads one decision's count may use; unset: the cores this process may "
+        "use, or 1 with shards > 1 (both would compete for the cores). 1 with several "
+        "workers per host.",
     )
     dense_fraction: float = Field(
         DEFAULT_DENSE_FRACTION,
         ge=0.0,
         le=1.0,
-        description="A q-gram key held by at least this share of an index block's documents "
-        "is also a bitmap row, counted by carry-save adders (C kernels); 0 = never.",
+        description="A q-gram held by at least this share of an index block's documents is "
+        "also counted as a bitmap row (C kernels); 0: never. Speed only.",
     )
     no_kernels: bool = Field(
         False,
-        description="Run the numpy versions of the core's kernels even where the C kernels "
-        "are built (same decisions, slower: comparisons, a suspected kernel bug).",
+        description="Use the numpy kernels even where the C kernels are built (same "
+        "decisions, slower).",
     )
 
     # --- Item fields ------------------------------------------------------------------
@@ -208,10 +207,17 @@ class Settings(BaseSettings):
 
     # --- Worker -----------------------------------------------------------------------
     data_dir: Path = Field(
-        Path("ndd-data"), description="State directory (RocksDB, one store per partition)."
+        default_factory=default_data_dir,
+        description="State directory (RocksDB, one store per partition); ~ is expanded. "
+        "Default $XDG_DATA_HOME/ndd-stream, else ~/.local/share/ndd-stream; the image and "
+        "the chart use /var/lib/ndd-stream.",
     )
     partitions: int = Field(8, ge=1, description="Partitions of the internal (scope-keyed) topic.")
-    web_host: str = Field("0.0.0.0", description="Bind address of /metrics and /health.")
+    web_host: str = Field(
+        "127.0.0.1",
+        description="Bind address of /metrics and /health: loopback by default; the image, "
+        "compose and the chart set 0.0.0.0 inside the container.",
+    )
     web_port: int = Field(6066, ge=0, le=65535, description="Port of /metrics and /health.")
     view_user: str = Field(
         "viewer", min_length=1, description="User name the web view asks for (view_password)."
@@ -219,25 +225,19 @@ class Settings(BaseSettings):
     view_password: SecretStr | None = Field(
         None,
         description="When set, `ndd-stream view` asks for HTTP Basic credentials (view_user "
-        "and this password) on every page; /api/status stays open for health probes. "
-        "Unset: no login (keep the view on loopback or behind an authenticating proxy).",
+        "and this) on every page but /api/status. Unset: no login.",
     )
     view_allowed_hosts: CommaList = Field(
         default_factory=list,
-        description="Host names (comma separated; .example.org for a domain and its "
-        "subdomains) the web view answers for without a password, besides localhost, "
-        "loopback addresses and its bind address (a guard against DNS rebinding). Not used "
-        "with view_password: the login protects.",
+        description="Host names (.example.org: a domain and its subdomains) the web view "
+        "answers for without a password, besides localhost and its bind address.",
     )
     session_timeout_s: float = Field(30.0, gt=0, description="Kafka consumer session timeout (s).")
     producer_batch_kb: int = Field(
         512, ge=16, le=65_536,
-        description="The worker's producer batches up to this many KiB per partition in one "
-        "record batch (Faust's default is 16). Larger batches mean fewer produce requests "
-        "for the worker and the broker to handle: 16 -> 512 cut the broker's CPU per item "
-        "~3x and raised items/s 1.16x with one shard, 1.19x with two (docs/BENCHMARK.md). "
-        "Keep it under the broker's message.max.bytes (Kafka's default 1 MiB). Capped at "
-        "the producer's request size (2 x max_item_bytes, at least 1 MiB).",
+        description="KiB per partition the worker's producer puts in one record batch "
+        "(fewer requests: docs/BENCHMARK.md). Keep it under the broker's message.max.bytes; "
+        "capped at 2 x max_item_bytes.",
     )
     log_level: str = Field("INFO", description="Log level.")
     broker_timeout_s: float = Field(
@@ -250,32 +250,24 @@ class Settings(BaseSettings):
     # --- Order across raw partitions (docs/RELIABILITY.md, "Order") ---------------------
     scope_order: Literal["auto", "event-time", "offset"] = Field(
         "auto",
-        description="How a scoped partition orders its items. event-time: by event time "
-        "across every raw partition (ties: raw topic, partition, offset), each raw partition "
-        "waited for boundedly (order_idle_ms, order_stall_s); offset: in the order the router "
-        "forwards them, right when each scope's items share one raw partition (channel "
-        "scopes with raw topics keyed by channel). auto: event-time for scope 'global', "
-        "another field or a scope_map, offset for 'channel'.",
+        description="Order of a scoped partition's decisions. event-time: across every raw "
+        "partition; offset: as forwarded (right for channel scopes keyed by channel); auto: "
+        "offset for scope channel, else event-time.",
     )
     order_idle_ms: int = Field(
         1500, ge=30, le=600_000,
-        description="event-time order: the longest a live item waits for a raw partition "
-        "whose router has nothing more to forward. Routers confirm such partitions every "
-        "third of this; a scope steps over one on the first confirmation at least two thirds "
-        "of this after the item came, by the scope's clock or by the routers' (the records' "
-        "Kafka timestamps; covering what a router had not fetched yet). Raise it "
-        "if routers fall further behind producers (items then come out ndd-order: behind).",
+        description="event-time order: the longest a live item waits for an idle raw "
+        "partition. Raise it if items come out ndd-order: behind.",
     )
     order_stall_s: float = Field(
         120.0, gt=0,
-        description="event-time order: how long a scope waits for a raw partition with "
-        "records not forwarded yet, or not heard of (its worker down or rebalancing), "
-        "before deciding past it. Keep it above session_timeout_s plus a rebalance.",
+        description="event-time order: how long a scope waits for a raw partition whose "
+        "worker is down or rebalancing. Keep it above session_timeout_s plus a rebalance.",
     )
     order_buffer_mb: int = Field(
         256, ge=1,
-        description="event-time order: items held back per scoped partition, in MiB; past "
-        "it the scope decides past the raw partitions it waits for.",
+        description="event-time order: MiB of items held back per scoped partition; past it "
+        "the scope decides past the partitions it waits for.",
     )
 
     @field_validator("brokers", "raw_topics", "text_fields", "timestamp_fields",
@@ -288,6 +280,12 @@ class Settings(BaseSettings):
         if isinstance(value, list | tuple):
             return [str(v).strip() for v in value if str(v).strip()]
         return value
+
+    @field_validator("data_dir")
+    @classmethod
+    def _expand_home(cls, value: Path) -> Path:
+        """``NDD_DATA_DIR=~/state`` means the home directory, as in a shell."""
+        return value.expanduser()
 
     @field_validator("decisions_topic", "title_field", mode="before")
     @classmethod
@@ -400,6 +398,29 @@ class Settings(BaseSettings):
                 continue  # unset is the default
             env["NDD_" + name.upper()] = env_text(value)
         return env
+
+
+#: Every field of :class:`Settings` in exactly one group (tests/test_docs.py checks it), in
+#: the order ``worker --help`` and docs/CONFIGURATION.md show them: (title, fields).
+SETTING_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Kafka", ("brokers", "security_protocol", "sasl_mechanism", "sasl_username",
+               "sasl_password", "ssl_cafile", "ssl_certfile", "ssl_keyfile",
+               "ssl_check_hostname", "session_timeout_s", "broker_timeout_s",
+               "producer_batch_kb")),
+    ("Topics", ("app_id", "raw_topics", "raw_topic_pattern", "unique_topic",
+                "duplicate_topic", "dlq_topic", "decisions_topic", "topics_file",
+                "partitions")),
+    ("Detection", ("threshold", "novelty", "window_hours", "scope", "scope_map", "q",
+                   "case_sensitive", "extract", "index_duplicates")),
+    ("Order", ("scope_order", "order_idle_ms", "order_stall_s", "order_buffer_mb")),
+    ("Scaling", ("shards", "gather_memory_mb", "count_threads", "bitmap_filter_bits",
+                 "dense_fraction", "no_kernels")),
+    ("Worker", ("data_dir", "web_host", "web_port", "log_level")),
+    ("View", ("view_user", "view_password", "view_allowed_hosts")),
+    ("Input fields", ("id_field", "channel_field", "title_field", "text_fields",
+                      "timestamp_fields", "max_item_bytes", "max_future_seconds",
+                      "max_html_depth")),
+)
 
 
 def env_text(value: object) -> str:

@@ -147,12 +147,17 @@ def test_file_errors_are_one_line_naming_the_file(
     assert capsys.readouterr().out == ""  # errors go to stderr
 
 
-def test_worker_help_shows_defaults_as_typed(capsys: pytest.CaptureFixture[str]) -> None:
+def test_worker_help_shows_defaults_as_typed(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "102")
     with pytest.raises(SystemExit):
         main(["worker", "--help"])
     text = capsys.readouterr().out
-    assert "PosixPath" not in text and "[" not in text.split("settings (")[1]
-    assert "(default: ndd-data)" in text and "(default: text,body,content)" in text
+    assert "PosixPath" not in text and "[" not in text.split("settings: ")[1]
+    assert "(default: ~/.local/share/ndd-stream;" in text
+    assert "(default: text,body,content;" in text
+    assert max(map(len, text.splitlines())) <= 100  # wrapped to the terminal (COLUMNS)
 
 
 def test_worker_without_a_broker_says_so_in_one_line_and_creates_no_state(
@@ -160,7 +165,9 @@ def test_worker_without_a_broker_says_so_in_one_line_and_creates_no_state(
 ) -> None:
     address = f"127.0.0.1:{free_port()}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("NDD_")}
-    env.update({"NDD_BROKERS": address, "NDD_BROKER_TIMEOUT_S": "1", "NDD_WEB_PORT": "0"})
+    env.update({"NDD_BROKERS": address, "NDD_BROKER_TIMEOUT_S": "1", "NDD_WEB_PORT": "0",
+                "HOME": str(tmp_path / "home")})  # the default NDD_DATA_DIR lives under it
+    env.pop("XDG_DATA_HOME", None)
     run = subprocess.run([sys.executable, "-m", "ndd_stream.cli", "worker"], cwd=tmp_path,
                          env=env, capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 3, run.stderr
@@ -168,7 +175,7 @@ def test_worker_without_a_broker_says_so_in_one_line_and_creates_no_state(
     assert len(lines) <= 2, lines
     assert f"no Kafka broker answers at {address} (NDD_BROKERS)" in lines[-1]
     assert "exit code 3" in lines[-1]
-    assert list(tmp_path.iterdir()) == []  # no ./ndd-data before there is state
+    assert list(tmp_path.iterdir()) == []  # no state directory before there is state
 
 
 @pytest.mark.parametrize(("variable", "value", "allowed"), [

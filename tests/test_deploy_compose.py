@@ -198,11 +198,14 @@ def test_all_ndd_services_use_one_image_and_real_settings(resolved: Obj) -> None
 
 
 def test_worker_defaults_match_settings_defaults(resolved: Obj) -> None:
-    """Every setting the file gives the worker, except the broker address, repeats the
-    Settings default (e.g. NDD_THRESHOLD), so the file cannot drift from the code."""
+    """Every setting the file gives the worker, except the broker address and the bind
+    address a container needs, repeats the Settings default (e.g. NDD_THRESHOLD), so the
+    file cannot drift from the code."""
     defaults = Settings.model_fields
-    for var, value in env(service(resolved, "worker")).items():
-        if var == "NDD_BROKERS":
+    worker = env(service(resolved, "worker"))
+    assert worker["NDD_WEB_HOST"] == "0.0.0.0"  # /metrics reachable from Prometheus
+    for var, value in worker.items():
+        if var in ("NDD_BROKERS", "NDD_WEB_HOST"):
             continue
         field = var[4:].lower()
         parsed = Settings.model_validate({field: value}).model_dump()[field]

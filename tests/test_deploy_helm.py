@@ -214,6 +214,11 @@ def test_statefulset_has_state_pvc_per_pod(case: tuple[Obj, list[Obj], str]) -> 
     mounts = {m["name"]: m["mountPath"] for m in worker["volumeMounts"]}
     assert mounts["state"] == "/var/lib/ndd-stream"
     assert env_dict(worker)["NDD_DATA_DIR"]["value"] == mounts["state"]
+    # the Settings default is loopback; in a pod Prometheus and the probes come from outside
+    assert env_dict(worker)["NDD_WEB_HOST"]["value"] == "0.0.0.0"
+    if not values.get("resources"):  # the default fits ~95k documents at 0.3 (values.yaml)
+        assert worker["resources"]["limits"]["memory"] == "2Gi"
+        assert worker["resources"]["requests"]["memory"] == "1Gi"
     assert worker["args"] == ["worker"]
     assert sts["spec"]["selector"]["matchLabels"].items() <= (
         spec["template"]["metadata"]["labels"].items()

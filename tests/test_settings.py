@@ -125,3 +125,40 @@ def test_producer_batches_follow_the_setting_capped_at_the_request_size(
     assert producer_kwargs(capped)["producer_max_batch_size"] == 1 << 20
     with pytest.raises(ValidationError, match="greater than or equal to 16"):
         Settings(producer_batch_kb=8)
+
+
+def test_precedence_is_options_then_environment_then_config_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """What README and docs/CONFIGURATION.md state: options > NDD_* > --config > default."""
+    from ndd_stream.cli.main import build_settings, make_parser
+
+    _from_env(monkeypatch, {"NDD_THRESHOLD": "0.5"})
+    config = tmp_path / "ndd.env"
+    config.write_text("NDD_THRESHOLD=0.6\nNDD_Q=5\nNDD_WINDOW_HOURS=12\n")
+    parser = make_parser()[0]
+    args = parser.parse_args(["--config", str(config), "dedup", "x.jsonl", "--q", "3"])
+    settings = build_settings(args)
+    assert (settings.q, settings.threshold, settings.window_hours) == (3, 0.5, 12)
+    assert settings.novelty == "auto"  # the default where nothing sets it
+
+
+def test_state_directory_defaults_to_an_absolute_per_user_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("NDD_DATA_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    assert Settings().data_dir == tmp_path / ".local" / "share" / "ndd-stream"
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert Settings().data_dir == tmp_path / "xdg" / "ndd-stream"
+    monkeypatch.setenv("XDG_DATA_HOME", "relative")  # ignored, as the XDG spec says
+    assert Settings().data_dir == tmp_path / ".local" / "share" / "ndd-stream"
+    monkeypatch.setenv("NDD_DATA_DIR", "~/state")
+    assert Settings().data_dir == tmp_path / "state"
+
+
+def test_metrics_listen_on_loopback_unless_told() -> None:
+    """Outside a container /metrics is not open to the network; the image, compose and the
+    chart set NDD_WEB_HOST=0.0.0.0 themselves (tests/test_deploy_*.py)."""
+    assert Settings.model_fields["web_host"].default == "127.0.0.1"

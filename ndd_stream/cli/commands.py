@@ -1,4 +1,5 @@
-"""Subcommands beyond ``dedup``: worker, topics, produce, tail, demo, view, eval.
+"""Subcommands beyond ``dedup``: worker, settings, topics, produce, tail, demo, view,
+eval.
 
 Each maps argparse onto a function that takes the one Settings object; imports are
 deferred so ``ndd-stream dedup`` never pays for Faust or Kafka clients.
@@ -15,12 +16,38 @@ from ndd_stream.settings import Settings, env_text
 
 
 def _settings_help() -> str:
-    lines = ["settings (environment variables; every field of ndd_stream.settings.Settings):"]
-    for name, field in Settings.model_fields.items():
-        default = field.get_default(call_default_factory=True)
-        shown = "unset" if default is None else env_text(default) or "empty"
-        lines.append(f"  NDD_{name.upper():<22} {field.description} (default: {shown})")
-    return "\n".join(lines)
+    import shutil
+
+    from ndd_stream.settings_doc import help_epilog
+
+    return help_epilog(shutil.get_terminal_size().columns - 2)  # argparse's own width
+
+
+class _PreformattedEpilog(argparse.HelpFormatter):
+    """Wraps the description like argparse does; keeps text already laid out in lines (the
+    settings epilog, wrapped to the same width by :func:`help_epilog`) as it is."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def _cmd_settings(args: argparse.Namespace, settings: Settings) -> int:
+    from ndd_stream.settings import SETTING_GROUPS
+    from ndd_stream.settings_doc import env_name, markdown
+
+    if args.markdown:
+        sys.stdout.write(markdown())
+        return 0
+    values = settings.model_dump()
+    for title, names in SETTING_GROUPS:
+        sys.stdout.write(f"# {title}\n")
+        for name in names:
+            value = values[name]
+            shown = "**********" if name.endswith("password") and value else env_text(value)
+            sys.stdout.write(f"{env_name(name)}={shown}\n")
+    return 0
 
 
 def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
@@ -64,12 +91,23 @@ def _cmd_tail(args: argparse.Namespace, settings: Settings) -> int:
 
 def register_all(sub: Any, handlers: dict[str, Any]) -> None:
     """Add the subcommands to the ``ndd-stream`` parser."""
-    fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser("worker", help="run the streaming service (a Faust worker)",
                        description="Consume raw news from Kafka, decide, route to the unique, "
-                       "duplicate and DLQ topics. Configured by NDD_* variables only.",
-                       epilog=_settings_help(), formatter_class=fmt)
+                       "duplicate and DLQ topics. Configured by NDD_* variables or a "
+                       "--config file.",
+                       epilog=_settings_help(), formatter_class=_PreformattedEpilog)
     handlers["worker"] = _cmd_worker
+
+    p = sub.add_parser("settings", help="print the settings in effect, or their reference",
+                       description="Print every setting as NDD_NAME=value, as the other "
+                       "commands would see it (options > environment > --config file > "
+                       "default; passwords hidden).")
+    p.add_argument("--markdown", action="store_true",
+                   help="print the reference of every setting (docs/CONFIGURATION.md)")
+    from ndd_stream.cli.main import _add_detection_options
+
+    _add_detection_options(p)  # so that it shows what the other commands' options change
+    handlers["settings"] = _cmd_settings
 
     p = sub.add_parser("topics", help="create or check the topics of topics/*.yaml")
     p.add_argument("action", choices=["apply"], help="apply: create missing, check existing")

@@ -124,7 +124,7 @@ def add_eval_parser(
     """Add the ``eval`` sub-command to an existing CLI."""
     parser = subparsers.add_parser(
         "eval",
-        help="measure detection quality on a labelled corpus, against the seeds' methods",
+        help="measure detection quality on a labelled corpus, against baseline methods",
         description=DESCRIPTION,
     )
     _configure(parser)

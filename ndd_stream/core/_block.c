@@ -11,7 +11,7 @@
  * decision; a Block holds its buffers from construction until it is freed, so a count only
  * copies the parsed descriptors.
  *
- * Why its own lookup arrays (issue 22): count_one looks every probe key up in every block
+ * Why its own lookup arrays: count_one looks every probe key up in every block
  * (~3,100 keys x ~10 blocks per decision at t = 0.3). Found through the arrays the Python
  * side keeps (ukeys, offs, a rowmap of dense rows and a directory of ~1 slot per key), a
  * hit touched ~5 lines of separate arrays: directory, ukeys[a], rowmap[a], offs[a] and
@@ -22,7 +22,7 @@
  * are marked in their entry (LOOKUP_DENSE | row; a block with dense rows holds fewer than
  * 2**31 postings, PostingIndex builds none past that), and ``dstart`` keeps their
  * postings' start for the sparse key before them. Why the Block keeps neither ukeys nor
- * offs (issue 22, memory): the entries say both, so the Python side releases them once the
+ * offs (memory): the entries say both, so the Python side releases them once the
  * Block is made and merge_csr reads a counted block through its entries (Block.csr
  * rebuilds the arrays where numpy needs them). Per key the index then holds 8 bytes of
  * entry and 2-4 of directory against 18-20 with them (ukeys, offs, entries, directory) and

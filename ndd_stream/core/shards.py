@@ -1,4 +1,4 @@
-"""One scope's window split over S shards, deciding exactly as one detector (issue 23).
+"""One scope's window split over S shards, deciding exactly as one detector.
 
 The work of a decision that grows with the window (counting postings, verifying) divides
 if the window is divided; the rest is done once. Per item, in the scope's order:

@@ -136,7 +136,7 @@ def run_pairs(config: PairsConfig) -> PairsResult:
 
 
 TARGET = (0.95, 0.90)
-"""Precision and recall the issue asks of held-out pairs: the bootstrap reports the share of
+"""Precision and recall targets for held-out pairs: the bootstrap reports the share of
 resamples that meet both."""
 
 

@@ -1,2 +1,2 @@
 """``ndd-stream view``: a live web page of the decisions (Now, Recent decisions, a pair side
-by side, DLQ), read from the output, audit and dead-letter topics. See README "Web view"."""
+by side, DLQ), read from the output, audit and dead-letter topics. See docs/VIEW.md."""

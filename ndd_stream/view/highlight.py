@@ -7,7 +7,7 @@ another and would paint the whole page. Words covered by a shared run are marked
 of consecutive words merge into one passage with the spaces and punctuation between them.
 
 Differing tokens come from the decision rule's audit record (``novel.only_new`` /
-``novel.only_old``, see CONTRACT in the README) when it gives them; otherwise the view
+``novel.only_old``, see docs/ITEMS.md) when it gives them; otherwise the view
 marks the figures (numbers) that occur in only one of the two texts itself.
 """
 

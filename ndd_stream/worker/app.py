@@ -93,7 +93,7 @@ def producer_kwargs(settings: Settings, limits: WriteLimits = NO_LIMITS) -> dict
     ``producer_batch_kb`` (never above the request size, nor above the smallest
     ``max.message.bytes`` of the topics written: ``kafka/limits.py``). Why larger batches
     than Faust's 16 KiB: a ~5 KB output record left three to a batch, so the worker built
-    and the broker took a produce request per few items (docs/BENCHMARK.md)."""
+    and the broker took a produce request per few items (docs/BENCHMARK.md, "Through a broker")."""
     request = producer_request_limit(settings.max_item_bytes)
     batch = limits.batch_bytes(min(settings.producer_batch_kb << 10, request))
     return {"producer_acks": -1, "producer_max_request_size": request,

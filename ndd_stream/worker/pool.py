@@ -100,7 +100,7 @@ OFFLOAD_BYTES = 32_768
 """Items larger than this are decided off the event loop (a 2 MB item takes up to ~0.2 s;
 one of 32 KB a few ms, less than the thread hand-off is worth below it). Offloading every
 item measured slower end to end: the producer, free to run during each decision, sent each
-item's records as a request of its own (docs/BENCHMARK.md, issue 23, "Eighth round")."""
+item's records as a request of its own (docs/history/BENCHMARK-history.md)."""
 YIELD_SECONDS = 0.05
 """Inline decisions run at most this long before the event loop gets a turn."""
 CHECKPOINT_ITEMS = 256

@@ -45,7 +45,7 @@ def summary(console: Console, s: Settings, tally: Tally, feed_path: Path,
             f"new reports: {sum(novel.values())} item(s) resembled an earlier one (doc_q >= "
             f"threshold) but were judged new and routed unique ("
             + ", ".join(f"{reason} {n}" for reason, n in novel.items())
-            + "; see the ndd-resembles / ndd-novel headers, README)", highlight=False,
+            + "; see the ndd-resembles / ndd-novel headers, docs/ITEMS.md)", highlight=False,
             soft_wrap=True)
     duplicates = totals["near_duplicate"] + totals["exact_duplicate"]
     if s.scope == "channel":

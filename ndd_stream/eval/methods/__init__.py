@@ -1,1 +1,1 @@
-"""Near-duplicate methods compared by ``ndd-stream eval`` (DDD and the seeds' baselines)."""
+"""Near-duplicate methods compared by ``ndd-stream eval`` (DDD and baseline methods)."""
