@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from ndd_stream.core.document import Document
@@ -25,6 +25,10 @@ class RefDecision:
     resembles: str | None = None
     only_new: tuple[str, ...] = ()
     only_old: tuple[str, ...] = ()
+    # its story (first item's identity), and the story's members and channels in the window
+    story: str = ""
+    story_size: int = 0
+    story_channels: tuple[str, ...] = ()
 
 
 def qgram_set(nf: str, q: int) -> set[str]:
@@ -142,12 +146,15 @@ def brute_force(
     case_sensitive: bool = False,
     index_duplicates: bool = True,
     novelty_mode: str = "off",
+    follow_ups: frozenset[str] = frozenset(),
 ) -> list[RefDecision]:
     indexed: list[tuple[Document, int, str, set[str]]] = []
     watermark: dict[str, int] = {}
     seen: dict[tuple[str, str], RefDecision] = {}
     hour_of_seen: dict[tuple[str, str], int] = {}
     out: list[RefDecision] = []
+    # (scope, identity) -> (story, hour, channel) of every item the window remembers
+    members: dict[tuple[str, str], tuple[str, int, str]] = {}
     for doc in docs:
         hour = math.floor(doc.timestamp / 3600)
         key = (doc.scope, doc.identity)
@@ -184,6 +191,20 @@ def brute_force(
             exact = best[0] == 1.0
             decision = RefDecision(doc.identity, "exact_duplicate" if exact else "near_duplicate",
                                    best[1], best[0])
+        late = hour < oldest
+        joins = decision.duplicate_of
+        if decision.novel is not None and decision.novel in follow_ups:
+            joins = decision.resembles
+        story = doc.identity
+        if joins is not None:
+            found = members.get((doc.scope, joins))
+            story = found[0] if found is not None and found[1] >= oldest else joins
+        if not late:
+            members[key] = (story, hour, doc.channel)
+        live = [c for (s, _), (st, h, c) in members.items()
+                if s == doc.scope and st == story and h >= oldest]
+        decision = replace(decision, story=story, story_size=1 if late else len(live),
+                           story_channels=(doc.channel,) if late else tuple(sorted(set(live))))
         out.append(decision)
         seen[key] = decision
         hour_of_seen[key] = hour

@@ -62,7 +62,7 @@ def streams(draw: st.DrawFn) -> list[Document]:
             text = " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(0, 12)))
         t += rnd.choice([0, 30, 600, 3600, 3 * 3600, -2 * 3600, -30 * 3600])
         identity = str(rnd.randrange(i + 1)) if rnd.random() < 0.1 else f"d{i}"
-        docs.append(Document(identity, rnd.choice(["a", "b"]), "c", t, text + ".",
+        docs.append(Document(identity, rnd.choice(["a", "b"]), rnd.choice("cde"), t, text + ".",
                              markup=rnd.random() < 0.2))
     return docs
 
@@ -104,6 +104,8 @@ def test_decisions_equal_brute_force(
         if novel is not None:
             assert (novel.resembles, novel.only_new, novel.only_old) == (
                 w.resembles, w.only_new, w.only_old)
+        assert (g.story, g.story_size, g.story_channels) == (
+            w.story, w.story_size, w.story_channels)
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)

@@ -425,17 +425,19 @@ _NOVELTY = st.builds(Novelty, reason=st.sampled_from(REASONS), resembles=st.text
                  matched_channel=st.none() | st.text(),
                  matched_timestamp=st.none() | st.floats(0, 2e9), scope=st.text(),
                  hour=st.integers(0, 10**6), policy=st.sampled_from(Policy),
-                 replayed=st.booleans(), novel=st.none() | _NOVELTY))
+                 replayed=st.booleans(), novel=st.none() | _NOVELTY, story=st.text(),
+                 story_size=st.integers(0, 10**6),
+                 story_channels=st.lists(st.text(max_size=5)).map(tuple)))
 def test_a_decision_as_a_dict_names_every_field_and_reads_back(decision: Decision) -> None:
     """``as_dict`` is written out by hand (speed): it must still name every field, as
     ``dataclasses.asdict`` would, with enums as their values and ``novel`` only when set."""
     out = decision.as_dict()
     expected = dataclasses.asdict(decision)
     expected["status"], expected["policy"] = decision.status.value, decision.policy.value
-    if decision.novel is None:
-        del expected["novel"]
-    else:
-        expected["novel"] = decision.novel.as_dict()
+    expected["story_channels"] = list(decision.story_channels)
+    novel = expected.pop("novel")
+    if novel is not None:
+        expected["novel"] = decision.novel.as_dict() if decision.novel else None
     assert out == expected
     assert list(out) == [k for k in expected]
     assert Decision.from_dict(out) == decision

@@ -38,6 +38,7 @@ from ndd_stream.core.similarity import (
     size_bounds,
 )
 from ndd_stream.core.store import NullStore, StateStore, StoredDocument
+from ndd_stream.core.stories import alone, place
 from ndd_stream.core.verdict import BestMatch, conclude, short_verdict, unique
 from ndd_stream.core.window import ScopeWindow, ShortDoc, WindowDoc
 
@@ -174,7 +175,10 @@ class Detector:
         decision, sig, probe = self._judge(window, doc, hour, nf, figs)
         indexed = self._index(window, doc, hour, nf, sig, probe, decision, figs, number)
         if decision.policy is not Policy.LATE:  # a late item is not in the window: not kept
+            decision = place(decision, window.stories, doc.channel, hour)
             window.remember(decision, hour)
+        else:
+            decision = alone(decision, doc.channel)
         self.store.add(
             StoredDocument(
                 scope=doc.scope,
@@ -218,7 +222,9 @@ class Detector:
                     window, rec.decision.identity, rec.channel, rec.timestamp, rec.hour, rec.nf,
                     sig, rec.figures, number=rec.number,
                 )
-            window.remember(rec.decision, rec.hour)
+            # the story is the stored one; its tally is counted again, as when decided
+            window.remember(place(rec.decision, window.stories, rec.channel, rec.hour),
+                            rec.hour)
         for window in self._windows.values():
             window.index.prepare()  # now, not in the first decision after the restart
         return len(records)

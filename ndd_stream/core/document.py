@@ -53,6 +53,11 @@ class Decision:
     # Set when the best q-gram match was judged another report (status unique, similarity
     # = its doc_q): ndd_stream.core.novelty.
     novel: Novelty | None = None
+    # The story the item belongs to (core.stories: its first item's identity; "" when not
+    # placed yet), and the story's members and their channels in the window so far.
+    story: str = ""
+    story_size: int = 0
+    story_channels: tuple[str, ...] = ()
 
     @property
     def is_duplicate(self) -> bool:
@@ -68,6 +73,8 @@ class Decision:
             "matched_channel": self.matched_channel,
             "matched_timestamp": self.matched_timestamp, "scope": self.scope,
             "hour": self.hour, "policy": self.policy.value, "replayed": self.replayed,
+            "story": self.story, "story_size": self.story_size,
+            "story_channels": list(self.story_channels),
         }
         if self.novel is not None:
             out["novel"] = self.novel.as_dict()
@@ -87,4 +94,7 @@ class Decision:
             policy=Policy(data.get("policy", "")),
             replayed=bool(data.get("replayed", False)),
             novel=Novelty.from_dict(data["novel"]) if data.get("novel") else None,
+            story=str(data.get("story") or ""),
+            story_size=int(data.get("story_size") or 0),
+            story_channels=tuple(map(str, data.get("story_channels") or ())),
         )

@@ -1,0 +1,125 @@
+"""Story groups: every decision names the story its item belongs to.
+
+A story is named by the identity of its first item. An item routed unique starts a story;
+a near or exact duplicate joins the story of the item it duplicates (not that item's own
+identity: a chain of copies is one story); a new report whose novelty reason is one of
+:data:`FOLLOW_UP_REASONS` joins its match's story as a follow-up.
+
+The story of a match is read from the window's :class:`StoryBook`, so nothing is added to
+the indexed documents, and a story outlives its first item: it keeps its identity
+while any member is in the window. Persisted, a decision carries its story only when it is
+not the one derived from the decision itself (:func:`derived_story`): a few bytes a record
+on average (docs/STATE.md).
+
+A story's size and channels count its members in the window (the one that is deciding
+included), so a restart that rebuilds the window from the store rebuilds them too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+
+from ndd_stream.core.document import Decision
+
+FOLLOW_UP_REASONS: frozenset[str] = frozenset()
+"""Novelty reasons under which a new report joins its match's story. Empty: measured on the
+labelled Reuters pairs (docs/STORIES.md), no reason separates a follow-up on the same event
+from another company's report on the same template well enough; ``development`` comes
+closest but puts more unrelated reports into one story than follow-ups."""
+
+
+def derived_story(decision: Decision) -> str:
+    """The story a decision names without further knowledge: its duplicate's identity for
+    a duplicate, else its own. A persisted decision omits its story when it is this."""
+    return decision.duplicate_of if decision.duplicate_of is not None else decision.identity
+
+
+def linked_match(decision: Decision, follow_ups: frozenset[str] = FOLLOW_UP_REASONS
+                 ) -> str | None:
+    """The identity whose story the decided item joins; None: it starts a story."""
+    if decision.duplicate_of is not None:
+        return decision.duplicate_of
+    if decision.novel is not None and decision.novel.reason in follow_ups:
+        return decision.novel.resembles
+    return None
+
+
+def story_of(decision: Decision, story_of_match: Callable[[str], str | None],
+             follow_ups: frozenset[str] = FOLLOW_UP_REASONS) -> str:
+    """The decided item's story: the story of the item it joins (``story_of_match``; None
+    when that item is not remembered, and then that item's identity names it), or its
+    own identity."""
+    match = linked_match(decision, follow_ups)
+    if match is None:
+        return decision.identity
+    found = story_of_match(match)
+    return found if found else match
+
+
+@dataclass(slots=True)
+class _Tally:
+    size: int = 0
+    channels: dict[str, int] = field(default_factory=dict)  # members by channel
+
+
+class StoryBook:
+    """The stories of one scope's window: each member's story, each story's tally.
+
+    Apart from the window's decisions so that a gatherer, which admits items ahead of
+    deciding them, can expire it in step with its decisions (:meth:`expire` is called
+    with the hours that expired when the deciding item was admitted)."""
+
+    def __init__(self) -> None:
+        self._members: dict[str, str] = {}  # identity -> story
+        self._tallies: dict[str, _Tally] = {}
+        self._by_hour: dict[int, list[tuple[str, str, str]]] = {}  # (identity, story, channel)
+
+    def story_of(self, identity: str) -> str | None:
+        """The story of a member (None: not in the window)."""
+        return self._members.get(identity)
+
+    def join(self, identity: str, story: str, channel: str,
+             hour: int) -> tuple[int, tuple[str, ...]]:
+        """Count a member of ``story``; return the story's size and channels (sorted: the
+        same whichever member left the window first) with it."""
+        tally = self._tallies.get(story)
+        if tally is None:
+            tally = self._tallies[story] = _Tally()
+        tally.size += 1
+        tally.channels[channel] = tally.channels.get(channel, 0) + 1
+        self._members[identity] = story
+        self._by_hour.setdefault(hour, []).append((identity, story, channel))
+        return tally.size, tuple(sorted(tally.channels))
+
+    def expire(self, hours: Iterable[int]) -> None:
+        """Forget the members of ``hours`` (they left the window)."""
+        for hour in hours:
+            for identity, story, channel in self._by_hour.pop(hour, ()):
+                self._members.pop(identity, None)
+                tally = self._tallies[story]
+                tally.size -= 1
+                left = tally.channels[channel] - 1
+                if left:
+                    tally.channels[channel] = left
+                else:
+                    del tally.channels[channel]
+                if not tally.size:
+                    del self._tallies[story]
+
+    def __len__(self) -> int:
+        return len(self._tallies)
+
+
+def place(decision: Decision, book: StoryBook, channel: str, hour: int,
+          follow_ups: frozenset[str] = FOLLOW_UP_REASONS) -> Decision:
+    """``decision`` with its story (kept when it has one: a stored decision), counted as a
+    member of the window (``book``)."""
+    story = decision.story or story_of(decision, book.story_of, follow_ups)
+    size, channels = book.join(decision.identity, story, channel, hour)
+    return replace(decision, story=story, story_size=size, story_channels=channels)
+
+
+def alone(decision: Decision, channel: str) -> Decision:
+    """A decision outside the window (a late item): a story of its own, never counted."""
+    return replace(decision, story=decision.identity, story_size=1, story_channels=(channel,))
