@@ -296,3 +296,9 @@ def test_restored_detector_continues_with_identical_decisions(
     assert [(d.status, d.duplicate_of, d.similarity, d.novel) for d in decided] == [
         (d.status, d.duplicate_of, d.similarity, d.novel) for d in uninterrupted]
     assert not figures or any(d.novel and d.novel.reason == "figures" for d in decided)
+    # the story too, and its tally but for replays (a replay restored shows the tally the
+    # restore counted: members that left the window before the stop are not in it)
+    assert [d.story for d in decided] == [d.story for d in uninterrupted]
+    assert [(d.story_size, d.story_channels) for d in decided if not d.replayed] == [
+        (d.story_size, d.story_channels) for d in uninterrupted if not d.replayed]
+    assert any(d.story not in (d.identity, d.duplicate_of) for d in decided)  # chains
