@@ -17,6 +17,7 @@ from ndd_stream.core.document import Document, Policy, Status
 from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.qgrams import signature
 from ndd_stream.core.similarity import intersection_size, min_overlap, size_bounds
+from ndd_stream.core.stories import FOLLOW_UP_REASONS
 
 WORDS = ["rome", "mayor", "metro", "line", "opened", "today", "the", "of", "new", "a",
          "strike", "bank", "rates", "3", "2026", "Città", "Zürich", "東京", "нефть", "über",
@@ -95,7 +96,8 @@ def test_decisions_equal_brute_force(
         detector = Detector(config)
         got = [detector.decide(d) for d in docs]
     want = brute_force(docs, q=q, threshold=threshold, window_hours=window,
-                       index_duplicates=index_duplicates, novelty_mode=novelty)
+                       index_duplicates=index_duplicates, novelty_mode=novelty,
+                       follow_ups=FOLLOW_UP_REASONS)
     for g, w in zip(got, want, strict=True):
         assert (g.status.value, g.duplicate_of) == (w.status, w.duplicate_of)
         assert abs(g.similarity - w.similarity) < 1e-12
@@ -260,10 +262,13 @@ def test_novelty_on_templated_reports_equals_brute_force(
 ) -> None:
     detector = Detector(DetectorConfig(threshold=threshold))
     got = [detector.decide(d) for d in docs]
-    want = brute_force(docs, threshold=threshold, novelty_mode="auto")
+    want = brute_force(docs, threshold=threshold, novelty_mode="auto",
+                       follow_ups=FOLLOW_UP_REASONS)
     for g, w in zip(got, want, strict=True):
         assert (g.status.value, g.duplicate_of, g.novel.reason if g.novel else None) == (
             w.status, w.duplicate_of, w.novel)
+        assert (g.story, g.story_size, g.story_channels) == (
+            w.story, w.story_size, w.story_channels)
         assert abs(g.similarity - w.similarity) < 1e-12
         if g.novel is not None:
             assert (g.novel.resembles, g.novel.only_new, g.novel.only_old) == (

@@ -18,6 +18,7 @@ from ndd_stream.core.document import Decision, Document, Policy, Status
 from ndd_stream.core.headline import headline_words, new_headline, stem
 from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.novelty import REASONS, Novelty, facts, figures, judge
+from ndd_stream.core.stories import FOLLOW_UP_REASONS
 from ndd_stream.core.subject import subject
 from ndd_stream.settings import Settings
 from ndd_stream.worker.records import decision_headers, header_map
@@ -203,11 +204,13 @@ def test_retellings_equal_the_brute_force_reference() -> None:
         for threshold in (0.2, 0.3):
             detector = Detector(DetectorConfig(threshold=threshold))
             got = [detector.decide(d) for d in docs]
-            want = brute_force(docs, threshold=threshold, novelty_mode="auto")
+            want = brute_force(docs, threshold=threshold, novelty_mode="auto",
+                               follow_ups=FOLLOW_UP_REASONS)
             for g, w in zip(got, want, strict=True):
                 assert (g.status.value, g.duplicate_of,
                         g.novel.reason if g.novel else None) == (w.status, w.duplicate_of,
                                                                   w.novel), (seed, g, w)
+                assert (g.story, g.story_size) == (w.story, w.story_size), (seed, g, w)
                 reasons.add(g.novel.reason if g.novel else g.status.value)
     assert {"new_content", "subject", "headline", "development", "near_duplicate"} <= reasons, (
         reasons)
