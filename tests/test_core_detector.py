@@ -58,6 +58,8 @@ def streams(draw: st.DrawFn) -> list[Document]:
                     words.insert(rnd.randint(0, len(words)), rnd.choice(WORDS))
                 elif words:
                     words.pop(rnd.randrange(len(words)))
+            if rnd.random() < 0.2:  # an expanded version (keep="complete" may take it)
+                words += rnd.choices(WORDS, k=rnd.randint(1, len(words) + 2))
             text = " ".join(words)
         else:
             text = " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(0, 12)))
@@ -80,10 +82,12 @@ def streams(draw: st.DrawFn) -> list[Document]:
     impl=st.sampled_from(IMPLEMENTATIONS),
     threads=st.sampled_from([1, 2]),
     dense_fraction=st.sampled_from([0.0, 1 / 16, 1.0]),
+    keep=st.sampled_from(["first", "complete"]),
 )
 def test_decisions_equal_brute_force(
     docs: list[Document], threshold: float, q: int, window: int, index_duplicates: bool,
     bitmap_bits: int | None, novelty: str, impl: str, threads: int, dense_fraction: float,
+    keep: str,
 ) -> None:
     """Whatever the threshold (full or partial prefixes), bitmap filter size, novelty mode,
     kernels (C or the numpy fallback) and speed settings: the same routing, the same match
@@ -91,13 +95,13 @@ def test_decisions_equal_brute_force(
     config = DetectorConfig(q=q, threshold=threshold, window_hours=window,
                             index_duplicates=index_duplicates, bitmap_bits=bitmap_bits,
                             novelty=novelty, count_threads=threads,  # type: ignore[arg-type]
-                            dense_fraction=dense_fraction)
+                            dense_fraction=dense_fraction, keep=keep)  # type: ignore[arg-type]
     with implementation(impl):
         detector = Detector(config)
         got = [detector.decide(d) for d in docs]
     want = brute_force(docs, q=q, threshold=threshold, window_hours=window,
                        index_duplicates=index_duplicates, novelty_mode=novelty,
-                       follow_ups=FOLLOW_UP_REASONS)
+                       follow_ups=FOLLOW_UP_REASONS, keep=keep)
     for g, w in zip(got, want, strict=True):
         assert (g.status.value, g.duplicate_of) == (w.status, w.duplicate_of)
         assert abs(g.similarity - w.similarity) < 1e-12
@@ -106,8 +110,8 @@ def test_decisions_equal_brute_force(
         if novel is not None:
             assert (novel.resembles, novel.only_new, novel.only_old) == (
                 w.resembles, w.only_new, w.only_old)
-        assert (g.story, g.story_size, g.story_channels) == (
-            w.story, w.story_size, w.story_channels)
+        assert (g.story, g.story_size, g.story_channels, g.supersedes) == (
+            w.story, w.story_size, w.story_channels, w.supersedes)
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)

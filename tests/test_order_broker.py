@@ -43,7 +43,7 @@ def cross_channel(n: int, seed: int) -> list[bytes]:
 
 
 def event_order_want(settings: Settings, lines: list[bytes], positions: list[Position]
-                     ) -> tuple[dict[str, tuple[str, str | None]], int]:
+                     ) -> tuple[dict[str, tuple[str, str | None, str]], int]:
     """dedup's decisions on the items in the documented order."""
     fmt = settings.item_format()
     order = sorted(range(len(lines)), key=lambda i: (

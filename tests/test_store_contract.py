@@ -302,3 +302,33 @@ def test_restored_detector_continues_with_identical_decisions(
     assert [(d.story_size, d.story_channels) for d in decided if not d.replayed] == [
         (d.story_size, d.story_channels) for d in uninterrupted if not d.replayed]
     assert any(d.story not in (d.identity, d.duplicate_of) for d in decided)  # chains
+
+
+def test_a_restored_detector_keeps_the_version_a_reader_holds(make_store: Factory) -> None:
+    """keep="complete": the kept version of each story is rebuilt from the stored decisions,
+    so a stop between versions changes no supersession."""
+    rnd = random.Random(3)
+    words = [f"w{i}" for i in range(300)]
+    docs: list[Document] = []
+    stories = [rnd.choices(words, k=20) for _ in range(6)]
+    for i in range(120):
+        story = stories[rnd.randrange(len(stories))]
+        if rnd.random() < 0.7:  # the story grows; else a copy that lost its end
+            story += rnd.choices(words, k=rnd.randint(0, 8))
+            text = story
+        else:
+            text = story[: len(story) - rnd.randint(1, 5)]
+        docs.append(Document(f"id{i}", "s", "c", 1_700_000_000 + i * 600, " ".join(text)))
+    config = DetectorConfig(threshold=0.3, window_hours=6, keep="complete")
+    reference = Detector(config)
+    want = [reference.decide(d) for d in docs]
+    detector = Detector(config, store=make_store())
+    got = []
+    for i, doc in enumerate(docs):
+        if i and i % 13 == 0:
+            detector.store.commit()
+            detector = Detector(config, store=make_store())
+            detector.restore()
+        got.append(detector.decide(doc))
+    assert [(d.story, d.supersedes) for d in got] == [(d.story, d.supersedes) for d in want]
+    assert sum(d.supersedes is not None for d in want) >= 5

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Decision, Document
 from ndd_stream.core.stories import StoryBook, derived_story
@@ -80,3 +82,39 @@ def test_the_book_forgets_members_by_hour() -> None:
 def test_the_derived_story_is_what_a_record_may_omit() -> None:
     got = _decide(("a", "x", 0, BASE), ("b", "x", 0, BASE))
     assert [derived_story(g) for g in got] == ["a", "a"]
+
+
+MORE = ("the new line has twelve stations, three of them underground, and cost the region "
+        "about two billion euros, paid in part by a european fund for transport ")
+MORE2 = ("opponents of the project said the money would have served the old bus network "
+         "better, and a petition against the fares gathered forty thousand names ")
+
+
+def _keep(*texts: str, keep: str = "complete") -> list[Decision]:
+    det = Detector(DetectorConfig(threshold=0.3, keep=keep))  # type: ignore[arg-type]
+    return [det.decide(Document(f"d{i}", "s", "c", T0 + i, t)) for i, t in enumerate(texts)]
+
+
+def test_a_more_complete_version_supersedes_the_kept_one_and_can_be_superseded() -> None:
+    got = _keep(BASE, BASE + MORE, BASE + MORE + "and", BASE + MORE + MORE2)
+    assert [g.status.value for g in got] == ["unique"] + ["near_duplicate"] * 3
+    assert [g.supersedes for g in got] == [None, "d0", None, "d1"]
+    assert [g.routed_unique for g in got] == [True, True, False, True]
+    assert {g.story for g in got} == {"d0"}
+
+
+def test_a_shorter_or_damaged_copy_never_supersedes() -> None:
+    full = BASE + MORE + MORE2
+    words = full.split()
+    damaged = " ".join(w[::-1] if i % 4 == 0 else w for i, w in enumerate(words)) + " " + MORE2
+    got = _keep(full, BASE + MORE, full[: len(full) // 2], damaged)
+    assert all(g.is_duplicate for g in got[1:]), got
+    assert [g.supersedes for g in got] == [None] * 4
+
+
+def test_keep_first_routes_as_before() -> None:
+    texts = (BASE, BASE + MORE, BASE + MORE + MORE2)
+    first, complete = _keep(*texts, keep="first"), _keep(*texts)
+    assert [g.supersedes for g in first] == [None] * 3
+    assert [dataclasses.replace(g, supersedes=None) for g in complete] == first
+    assert not first[2].routed_unique and complete[2].routed_unique

@@ -58,10 +58,18 @@ class Decision:
     story: str = ""
     story_size: int = 0
     story_channels: tuple[str, ...] = ()
+    # keep="complete": the identity of the story's version this more complete one replaces
+    # (the item is then routed unique although a near duplicate)
+    supersedes: str | None = None
 
     @property
     def is_duplicate(self) -> bool:
         return self.status is not Status.UNIQUE
+
+    @property
+    def routed_unique(self) -> bool:
+        """Whether the item goes to the unique topic: unique, or a more complete version."""
+        return self.status is Status.UNIQUE or self.supersedes is not None
 
     def as_dict(self) -> dict[str, Any]:
         """Every field by name (``novel`` only when set). Written out, not
@@ -74,7 +82,7 @@ class Decision:
             "matched_timestamp": self.matched_timestamp, "scope": self.scope,
             "hour": self.hour, "policy": self.policy.value, "replayed": self.replayed,
             "story": self.story, "story_size": self.story_size,
-            "story_channels": list(self.story_channels),
+            "story_channels": list(self.story_channels), "supersedes": self.supersedes,
         }
         if self.novel is not None:
             out["novel"] = self.novel.as_dict()
@@ -97,4 +105,5 @@ class Decision:
             story=str(data.get("story") or ""),
             story_size=int(data.get("story_size") or 0),
             story_channels=tuple(map(str, data.get("story_channels") or ())),
+            supersedes=data.get("supersedes"),
         )

@@ -195,6 +195,9 @@ class Gatherer:
                  normalizer: Callable[[str], str] | None = None) -> None:
         if shards < 1:
             raise ValueError(f"shards must be >= 1, got {shards}")
+        if config.keep != "first":
+            raise ValueError("keep=complete needs an unsharded window: the kept version's "
+                             "text is in one shard")
         if shards > 1 and not config.index_duplicates:
             raise ValueError("a sharded window needs index_duplicates: what a shard holds "
                              "may not depend on decisions")

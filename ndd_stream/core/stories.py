@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from ndd_stream.core.document import Decision
 
@@ -59,10 +60,38 @@ def story_of(decision: Decision, story_of_match: Callable[[str], str | None],
     return found if found else match
 
 
+KeepPolicy = Literal["first", "complete"]
+KEEP_POLICIES: tuple[KeepPolicy, ...] = ("first", "complete")
+COMPLETE_CONTAINMENT = 0.9
+COMPLETE_GROWTH = 1.25
+"""Under ``keep="complete"`` a near duplicate supersedes its story's kept version when it
+holds at least COMPLETE_CONTAINMENT of the kept version's distinct q-grams and has at least
+COMPLETE_GROWTH times as many: it says what the kept one says, and materially more (chosen
+from the Gold Set and Reuters, docs/STORIES.md). Sets of q-grams, not lengths: a copy that
+repeats itself is not longer, and a truncated or damaged copy holds less."""
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """The version of a story a reader holds: the first item, or the last that superseded."""
+
+    identity: str
+    position: int  # its number in the window's index (ScopeWindow.doc_base numbering)
+    size: int  # |signature|
+
+
+def supersedes(shared: int, size: int, kept: Kept) -> bool:
+    """Whether an item of ``size`` q-grams sharing ``shared`` with ``kept`` is a more
+    complete version of it (integer arithmetic: the same on every platform)."""
+    return (shared * 10 >= kept.size * round(COMPLETE_CONTAINMENT * 10)
+            and size * 100 >= kept.size * round(COMPLETE_GROWTH * 100))
+
+
 @dataclass(slots=True)
 class _Tally:
     size: int = 0
     channels: dict[str, int] = field(default_factory=dict)  # members by channel
+    kept: Kept | None = None  # keep="complete" only
 
 
 class StoryBook:
@@ -108,6 +137,14 @@ class StoryBook:
                     del tally.channels[channel]
                 if not tally.size:
                     del self._tallies[story]
+
+    def kept(self, story: str) -> Kept | None:
+        tally = self._tallies.get(story)
+        return None if tally is None else tally.kept
+
+    def keep(self, story: str, kept: Kept) -> None:
+        """Record the version a reader holds (a story that has members only)."""
+        self._tallies[story].kept = kept
 
     def __len__(self) -> int:
         return len(self._tallies)

@@ -81,6 +81,8 @@ def _stored_decision(decision: Decision) -> dict[str, Any]:
     bytes a record on average), never the story's tally (counted again on restore)."""
     out = decision.as_dict()
     del out["story_size"], out["story_channels"]
+    if decision.supersedes is None:
+        del out["supersedes"]
     if decision.story == derived_story(decision):
         del out["story"]
     return out
