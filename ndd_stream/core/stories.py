@@ -62,8 +62,8 @@ def story_of(decision: Decision, story_of_match: Callable[[str], str | None],
 
 KeepPolicy = Literal["first", "complete"]
 KEEP_POLICIES: tuple[KeepPolicy, ...] = ("first", "complete")
-COMPLETE_CONTAINMENT = 0.9
-COMPLETE_GROWTH = 1.25
+COMPLETE_CONTAINMENT = (9, 10)  # a fraction, as novelty.MIN_OVERLAP: integer arithmetic
+COMPLETE_GROWTH = (5, 4)
 """Under ``keep="complete"`` a near duplicate supersedes its story's kept version when it
 holds at least COMPLETE_CONTAINMENT of the kept version's distinct q-grams and has at least
 COMPLETE_GROWTH times as many: it says what the kept one says, and materially more (chosen
@@ -83,8 +83,8 @@ class Kept:
 def supersedes(shared: int, size: int, kept: Kept) -> bool:
     """Whether an item of ``size`` q-grams sharing ``shared`` with ``kept`` is a more
     complete version of it (integer arithmetic: the same on every platform)."""
-    return (shared * 10 >= kept.size * round(COMPLETE_CONTAINMENT * 10)
-            and size * 100 >= kept.size * round(COMPLETE_GROWTH * 100))
+    (cn, cd), (gn, gd) = COMPLETE_CONTAINMENT, COMPLETE_GROWTH
+    return shared * cd >= kept.size * cn and size * gd >= kept.size * gn
 
 
 @dataclass(slots=True)
