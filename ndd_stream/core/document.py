@@ -66,6 +66,14 @@ class Decision:
     def is_duplicate(self) -> bool:
         return self.status is not Status.UNIQUE
 
+    def placed(self, story: str, size: int, channels: tuple[str, ...]) -> Decision:
+        """This decision in its story. Written out, not ``dataclasses.replace`` (4.5 us a
+        decision, as much again as the story's bookkeeping)."""
+        return Decision(self.identity, self.status, self.similarity, self.duplicate_of,
+                        self.matched_channel, self.matched_timestamp, self.scope, self.hour,
+                        self.policy, self.replayed, self.novel, story, size, channels,
+                        self.supersedes)
+
     @property
     def routed_unique(self) -> bool:
         """Whether the item goes to the unique topic: unique, or a more complete version."""

@@ -18,7 +18,7 @@ included), so a restart that rebuilds the window from the store rebuilds them to
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ndd_stream.core.document import Decision
@@ -92,6 +92,7 @@ class _Tally:
     size: int = 0
     channels: dict[str, int] = field(default_factory=dict)  # members by channel
     kept: Kept | None = None  # keep="complete" only
+    listed: tuple[str, ...] = ()  # the channels sorted, kept while they stay the same
 
 
 class StoryBook:
@@ -118,10 +119,19 @@ class StoryBook:
         if tally is None:
             tally = self._tallies[story] = _Tally()
         tally.size += 1
-        tally.channels[channel] = tally.channels.get(channel, 0) + 1
+        channels = tally.channels
+        count = channels.get(channel)
+        if count is None:
+            channels[channel] = 1
+            tally.listed = tuple(sorted(channels))
+        else:
+            channels[channel] = count + 1
         self._members[identity] = story
-        self._by_hour.setdefault(hour, []).append((identity, story, channel))
-        return tally.size, tuple(sorted(tally.channels))
+        members = self._by_hour.get(hour)
+        if members is None:
+            members = self._by_hour[hour] = []
+        members.append((identity, story, channel))
+        return tally.size, tally.listed
 
     def expire(self, hours: Iterable[int]) -> None:
         """Forget the members of ``hours`` (they left the window)."""
@@ -135,6 +145,7 @@ class StoryBook:
                     tally.channels[channel] = left
                 else:
                     del tally.channels[channel]
+                    tally.listed = tuple(sorted(tally.channels))
                 if not tally.size:
                     del self._tallies[story]
 
@@ -156,9 +167,9 @@ def place(decision: Decision, book: StoryBook, channel: str, hour: int,
     member of the window (``book``)."""
     story = decision.story or story_of(decision, book.story_of, follow_ups)
     size, channels = book.join(decision.identity, story, channel, hour)
-    return replace(decision, story=story, story_size=size, story_channels=channels)
+    return decision.placed(story, size, channels)
 
 
 def alone(decision: Decision, channel: str) -> Decision:
     """A decision outside the window (a late item): a story of its own, never counted."""
-    return replace(decision, story=decision.identity, story_size=1, story_channels=(channel,))
+    return decision.placed(decision.identity, 1, (channel,))
