@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Decision, Document
+from ndd_stream.core.shards import Gatherer
 from ndd_stream.core.stories import StoryBook, derived_story
+from ndd_stream.settings import Settings
 
 BASE = ("the metro line to the airport opened on monday after four years of work and the "
         "city council said trains will run every ten minutes from early morning ")
@@ -118,3 +122,13 @@ def test_keep_first_routes_as_before() -> None:
     assert [g.supersedes for g in first] == [None] * 3
     assert [dataclasses.replace(g, supersedes=None) for g in complete] == first
     assert not first[2].routed_unique and complete[2].routed_unique
+
+
+def test_complete_needs_an_unsharded_window() -> None:
+    with pytest.raises(ValueError, match="keep=complete needs an unsharded window"):
+        Gatherer(DetectorConfig(keep="complete"), 2)
+    with pytest.raises(ValueError, match="NDD_KEEP=complete needs NDD_SHARDS=1"):
+        Settings(_env_file=None, keep="complete", shards=2)  # type: ignore[call-arg]
+    assert Settings(_env_file=None, keep="complete").detector_config().keep == "complete"  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="keep must be one of"):
+        DetectorConfig(keep="last")  # type: ignore[arg-type]
