@@ -95,8 +95,8 @@ class StoryBook:
     with the hours that expired when the deciding item was admitted).
 
     Kept in flat dicts of strings and ints: most stories have one member, and an object per
-    member or story (a tally, a tuple) made the garbage collector's passes over a full
-    window cost 10% of a newswire decision."""
+    member or story (a tally, a tuple) is one more for the garbage collector to traverse on
+    each pass over a full window."""
 
     def __init__(self) -> None:
         self._story: dict[str, str] = {}  # member identity -> story
