@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 
 import pytest
 
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Decision, Document
+from ndd_stream.core.items import ItemFormat
 from ndd_stream.core.shards import Gatherer
 from ndd_stream.core.stories import StoryBook, derived_story
+from ndd_stream.dedup import run_dedup
+from ndd_stream.jsonio import dumps, loads
 from ndd_stream.settings import Settings
 
 BASE = ("the metro line to the airport opened on monday after four years of work and the "
@@ -132,3 +136,17 @@ def test_complete_needs_an_unsharded_window() -> None:
     assert Settings(_env_file=None, keep="complete").detector_config().keep == "complete"  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="keep must be one of"):
         DetectorConfig(keep="last")  # type: ignore[arg-type]
+
+
+def test_dedup_writes_the_story_and_counts_supersessions() -> None:
+    texts = (BASE, BASE + MORE, BASE + MORE + MORE2)
+    lines = b"\n".join(dumps({"id": f"d{i}", "channel": "c", "text": t, "timestamp": T0 + i})
+                       for i, t in enumerate(texts))
+    for keep, superseded in (("first", 0), ("complete", 2)):
+        sink = io.BytesIO()
+        summary = run_dedup(io.BytesIO(lines), sink, DetectorConfig(keep=keep),  # type: ignore[arg-type]
+                            ItemFormat())
+        out = [loads(line) for line in sink.getvalue().splitlines()]
+        assert [(r["story"], r["story_size"]) for r in out] == [("d0", 1), ("d0", 2), ("d0", 3)]
+        assert sum(r["supersedes"] is not None for r in out) == superseded
+        assert summary.as_dict().get("superseded", 0) == superseded
