@@ -34,6 +34,7 @@ class DedupSummary:
     statuses: Counter[str] = field(default_factory=Counter)
     novel: Counter[str] = field(default_factory=Counter)  # routed unique by the novelty rule
     invalid: Counter[str] = field(default_factory=Counter)
+    superseded: int = 0  # keep="complete": near duplicates routed unique as fuller versions
     seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
@@ -42,6 +43,7 @@ class DedupSummary:
             "statuses": dict(self.statuses),
             "novel": dict(self.novel),
             "invalid": dict(self.invalid),
+            **({"superseded": self.superseded} if self.superseded else {}),
             "seconds": round(self.seconds, 3),
             "items_per_second": round(self.lines / self.seconds, 1) if self.seconds else None,
         }
@@ -99,6 +101,8 @@ def run_dedup(
                 summary.statuses[decision.status.value] += 1
                 if decision.novel is not None:
                     summary.novel[decision.novel.reason] += 1
+                if decision.supersedes is not None:
+                    summary.superseded += 1
                 sink.write(dumps_line(decision_record(number, decision)))
             if progress is not None and task is not None:
                 progress.update(task, advance=len(raw) + 1)

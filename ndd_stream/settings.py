@@ -27,6 +27,7 @@ from ndd_stream.core.detector import (
 from ndd_stream.core.extract import DEFAULT_EXTRACT, DEFAULT_MAX_HTML_DEPTH, ExtractMode
 from ndd_stream.core.items import ItemFormat
 from ndd_stream.core.kernels import DEFAULT_DENSE_FRACTION
+from ndd_stream.core.stories import KeepPolicy
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 SaslMechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
@@ -143,6 +144,13 @@ class Settings(BaseSettings):
         "auto",
         description="Novelty rule: a match with other figures, another subject or a new "
         "headline is routed unique, explained in ndd-novel. auto: plain text only; on; off.",
+    )
+    keep: KeepPolicy = Field(
+        "first",
+        description="Which version of a story a reader keeps. first: every near duplicate "
+        "goes to the duplicates topic; complete: a near duplicate holding what the story's "
+        "kept version says and materially more goes to the unique topic with "
+        "ndd-supersedes. See docs/STORIES.md.",
     )
     index_duplicates: bool = Field(
         True,
@@ -336,6 +344,9 @@ class Settings(BaseSettings):
         if self.shards > 1 and not self.index_duplicates:
             raise ValueError("NDD_SHARDS > 1 needs NDD_INDEX_DUPLICATES=true: what a shard "
                              "holds may not depend on decisions")
+        if self.shards > 1 and self.keep != "first":
+            raise ValueError("NDD_KEEP=complete needs NDD_SHARDS=1: the kept version's text "
+                             "is in one shard")
         return self
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
@@ -361,6 +372,7 @@ class Settings(BaseSettings):
             novelty=self.novelty,
             count_threads=self.count_threads or (1 if self.shards > 1 else None),
             dense_fraction=self.dense_fraction,
+            keep=self.keep,
         )
 
     def event_time_order(self) -> bool:

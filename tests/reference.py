@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from ndd_stream.core.document import Document
@@ -25,6 +25,11 @@ class RefDecision:
     resembles: str | None = None
     only_new: tuple[str, ...] = ()
     only_old: tuple[str, ...] = ()
+    # its story (first item's identity), and the story's members and channels in the window
+    story: str = ""
+    story_size: int = 0
+    story_channels: tuple[str, ...] = ()
+    supersedes: str | None = None  # keep="complete": the story's version it replaces
 
 
 def qgram_set(nf: str, q: int) -> set[str]:
@@ -142,12 +147,18 @@ def brute_force(
     case_sensitive: bool = False,
     index_duplicates: bool = True,
     novelty_mode: str = "off",
+    follow_ups: frozenset[str] = frozenset(),
+    keep: str = "first",
 ) -> list[RefDecision]:
     indexed: list[tuple[Document, int, str, set[str]]] = []
     watermark: dict[str, int] = {}
     seen: dict[tuple[str, str], RefDecision] = {}
     hour_of_seen: dict[tuple[str, str], int] = {}
     out: list[RefDecision] = []
+    # (scope, identity) -> (story, hour, channel) of every item the window remembers
+    members: dict[tuple[str, str], tuple[str, int, str]] = {}
+    # (scope, story) -> (identity, q-grams, hour) of the version a reader keeps
+    kept: dict[tuple[str, str], tuple[str, set[str], int]] = {}
     for doc in docs:
         hour = math.floor(doc.timestamp / 3600)
         key = (doc.scope, doc.identity)
@@ -184,6 +195,32 @@ def brute_force(
             exact = best[0] == 1.0
             decision = RefDecision(doc.identity, "exact_duplicate" if exact else "near_duplicate",
                                    best[1], best[0])
+        late = hour < oldest
+        joins = decision.duplicate_of
+        if decision.novel is not None and decision.novel in follow_ups:
+            joins = decision.resembles
+        story = doc.identity
+        if joins is not None:
+            found = members.get((doc.scope, joins))
+            story = found[0] if found is not None and found[1] >= oldest else joins
+        if not late:
+            members[key] = (story, hour, doc.channel)
+        live = [c for (s, _), (st, h, c) in members.items()
+                if s == doc.scope and st == story and h >= oldest]
+        decision = replace(decision, story=story, story_size=1 if late else len(live),
+                           story_channels=(doc.channel,) if late else tuple(sorted(set(live))))
+        kept_too = decision.status == "unique" or index_duplicates  # indexed as it is
+        if keep == "complete" and not late and len(nf) >= q and kept_too:
+            if story == doc.identity:
+                kept[(doc.scope, story)] = (doc.identity, grams, hour)
+            elif decision.status == "near_duplicate":
+                held = kept.get((doc.scope, story))
+                # holds >= 9/10 of the kept version's q-grams, and >= 5/4 as many
+                if (held is not None and held[2] >= oldest
+                        and len(grams & held[1]) * 10 >= len(held[1]) * 9
+                        and len(grams) * 100 >= len(held[1]) * 125):
+                    decision = replace(decision, supersedes=held[0])
+                    kept[(doc.scope, story)] = (doc.identity, grams, hour)
         out.append(decision)
         seen[key] = decision
         hour_of_seen[key] = hour

@@ -17,6 +17,7 @@ from ndd_stream.core.document import Document, Policy, Status
 from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.qgrams import signature
 from ndd_stream.core.similarity import intersection_size, min_overlap, size_bounds
+from ndd_stream.core.stories import FOLLOW_UP_REASONS
 
 WORDS = ["rome", "mayor", "metro", "line", "opened", "today", "the", "of", "new", "a",
          "strike", "bank", "rates", "3", "2026", "Città", "Zürich", "東京", "нефть", "über",
@@ -57,12 +58,14 @@ def streams(draw: st.DrawFn) -> list[Document]:
                     words.insert(rnd.randint(0, len(words)), rnd.choice(WORDS))
                 elif words:
                     words.pop(rnd.randrange(len(words)))
+            if rnd.random() < 0.2:  # an expanded version (keep="complete" may take it)
+                words += rnd.choices(WORDS, k=rnd.randint(1, len(words) + 2))
             text = " ".join(words)
         else:
             text = " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(0, 12)))
         t += rnd.choice([0, 30, 600, 3600, 3 * 3600, -2 * 3600, -30 * 3600])
         identity = str(rnd.randrange(i + 1)) if rnd.random() < 0.1 else f"d{i}"
-        docs.append(Document(identity, rnd.choice(["a", "b"]), "c", t, text + ".",
+        docs.append(Document(identity, rnd.choice(["a", "b"]), rnd.choice("cde"), t, text + ".",
                              markup=rnd.random() < 0.2))
     return docs
 
@@ -79,10 +82,12 @@ def streams(draw: st.DrawFn) -> list[Document]:
     impl=st.sampled_from(IMPLEMENTATIONS),
     threads=st.sampled_from([1, 2]),
     dense_fraction=st.sampled_from([0.0, 1 / 16, 1.0]),
+    keep=st.sampled_from(["first", "complete"]),
 )
 def test_decisions_equal_brute_force(
     docs: list[Document], threshold: float, q: int, window: int, index_duplicates: bool,
     bitmap_bits: int | None, novelty: str, impl: str, threads: int, dense_fraction: float,
+    keep: str,
 ) -> None:
     """Whatever the threshold (full or partial prefixes), bitmap filter size, novelty mode,
     kernels (C or the numpy fallback) and speed settings: the same routing, the same match
@@ -90,12 +95,13 @@ def test_decisions_equal_brute_force(
     config = DetectorConfig(q=q, threshold=threshold, window_hours=window,
                             index_duplicates=index_duplicates, bitmap_bits=bitmap_bits,
                             novelty=novelty, count_threads=threads,  # type: ignore[arg-type]
-                            dense_fraction=dense_fraction)
+                            dense_fraction=dense_fraction, keep=keep)  # type: ignore[arg-type]
     with implementation(impl):
         detector = Detector(config)
         got = [detector.decide(d) for d in docs]
     want = brute_force(docs, q=q, threshold=threshold, window_hours=window,
-                       index_duplicates=index_duplicates, novelty_mode=novelty)
+                       index_duplicates=index_duplicates, novelty_mode=novelty,
+                       follow_ups=FOLLOW_UP_REASONS, keep=keep)
     for g, w in zip(got, want, strict=True):
         assert (g.status.value, g.duplicate_of) == (w.status, w.duplicate_of)
         assert abs(g.similarity - w.similarity) < 1e-12
@@ -104,6 +110,8 @@ def test_decisions_equal_brute_force(
         if novel is not None:
             assert (novel.resembles, novel.only_new, novel.only_old) == (
                 w.resembles, w.only_new, w.only_old)
+        assert (g.story, g.story_size, g.story_channels, g.supersedes) == (
+            w.story, w.story_size, w.story_channels, w.supersedes)
 
 
 @pytest.mark.parametrize("impl", IMPLEMENTATIONS)
@@ -258,10 +266,13 @@ def test_novelty_on_templated_reports_equals_brute_force(
 ) -> None:
     detector = Detector(DetectorConfig(threshold=threshold))
     got = [detector.decide(d) for d in docs]
-    want = brute_force(docs, threshold=threshold, novelty_mode="auto")
+    want = brute_force(docs, threshold=threshold, novelty_mode="auto",
+                       follow_ups=FOLLOW_UP_REASONS)
     for g, w in zip(got, want, strict=True):
         assert (g.status.value, g.duplicate_of, g.novel.reason if g.novel else None) == (
             w.status, w.duplicate_of, w.novel)
+        assert (g.story, g.story_size, g.story_channels) == (
+            w.story, w.story_size, w.story_channels)
         assert abs(g.similarity - w.similarity) < 1e-12
         if g.novel is not None:
             assert (g.novel.resembles, g.novel.only_new, g.novel.only_old) == (

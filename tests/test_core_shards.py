@@ -153,3 +153,28 @@ def test_a_missing_answer_is_refused() -> None:
 def test_sharding_without_indexing_duplicates_is_refused() -> None:
     with pytest.raises(ValueError, match="index_duplicates"):
         Gatherer(DetectorConfig(index_duplicates=False), 2)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(docs=streams(), shards=st.integers(1, 3), window=st.sampled_from([0, 1, 24]),
+       ahead=st.integers(1, 40))
+def test_stories_are_the_same_when_the_gatherer_admits_ahead(
+    docs: list[Document], shards: int, window: int, ahead: int,
+) -> None:
+    """A worker's gatherer admits items (moving the window) before it resolves earlier
+    ones: each item still gets the story and tally the one detector gives it."""
+    config = DetectorConfig(threshold=0.3, window_hours=window)
+    one = Detector(config)
+    want = [one.decide(d) for d in docs]
+    g = Gatherer(config, shards)
+    indexes = [ShardIndex(s, config) for s in range(shards)]
+    admitted = []
+    got: list[Decision] = []
+    for doc in docs:
+        pending = g.admit(doc)
+        prep = pending.prepared
+        admitted.append((pending, [s.answer(prep) for s in indexes] if prep else []))
+        if len(admitted) > ahead:
+            got.append(g.resolve(*admitted.pop(0)))
+    got.extend(g.resolve(*a) for a in admitted)
+    _same(got, want)

@@ -46,6 +46,9 @@ def test_eval_writes_reports_and_skips_corrupt_file(
     assert ddd["routing"]["best"]["f1"] == 1.0
     assert {c["threshold"] for c in ddd["routing"]["detector"]} >= {0.5}
     assert all(c["agreement_with_replay"] == 1.0 for c in ddd["routing"]["detector"])
+    stories = ddd["stories"]  # each cluster one story: the gold clusters exactly
+    assert (stories["groups"], stories["adjusted_rand_index"]) == (stories["clusters"], 1.0)
+    assert stories["pairwise"]["f1"] == 1.0 and "stories" not in methods["imatch"]
     assert methods["imatch"]["pairwise"]["best_threshold"] is None
     assert len(ddd["pairwise"]["sweep"]) == 9
     assert (out / "f1_vs_threshold.png").read_bytes()[:4] == b"\x89PNG"

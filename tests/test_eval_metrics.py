@@ -13,6 +13,7 @@ from ndd_stream.eval.metrics import (
     pairwise_sweep,
     routing_confusion,
     same_cluster_pairs,
+    same_group_confusion,
     upper_triangle,
 )
 
@@ -78,3 +79,15 @@ def test_union_find_groups_transitively() -> None:
     matrix = np.array([[0, 0.8, 0.1], [0.8, 0, 0.1], [0.1, 0.1, 0]], dtype=np.float32)
     g = group_scores(matrix, 0.5)
     assert g[0] == g[1] != g[2]
+
+
+def test_same_group_pairs_are_counted_from_the_contingency_table() -> None:
+    gold = ["a", "a", "a", "b", "b", "c"]
+    said = [1, 1, 2, 2, 2, 3]
+    brute = [(gold[i] == gold[j], said[i] == said[j])
+             for i in range(6) for j in range(i + 1, 6)]
+    got = same_group_confusion(gold, said)
+    assert (got.tp, got.fp, got.fn) == (
+        sum(g and s for g, s in brute), sum(s and not g for g, s in brute),
+        sum(g and not s for g, s in brute))
+    assert (got.tp, got.fp, got.fn) == (2, 2, 2)

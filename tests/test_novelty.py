@@ -18,6 +18,7 @@ from ndd_stream.core.document import Decision, Document, Policy, Status
 from ndd_stream.core.headline import headline_words, new_headline, stem
 from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.novelty import REASONS, Novelty, facts, figures, judge
+from ndd_stream.core.stories import FOLLOW_UP_REASONS
 from ndd_stream.core.subject import subject
 from ndd_stream.settings import Settings
 from ndd_stream.worker.records import decision_headers, header_map
@@ -203,11 +204,13 @@ def test_retellings_equal_the_brute_force_reference() -> None:
         for threshold in (0.2, 0.3):
             detector = Detector(DetectorConfig(threshold=threshold))
             got = [detector.decide(d) for d in docs]
-            want = brute_force(docs, threshold=threshold, novelty_mode="auto")
+            want = brute_force(docs, threshold=threshold, novelty_mode="auto",
+                               follow_ups=FOLLOW_UP_REASONS)
             for g, w in zip(got, want, strict=True):
                 assert (g.status.value, g.duplicate_of,
                         g.novel.reason if g.novel else None) == (w.status, w.duplicate_of,
                                                                   w.novel), (seed, g, w)
+                assert (g.story, g.story_size) == (w.story, w.story_size), (seed, g, w)
                 reasons.add(g.novel.reason if g.novel else g.status.value)
     assert {"new_content", "subject", "headline", "development", "near_duplicate"} <= reasons, (
         reasons)
@@ -425,17 +428,19 @@ _NOVELTY = st.builds(Novelty, reason=st.sampled_from(REASONS), resembles=st.text
                  matched_channel=st.none() | st.text(),
                  matched_timestamp=st.none() | st.floats(0, 2e9), scope=st.text(),
                  hour=st.integers(0, 10**6), policy=st.sampled_from(Policy),
-                 replayed=st.booleans(), novel=st.none() | _NOVELTY))
+                 replayed=st.booleans(), novel=st.none() | _NOVELTY, story=st.text(),
+                 story_size=st.integers(0, 10**6),
+                 story_channels=st.lists(st.text(max_size=5)).map(tuple)))
 def test_a_decision_as_a_dict_names_every_field_and_reads_back(decision: Decision) -> None:
     """``as_dict`` is written out by hand (speed): it must still name every field, as
     ``dataclasses.asdict`` would, with enums as their values and ``novel`` only when set."""
     out = decision.as_dict()
     expected = dataclasses.asdict(decision)
     expected["status"], expected["policy"] = decision.status.value, decision.policy.value
-    if decision.novel is None:
-        del expected["novel"]
-    else:
-        expected["novel"] = decision.novel.as_dict()
+    expected["story_channels"] = list(decision.story_channels)
+    novel = expected.pop("novel")
+    if novel is not None:
+        expected["novel"] = decision.novel.as_dict() if decision.novel else None
     assert out == expected
     assert list(out) == [k for k in expected]
     assert Decision.from_dict(out) == decision

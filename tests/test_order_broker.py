@@ -43,7 +43,7 @@ def cross_channel(n: int, seed: int) -> list[bytes]:
 
 
 def event_order_want(settings: Settings, lines: list[bytes], positions: list[Position]
-                     ) -> tuple[dict[str, tuple[str, str | None]], int]:
+                     ) -> tuple[dict[str, tuple[str, str | None, str]], int]:
     """dedup's decisions on the items in the documented order."""
     fmt = settings.item_format()
     order = sorted(range(len(lines)), key=lambda i: (
@@ -149,3 +149,36 @@ def test_live_traffic_is_decided_in_event_time_order(make_settings: SettingsFact
             _check(settings, reader, lines, positions, "live")
     finally:
         worker.stop()
+
+
+def test_two_workers_one_killed_in_a_cross_channel_backlog_keep_every_story(
+        make_settings: SettingsFactory, tmp_path: Path) -> None:
+    """Two workers on a cross-channel backlog, one killed with SIGKILL twice and restarted on
+    its state: every item's decision and story (``ndd-story``) are dedup's in event-time
+    order, chains of copies and follow-ups included."""
+    settings = _settings(make_settings)
+    create_topics(settings)
+    lines = cross_channel(1200, seed=57)
+    positions = feed_all(settings, lines)
+    want, _ = event_order_want(settings, lines, positions)
+    assert sum(story != (dup or ident) for ident, (_, dup, story) in want.items()) >= 10
+    configs = [settings.model_copy(update={"data_dir": tmp_path / f"w{k}"}) for k in range(2)]
+    workers = [WorkerProcess(c, tmp_path / f"worker-{k}.log").start()
+               for k, c in enumerate(configs)]
+    kills = 0
+    try:
+        with Reader.outputs(settings) as reader:
+            for target in (300, 800):
+                assert reader.wait_count(target, timeout=180, alive=workers[0].alive), (
+                    workers[0].log_tail())
+                time.sleep(random.Random(target).uniform(0.0, 0.4))
+                workers[0].kill9()
+                kills += 1
+                workers[0] = WorkerProcess(configs[0], tmp_path / f"worker-0-{kills}.log").start()
+            assert reader.wait_for(positions, timeout=240,
+                                   alive=lambda: all(w.alive() for w in workers)), (
+                workers[0].log_tail())
+            _check(settings, reader, lines, positions, "2 workers, kill -9, backlog", kills)
+    finally:
+        for w in workers:
+            w.stop()

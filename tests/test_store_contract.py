@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -90,8 +91,8 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Facto
 
 
 def _stored(scope: str, number: int, hour: int, identity: str = "") -> StoredDocument:
-    decision = Decision(identity or f"{scope}-{number}", Status.UNIQUE, 0.0, scope=scope,
-                        hour=hour)
+    identity = identity or f"{scope}-{number}"  # a placed decision: its story is its own
+    decision = Decision(identity, Status.UNIQUE, 0.0, scope=scope, hour=hour, story=identity)
     return StoredDocument(scope, number, hour, "chan", hour * 3600.0, f"text{number}", True,
                           decision)
 
@@ -129,11 +130,25 @@ def test_drop_hour_removes_only_that_scope_and_hour(make_store: Factory) -> None
 
 def test_records_round_trip_exactly(make_store: Factory) -> None:
     doc = StoredDocument("ch/ü", 7, -3, "ch", -10799.5, "nfü", False, Decision(
-        "id", Status.NEAR_DUPLICATE, 0.8125, "other", "ch2", 12.0, "ch/ü", -3))
+        "id", Status.NEAR_DUPLICATE, 0.8125, "other", "ch2", 12.0, "ch/ü", -3, story="other"))
     store = make_store()
     store.add(doc)
     store.commit()
     assert list(make_store().load()) == [doc]
+
+
+@pytest.mark.parametrize("story", ["first", "other", "id"])
+def test_a_story_is_stored_only_when_it_is_not_the_derived_one(story: str) -> None:
+    """The story costs no bytes when it is the duplicate's identity, a few when a chain
+    names another; the tally is never stored (a restore counts it again)."""
+    bare = Decision("id", Status.NEAR_DUPLICATE, 0.5, "other", "ch2", 12.0, "s", 1)
+    placed = replace(bare, story=story, story_size=4, story_channels=("a", "b"))
+    doc = StoredDocument("s", 1, 1, "ch", 3600.0, "", False, placed)
+    value = encode_document(doc)
+    back = decode_document(document_key(doc), value).decision
+    assert back == replace(placed, story_size=0, story_channels=())
+    base = len(encode_document(replace(doc, decision=replace(bare, story="other"))))
+    assert len(value) == (base if story == "other" else base + len(f',"story":"{story}"'))
 
 
 def test_the_checkpoint_is_written_with_the_documents_it_reflects(tmp_path: Path) -> None:
@@ -198,7 +213,8 @@ def test_a_corrupt_pending_list_is_refused() -> None:
 def test_figures_and_a_novel_decision_round_trip(make_store: Factory) -> None:
     novel = Novelty("figures", "older", 0.75, ("58.8", "1,250"), ("58.7",), "figures differ")
     doc = StoredDocument("s", 1, 2, "ch", 7200.0, "nf", True, Decision(
-        "id", Status.UNIQUE, 0.75, scope="s", hour=2, novel=novel), figures="58.8 1,250 3")
+        "id", Status.UNIQUE, 0.75, scope="s", hour=2, novel=novel, story="id"),
+        figures="58.8 1,250 3")
     store = make_store()
     store.add(doc)
     store.commit()
@@ -280,3 +296,39 @@ def test_restored_detector_continues_with_identical_decisions(
     assert [(d.status, d.duplicate_of, d.similarity, d.novel) for d in decided] == [
         (d.status, d.duplicate_of, d.similarity, d.novel) for d in uninterrupted]
     assert not figures or any(d.novel and d.novel.reason == "figures" for d in decided)
+    # the story too, and its tally but for replays (a replay restored shows the tally the
+    # restore counted: members that left the window before the stop are not in it)
+    assert [d.story for d in decided] == [d.story for d in uninterrupted]
+    assert [(d.story_size, d.story_channels) for d in decided if not d.replayed] == [
+        (d.story_size, d.story_channels) for d in uninterrupted if not d.replayed]
+    assert any(d.story not in (d.identity, d.duplicate_of) for d in decided)  # chains
+
+
+def test_a_restored_detector_keeps_the_version_a_reader_holds(make_store: Factory) -> None:
+    """keep="complete": the kept version of each story is rebuilt from the stored decisions,
+    so a stop between versions changes no supersession."""
+    rnd = random.Random(3)
+    words = [f"w{i}" for i in range(300)]
+    docs: list[Document] = []
+    stories = [rnd.choices(words, k=20) for _ in range(6)]
+    for i in range(120):
+        story = stories[rnd.randrange(len(stories))]
+        if rnd.random() < 0.7:  # the story grows; else a copy that lost its end
+            story += rnd.choices(words, k=rnd.randint(0, 8))
+            text = story
+        else:
+            text = story[: len(story) - rnd.randint(1, 5)]
+        docs.append(Document(f"id{i}", "s", "c", 1_700_000_000 + i * 600, " ".join(text)))
+    config = DetectorConfig(threshold=0.3, window_hours=6, keep="complete")
+    reference = Detector(config)
+    want = [reference.decide(d) for d in docs]
+    detector = Detector(config, store=make_store())
+    got = []
+    for i, doc in enumerate(docs):
+        if i and i % 13 == 0:
+            detector.store.commit()
+            detector = Detector(config, store=make_store())
+            detector.restore()
+        got.append(detector.decide(doc))
+    assert [(d.story, d.supersedes) for d in got] == [(d.story, d.supersedes) for d in want]
+    assert sum(d.supersedes is not None for d in want) >= 5

@@ -94,6 +94,24 @@ def test_decisions_appear_pairs_highlight_and_the_page_keeps_up(pipeline: tuple[
     assert "quake-1" in text_of(driver, "#headers") and '"duplicate_of": "quake-1"' in \
         text_of(driver, "#audit")
 
+    # 2b. The decision opens its story: the first report and its copy, each with its role;
+    #     the Stories page lists it, live, and opens it too.
+    driver.find_element("css selector", "#story-link").click()
+    wait(driver, lambda d: d.find_elements("css selector", "#members tr.row"),
+         "the story page shows no member")
+    roles = [r.find_element("css selector", "td.role").text
+             for r in driver.find_elements("css selector", "#members tr.row")]
+    assert roles == ["first report", "copy"], roles
+    assert "Magnitude 5.1 quake shakes Lake Orvine" in text_of(driver, "h1")
+    driver.get(view.url + "stories")
+    wait(driver, lambda d: d.find_elements("css selector", '#stories tr.story[data-key="quake-1"]'),
+         "the story never appeared on the Stories page")
+    listed = driver.find_element("css selector", '#stories tr.story[data-key="quake-1"]')
+    assert listed.find_element("css selector", "td.size").text == "2"
+    listed.find_element("css selector", "a.title").click()
+    wait(driver, lambda d: "story quake-1" in text_of(d, "#story-meta"), "the story did not open")
+    _shot(driver, "story")
+
     # 3. The DLQ page names the rejected item's reason.
     driver.get(view.url + "dlq")
     wait(driver, lambda d: "not_json" in text_of(d, "#dlq"), "the dead letter never appeared")

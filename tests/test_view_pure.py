@@ -19,6 +19,7 @@ from ndd_stream.view import pages, queries
 from ndd_stream.view.auth import credentials
 from ndd_stream.view.charts import line_chart, nice_max
 from ndd_stream.view.highlight import figures_only_in, mark_pair, shared_spans, token_spans
+from ndd_stream.view.html import EMPTY
 from ndd_stream.view.model import Limits, ViewState
 from ndd_stream.view.rings import CappedCounter, Ring, StoredText, TextStore, Timeline
 
@@ -247,12 +248,15 @@ def test_routes(view_server) -> None:  # type: ignore[no-untyped-def]
         async with TestClient(TestServer(view_server.make_app())) as client:
             for path in ("/", "/?span=24h", "/decisions?status=duplicate", "/dlq",
                          "/fragment/now", "/fragment/decisions?reason=figures",
-                         "/fragment/dlq?reason=not_json", "/pair?key=news.raw%5B0%5D%401"):
+                         "/fragment/dlq?reason=not_json", "/pair?key=news.raw%5B0%5D%401",
+                         "/stories", "/stories?span=24h&order=fastest", "/fragment/stories",
+                         "/story?id=a"):
                 response = await client.get(path)
                 assert response.status == 200, path
             page = await (await client.get("/pair?key=news.raw%5B0%5D%402")).text()
             assert "matched item" in page and '<mark class="shared">' in page
             assert (await client.get("/pair?key=nope")).status == 404
+            assert (await client.get("/story?id=nope")).status == 404
             assert (await client.get("/static/view.js")).status == 200
             assert (await client.get("/static/..%2Fserver.py")).status == 404
             dlq = await (await client.get("/dlq")).text()
@@ -339,3 +343,55 @@ def test_the_now_page_shows_each_shards_load_and_lag() -> None:
     assert [c.split("<")[0] for c in rows[3].split(">")[1::2]][:6] == [
         "1", "1", "3", "380", "40.0", "10"]
     assert "Shards" not in str(pages.now_fragment(queries.now(state, T0 + 2, 300, shards=1)))
+
+
+# --- stories ---------------------------------------------------------------------------------
+def _story_state() -> ViewState:
+    """Story a: a first report, a copy on another channel, a more complete version and a
+    follow-up, decided over the last hour; story x: two items, both in its last minutes."""
+    state = ViewState(ItemFormat(), Limits())
+    items = [("a", "unique", None, "wire", {}, 3000), ("b", "near_duplicate", "a", "web", {}, 2000),
+             ("c", "near_duplicate", "b", "wire", {"supersedes": "a"}, 1500),
+             ("d", "unique", None, "web", {}, 1200),
+             ("x1", "unique", None, "wire", {}, 300),
+             ("x2", "exact_duplicate", "x1", "wire", {}, 60),
+             ("lone", "unique", None, "wire", {}, 30),
+             ("old", "near_duplicate", "a", "wire", {}, 9000)]
+    for offset, (ident_, status, dup, channel, extra, ago) in enumerate(items):
+        story = "x1" if ident_.startswith("x") else ident_ if ident_ == "lone" else "a"
+        state.ingest("decisions", _rec("news.decisions", offset, {
+            **_audit(ident_, status, 0.9 if dup else 0.0, dup, offset), "channel": channel,
+            "story": story, **extra}, ts=T0 - ago))
+    return state
+
+
+def test_stories_of_the_span_largest_or_fastest_first() -> None:
+    from ndd_stream.view.stories import stories, story
+
+    state = _story_state()
+    largest = stories(state, T0, 3600)
+    assert [(s.story, len(s.members)) for s in largest.stories] == [("a", 4), ("x1", 2)]
+    a = largest.stories[0]  # "old" was decided before the hour: not in it
+    assert a.first.row.identity == "a" and a.channels == ["web", "wire"]
+    assert [a.role(m) for m in a.members] == ["first report", "copy", "more complete version",
+                                              "follow-up"]
+    assert [m.row.identity for m in a.versions] == ["a", "c"]
+    assert [m.row.identity for m in a.follow_ups] == ["d"]
+    assert [s.story for s in stories(state, T0, 3600, "fastest").stories] == ["x1", "a"]
+    assert len(stories(state, T0, 86400).stories[0].members) == 5
+    whole = story(state, "a")
+    assert whole is not None and whole.members[0].row.identity == "old"
+    assert story(state, "nope") is None
+    # every decision opens its story: from the list and from its pair page
+    listed = queries.decisions(state, queries.Filter())
+    assert 'href="/story?id=a"' in pages.decisions_fragment(listed)
+    found = queries.pair(state, "news.raw[0]@2")
+    assert found is not None
+    page = pages.pair_page(found, None, None, True, EMPTY, EMPTY)
+    assert 'href="/story?id=a"' in page and "supersedes <bdi>a</bdi>" in page
+
+
+def test_a_row_without_a_story_is_a_story_of_its_own() -> None:
+    state = _filled()  # records of a worker before stories
+    row = state.decisions.get("news.raw[0]@2")
+    assert row is not None and (row.story, row.supersedes) == ("c", None)

@@ -25,12 +25,13 @@ from view_helpers import record as _rec
 import ndd_stream.view as view_package
 from ndd_stream.core.items import ItemFormat
 from ndd_stream.settings import Settings
-from ndd_stream.view import caps, pages, queries
+from ndd_stream.view import caps, pages, queries, story_pages
 from ndd_stream.view.guard import CSP, host_allowed, host_name
 from ndd_stream.view.highlight import mark_pair
 from ndd_stream.view.html import Html, html, join, plain, url, visible
 from ndd_stream.view.model import Limits, ViewState
 from ndd_stream.view.server import ViewServer
+from ndd_stream.view.stories import ORDERS, stories, story
 
 VIEW = Path(view_package.__file__).parent
 
@@ -161,6 +162,15 @@ def every_page(state: ViewState, bad: str) -> list[str]:
         listed = queries.decisions(state, flt)
         out += [pages.decisions_page(listed, flt, {"q": bad, bad: bad}, footer),
                 pages.decisions_fragment(listed)]
+    for order in ORDERS:
+        held = stories(state, T0 + 1, 86400, order)
+        assert held.stories  # the hostile decisions are one story
+        out += [story_pages.stories_page(held, bad, order, footer),
+                story_pages.stories_fragment(held)]
+    for row in state.decisions.newest():
+        found_story = story(state, row.story)
+        assert found_story is not None
+        out.append(story_pages.story_page(found_story, footer))
     rows, reasons = queries.dead_letters(state)
     out += [pages.dlq_page(rows, dict(reasons), bad, footer), pages.dlq_fragment(rows),
             pages.not_found(html("no decision {} is held", bad), footer)]
@@ -204,7 +214,7 @@ def _server(**overrides: object) -> ViewServer:
 
 PATHS = ("/", "/fragment/now", "/decisions?q=x", "/fragment/decisions", "/dlq",
          "/fragment/dlq", "/pair?key=nope", "/api/status", "/static/view.js",
-         "/static/nothing")
+         "/static/nothing", "/stories", "/fragment/stories?order=fastest", "/story?id=nope")
 
 
 def test_security_headers_on_every_response() -> None:

@@ -110,17 +110,18 @@ def _pool(log: MemoryLog, state: Path, clock: Clock) -> DeciderPool:
     return pool
 
 
-def _decisions(log: MemoryLog) -> dict[str, set[tuple[str, str | None]]]:
-    out: dict[str, set[tuple[str, str | None]]] = {}
+def _decisions(log: MemoryLog) -> dict[str, set[tuple[str, str | None, str]]]:
+    out: dict[str, set[tuple[str, str | None, str]]] = {}
     for record in log.topic("unique") + log.topic("duplicate"):
         h = dict(record.headers)
         dup = h.get("ndd-duplicate-of")
         out.setdefault(h["ndd-identity"].decode(), set()).add(
-            (h["ndd-status"].decode(), dup.decode() if dup else None))
+            (h["ndd-status"].decode(), dup.decode() if dup else None,
+             h["ndd-story"].decode()))
     return out
 
 
-def _want(lines: list[bytes]) -> dict[str, set[tuple[str, str | None]]]:
+def _want(lines: list[bytes]) -> dict[str, set[tuple[str, str | None, str]]]:
     want, _ = expected_decisions(SETTINGS, lines)
     return {identity: {decision} for identity, decision in want.items()}
 

@@ -61,18 +61,19 @@ def _pool(log: MemoryLog, state: Path) -> DeciderPool:
                        WorkerMetrics(), scoped_topic=SCOPED)
 
 
-def _decisions(log: MemoryLog) -> dict[str, list[tuple[str, str | None]]]:
+def _decisions(log: MemoryLog) -> dict[str, list[tuple[str, str | None, str]]]:
     """Every decision produced, by identity (several for an item decided twice)."""
-    out: dict[str, list[tuple[str, str | None]]] = {}
+    out: dict[str, list[tuple[str, str | None, str]]] = {}
     for record in log.topic("unique") + log.topic("duplicate"):
         h = dict(record.headers)
         dup = h.get("ndd-duplicate-of")
         out.setdefault(h["ndd-identity"].decode(), []).append(
-            (h["ndd-status"].decode(), dup.decode() if dup else None))
+            (h["ndd-status"].decode(), dup.decode() if dup else None,
+             h["ndd-story"].decode()))
     return out
 
 
-def _want(lines: list[bytes]) -> dict[str, list[tuple[str, str | None]]]:
+def _want(lines: list[bytes]) -> dict[str, list[tuple[str, str | None, str]]]:
     want, _ = expected_decisions(SETTINGS, lines)
     return {identity: [decision] for identity, decision in want.items()}
 
@@ -88,7 +89,7 @@ def test_a_batch_is_decided_in_order_then_changelog_then_state(tmp_path: Path) -
 
     asyncio.run(run())
     assert _decisions(log) == _want(lines)
-    assert sum(1 for [(status, _)] in _want(lines).values() if status != "unique") > 2
+    assert sum(1 for [(status, _, _)] in _want(lines).values() if status != "unique") > 2
     changelog = log.topic("changelog")
     assert [r.key for r in changelog[-1:]] == [CHECKPOINT_KEY]
     assert decode_checkpoint(changelog[-1].value).next == 12

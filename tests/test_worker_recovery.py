@@ -15,7 +15,7 @@ from harness.kafka import (
     create_topics,
     produce,
 )
-from harness.worker import Routed, WorkerProcess, collect, expected_decisions
+from harness.worker import Decided, Routed, WorkerProcess, collect, expected_decisions
 from newsgen import items
 from test_worker_routing import _lines, _send
 
@@ -26,7 +26,7 @@ from ndd_stream.worker.routing import route_raw
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(400)]
 
 
-def _assert_consistent(routed: Routed, want: dict[str, tuple[str, str | None]]) -> int:
+def _assert_consistent(routed: Routed, want: dict[str, Decided]) -> int:
     """Every input decided, every copy of a redelivered item carries the same decision,
     and it is dedup's decision. Returns the number of redelivered copies."""
     got = routed.decisions()

@@ -62,7 +62,7 @@ def test_worker_routes_like_dedup_and_dead_letters_bad_items(
     want, want_invalid = expected_decisions(settings, lines)
     got = {k: v[0] for k, v in routed.decisions().items()}
     assert got == want, worker.log_tail()
-    assert sum(1 for s, _ in want.values() if s != "unique") > 50  # the test has teeth
+    assert sum(1 for s, _, _ in want.values() if s != "unique") > 50  # the test has teeth
 
     dlq = routed.dlq()
     reasons = sorted((r.header("ndd-dlq-reason") or b"").decode() for r in dlq)

@@ -138,7 +138,8 @@ def hostile_state(bad: str, limits: Limits | None = None, state: ViewState | Non
     copy = {**item, "id": bad + "2"}
     state.ingest("duplicate", record("news.duplicate", 0, copy, {"ndd-identity": bad + "2"}))
     common = {"similarity": 0.9, "matched_channel": bad, "scope": bad, "channel": bad,
-              "time": bad, "policy": bad, "replayed": True, bad: bad}
+              "time": bad, "policy": bad, "replayed": True, "story": bad, "supersedes": bad,
+              bad: bad}
     state.ingest("decisions", record("news.decisions", 0, {
         **common, "identity": bad + "2", "status": "near_duplicate", "duplicate_of": bad,
         "source": bad}, {bad: bad}))

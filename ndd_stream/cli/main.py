@@ -23,6 +23,7 @@ from ndd_stream.cli.errors import (
 )
 from ndd_stream.core.detector import NOVELTY_MODES
 from ndd_stream.core.extract import EXTRACT_MODES
+from ndd_stream.core.stories import KEEP_POLICIES
 from ndd_stream.settings import Settings
 
 Handler = Callable[[argparse.Namespace, Settings], int]
@@ -37,6 +38,9 @@ _DETECTION_OPTIONS: dict[str, dict[str, Any]] = {
     "novelty": {"choices": NOVELTY_MODES, "help": "judge the best match: a templated report "
                 "with other figures or subject is routed unique (default auto: plain text "
                 "yes, HTML no)"},
+    "keep": {"choices": KEEP_POLICIES, "help": "which version of a story a reader keeps: "
+             "first (default), or complete (a more complete version is routed unique, "
+             "superseding the kept one)"},
     "id_field": {"help": "identity field (default id)"},
     "channel_field": {"help": "channel field (default channel)"},
     "title_field": {"help": "title field (default title; empty for none)"},

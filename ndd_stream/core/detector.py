@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ndd_stream.core.bitmaps import Bitmap, auto_bits
-from ndd_stream.core.document import Decision, Document, Policy
+from ndd_stream.core.document import Decision, Document, Policy, Status
 from ndd_stream.core.kernels import DEFAULT_DENSE_FRACTION, available_cores, probe_keys
 from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.novelty import figures as figures_of
@@ -38,6 +38,7 @@ from ndd_stream.core.similarity import (
     size_bounds,
 )
 from ndd_stream.core.store import NullStore, StateStore, StoredDocument
+from ndd_stream.core.stories import KEEP_POLICIES, KeepPolicy, Kept, alone, place, supersedes
 from ndd_stream.core.verdict import BestMatch, conclude, short_verdict, unique
 from ndd_stream.core.window import ScopeWindow, ShortDoc, WindowDoc
 
@@ -87,6 +88,10 @@ class DetectorConfig:
     # A key held by at least this share of a block's documents is also a bitmap row,
     # counted by carry-save adders (C kernels only; 0 = never). Speed only.
     dense_fraction: float = DEFAULT_DENSE_FRACTION
+    # Which version of a story a reader keeps (core.stories): "first" routes every near
+    # duplicate to the duplicates; "complete" routes a more complete version unique, as
+    # superseding the story's kept one.
+    keep: KeepPolicy = "first"
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold <= 1.0:
@@ -104,6 +109,8 @@ class DetectorConfig:
                              f"got {self.bitmap_bits}")
         if self.count_threads is not None and self.count_threads < 1:
             raise ValueError(f"count_threads must be >= 1, got {self.count_threads}")
+        if self.keep not in KEEP_POLICIES:
+            raise ValueError(f"keep must be one of {KEEP_POLICIES}, got {self.keep!r}")
         if not 0.0 <= self.dense_fraction <= 1.0:
             raise ValueError(f"dense_fraction must be in [0, 1], got {self.dense_fraction}")
 
@@ -174,7 +181,12 @@ class Detector:
         decision, sig, probe = self._judge(window, doc, hour, nf, figs)
         indexed = self._index(window, doc, hour, nf, sig, probe, decision, figs, number)
         if decision.policy is not Policy.LATE:  # a late item is not in the window: not kept
+            decision = place(decision, window.stories, doc.channel, hour)
+            if self.config.keep == "complete" and sig is not None and indexed:
+                decision = self._keep_complete(window, decision, int(sig.size), sig)
             window.remember(decision, hour)
+        else:
+            decision = alone(decision, doc.channel)
         self.store.add(
             StoredDocument(
                 scope=doc.scope,
@@ -212,13 +224,21 @@ class Detector:
             window.next_number = max(window.next_number, rec.number + 1)
             if window.is_late(rec.hour):
                 continue
+            size = 0
             if rec.indexed:
                 sig = signature(rec.nf, self.config.q)
+                size = int(sig.size)
                 self._add_to_window(
                     window, rec.decision.identity, rec.channel, rec.timestamp, rec.hour, rec.nf,
                     sig, rec.figures, number=rec.number,
                 )
-            window.remember(rec.decision, rec.hour)
+            # the story is the stored one; its tally is counted again, as when decided
+            decision = place(rec.decision, window.stories, rec.channel, rec.hour)
+            if self.config.keep == "complete" and size and (
+                    decision.supersedes is not None or decision.story == decision.identity):
+                window.stories.keep(decision.story, Kept(
+                    decision.identity, window.doc_base + len(window.docs) - 1, size))
+            window.remember(decision, rec.hour)
         for window in self._windows.values():
             window.index.prepare()  # now, not in the first decision after the restart
         return len(records)
@@ -379,6 +399,30 @@ class Detector:
             bitmap,
         )
         self._book.count(mixed)
+
+    # -- the most complete version --------------------------------------------------
+
+    def _keep_complete(self, window: ScopeWindow, decision: Decision, size: int,
+                       sig: Codes) -> Decision:
+        """Track the version of its story a reader holds (the item was just indexed, last
+        in the window): a story's first item; a near duplicate that is a more complete
+        version of the kept one (core.stories.supersedes) replaces it."""
+        mine = Kept(decision.identity, window.doc_base + len(window.docs) - 1, size)
+        if decision.story == decision.identity:
+            window.stories.keep(decision.story, mine)
+            return decision
+        kept = window.stories.kept(decision.story)
+        if decision.status is not Status.NEAR_DUPLICATE or kept is None:
+            return decision
+        pos = kept.position - window.doc_base
+        oldest = window.oldest_live_hour()
+        # gone from the window (or, out of order, from its hours): nothing to compare with
+        if pos < 0 or (oldest is not None and window.docs[pos].hour < oldest):
+            return decision
+        if not supersedes(intersection_size(sig, self._signature_of(window, pos)), size, kept):
+            return decision
+        window.stories.keep(decision.story, mine)
+        return replace(decision, supersedes=kept.identity)
 
     # -- helpers ------------------------------------------------------------------------
 

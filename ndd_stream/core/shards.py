@@ -36,6 +36,7 @@ from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.novelty import figures as figures_of
 from ndd_stream.core.qgrams import signature
 from ndd_stream.core.store import NullStore, StateStore, StoredDocument
+from ndd_stream.core.stories import StoryBook, alone, place
 from ndd_stream.core.verdict import BestMatch, better, conclude, short_verdict, unique
 from ndd_stream.core.window import ScopeWindow, ShortDoc
 
@@ -151,6 +152,9 @@ class Pending:
     replay: bool = False
     prepared: Prepared | None = None  # None: decided without the shards
     decision: Decision | None = None  # set at admission for late and empty items
+    # hours that left the window when it was admitted: its stories leave when it is
+    # resolved, so each item sees the stories the one detector would show it
+    expired: tuple[int, ...] = ()
 
 
 class _Scope:
@@ -163,6 +167,7 @@ class _Scope:
         self.slots: dict[str, Slot] = {}
         self.by_hour: dict[int, list[str]] = {}
         self.next_number = 0
+        self.stories = StoryBook()  # in step with the decisions, not the admissions
 
     def advance(self, hour: int) -> list[int]:
         """As ``ScopeWindow.advance``: move the watermark, forget expired identities."""
@@ -190,6 +195,9 @@ class Gatherer:
                  normalizer: Callable[[str], str] | None = None) -> None:
         if shards < 1:
             raise ValueError(f"shards must be >= 1, got {shards}")
+        if config.keep != "first":
+            raise ValueError("keep=complete needs an unsharded window: the kept version's "
+                             "text is in one shard")
         if shards > 1 and not config.index_duplicates:
             raise ValueError("a sharded window needs index_duplicates: what a shard holds "
                              "may not depend on decisions")
@@ -206,16 +214,17 @@ class Gatherer:
         from the numbering the shards saw); None or -1: the next one."""
         scope = self._scope(doc.scope)
         hour = hour_of(doc.timestamp)
-        for expired in scope.advance(hour):
-            self.store.drop_hour(doc.scope, expired)
+        expired = tuple(scope.advance(hour))
+        for h in expired:
+            self.store.drop_hour(doc.scope, h)
         first = scope.slots.get(doc.identity)
         if first is not None:
-            return Pending(doc, hour, slot=first, replay=True)
+            return Pending(doc, hour, slot=first, replay=True, expired=expired)
         nf = self._normal_form(doc.text)
         figs = figures_of(doc.text) if self.config.novelty != "off" else None
         if number is not None and number >= 0:
             scope.next_number = max(scope.next_number, number)
-        pending = Pending(doc, hour, scope.next_number, nf, figs)
+        pending = Pending(doc, hour, scope.next_number, nf, figs, expired=expired)
         scope.next_number += 1
         if scope.is_late(hour):
             pending.decision = unique(doc, hour, Policy.LATE)  # not kept, as in the detector
@@ -234,14 +243,20 @@ class Gatherer:
     def resolve(self, pending: Pending, answers: Sequence[Answer] = ()) -> Decision:
         """The decision on an admitted item; ``answers``: one per shard when it was
         prepared. Items must be resolved in the order they were admitted."""
+        doc = pending.doc
+        stories = self._scope(doc.scope).stories
+        stories.expire(pending.expired)
         if pending.replay:
             assert pending.slot.decision is not None, "a replay resolved before its first"
             return replace(pending.slot.decision, replayed=True)
         decision = pending.decision
         if decision is None:
             decision = self._gather(pending, answers)
+        if decision.policy is Policy.LATE:
+            decision = alone(decision, doc.channel)
+        else:
+            decision = place(decision, stories, doc.channel, pending.hour)
         pending.slot.decision = decision
-        doc = pending.doc
         self.store.add(StoredDocument(doc.scope, pending.number, pending.hour, doc.channel,
                                       doc.timestamp, "", False, decision, None))
         return decision
@@ -251,11 +266,14 @@ class Gatherer:
         records = list(self.store.load())
         for rec in records:
             scope = self._scope(rec.scope)
-            for expired in scope.advance(rec.hour):
-                self.store.drop_hour(rec.scope, expired)
+            expired = scope.advance(rec.hour)
+            for h in expired:
+                self.store.drop_hour(rec.scope, h)
+            scope.stories.expire(expired)
             scope.next_number = max(scope.next_number, rec.number + 1)
             if not scope.is_late(rec.hour):
-                scope.remember(rec.decision.identity, rec.hour, Slot(rec.decision))
+                decision = place(rec.decision, scope.stories, rec.channel, rec.hour)
+                scope.remember(rec.decision.identity, rec.hour, Slot(decision))
         return len(records)
 
     def _gather(self, pending: Pending, answers: Sequence[Answer]) -> Decision:

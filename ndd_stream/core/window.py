@@ -21,6 +21,7 @@ from ndd_stream.core.document import Decision
 from ndd_stream.core.kernels import Facts
 from ndd_stream.core.order import OrderVersion
 from ndd_stream.core.postings import PostingIndex
+from ndd_stream.core.stories import StoryBook
 
 
 @dataclass(slots=True)
@@ -67,6 +68,7 @@ class ScopeWindow:
         self._identities_by_hour: dict[int, list[str]] = {}
         self.short_by_hour: dict[int, dict[str, ShortDoc]] = {}
         self.next_number = 0  # arrival number of the next document (indexed or not)
+        self.stories = StoryBook()  # the stories of the remembered decisions
 
     # -- time ---------------------------------------------------------------------------
 
@@ -91,6 +93,7 @@ class ScopeWindow:
             for identity in self._identities_by_hour.pop(h, ()):
                 self.decisions.pop(identity, None)
             self.short_by_hour.pop(h, None)
+        self.stories.expire(expired)
         self._release_expired_front(oldest)
         return expired
 

@@ -145,3 +145,14 @@ def adjusted_rand_index(gold: Sequence[Hashable], predicted: Sequence[Hashable])
     if maximum == expected:
         return 1.0
     return (index - expected) / (maximum - expected)
+
+
+def same_group_confusion(gold: Sequence[Hashable], predicted: Sequence[Hashable]) -> Confusion:
+    """Pairwise "in the same group" against "in the same gold cluster", over every unordered
+    pair, counted from the contingency table (no n^2 pass)."""
+    if len(gold) != len(predicted):
+        raise ValueError("clusterings differ in length")
+    both = sum(comb(c, 2) for c in Counter(zip(gold, predicted, strict=True)).values())
+    said = sum(comb(c, 2) for c in Counter(predicted).values())
+    true = sum(comb(c, 2) for c in Counter(gold).values())
+    return Confusion(both, said - both, true - both)

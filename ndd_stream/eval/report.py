@@ -72,6 +72,7 @@ def _method_json(m: MethodResult) -> dict[str, Any]:
             "adjusted_rand_index": round(m.ari_routing, 6),
             "detector": m.detector,
         },
+        **({"stories": m.stories} if m.stories is not None else {}),
     }
 
 
@@ -131,6 +132,22 @@ def to_markdown(result: EvalResult) -> str:
                 f"{r['f1']:.3f} | {check['ms_per_decision']:.2f} | "
                 f"{check['agreement_with_replay']:.4f} |"
             )
+    for m in result.methods:
+        st = m.stories
+        if st is None:
+            continue
+        pairs = st["pairwise"]
+        lines += [
+            "",
+            f"## Story groups of the stream ({m.name} at {st['threshold']:.2f})",
+            "",
+            "| Groups | Clusters | ARI | same story: Prec. | Rec. | F1 | routing tree: groups "
+            "| ARI |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+            f"| {st['groups']} | {st['clusters']} | {st['adjusted_rand_index']:.3f} | "
+            f"{pairs['precision']:.3f} | {pairs['recall']:.3f} | {pairs['f1']:.3f} | "
+            f"{st['tree_groups']} | {st['tree_adjusted_rand_index']:.3f} |",
+        ]
     lines += ["", "## Notes", ""]
     for m in result.methods:
         extra = "; ".join(m.notes)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ndd_stream.core.detector import DEFAULT_THRESHOLD
+from ndd_stream.core.document import Decision
 from ndd_stream.core.extract import DEFAULT_EXTRACT
 from ndd_stream.eval.corpus import Corpus, JsonlFields, load_corpus
 from ndd_stream.eval.documents import EvalDoc
@@ -33,6 +34,7 @@ from ndd_stream.eval.metrics import (
     pairwise_sweep,
     routing_confusion,
     same_cluster_pairs,
+    same_group_confusion,
     upper_triangle,
 )
 from ndd_stream.eval.progress import StepProgress
@@ -77,6 +79,9 @@ class MethodResult:
     ari_pairwise: float
     ari_routing: float
     detector: list[dict[str, Any]] = field(default_factory=list)
+    # DDD only: the stream's story groups at the operating threshold against the gold
+    # clusters (story_scores)
+    stories: dict[str, Any] | None = None
 
 
 @dataclass
@@ -170,10 +175,13 @@ def _evaluate(
     route_t, route_best = _best(routing_sweep)
     detector: list[dict[str, Any]] = []
     routes: list[Route] = routes_at(earlier, stream, route_t)
+    stories: dict[str, Any] | None = None
     if isinstance(method, DDD):
-        detector, routes = _detector_checks(
-            method, stream, earlier, cluster_of, {config.ddd_threshold, route_t}, route_t
+        detector, routes, decided = _detector_checks(
+            method, stream, earlier, cluster_of, {config.ddd_threshold, route_t}, route_t,
+            config.ddd_threshold,
         )
+        stories = story_scores(stream, decided, config.ddd_threshold)
         # What a stream user sees is the Detector's decisions, not the replay's.
         route_best = routing_confusion(routes, cluster_of)
     index = {d.identity: i for i, d in enumerate(docs)}
@@ -196,7 +204,29 @@ def _evaluate(
         ari_pairwise=adjusted_rand_index(gold_labels, group_scores(scores.matrix, best_t)),
         ari_routing=adjusted_rand_index(gold_labels, group_edges(len(docs), edges)),
         detector=detector,
+        stories=stories,
     )
+
+
+def story_scores(stream: Sequence[EvalDoc], decided: Sequence[Decision],
+                 threshold: float) -> dict[str, Any]:
+    """The stream's story groups (each decision's story) against the gold clusters, beside
+    the routing tree's groups (an item and the one it duplicates) of the same decisions."""
+    gold = [d.cluster for d in stream]
+    stories = [x.story for x in decided]
+    index = {d.identity: k for k, d in enumerate(stream)}
+    tree = group_edges(len(stream), [(k, index[x.duplicate_of]) for k, x in enumerate(decided)
+                                     if x.duplicate_of is not None])
+    pairs = same_group_confusion(gold, stories)
+    return {
+        "threshold": threshold,
+        "groups": len(set(stories)),
+        "clusters": len(set(gold)),
+        "adjusted_rand_index": round(adjusted_rand_index(gold, stories), 6),
+        "pairwise": pairs.as_dict(),
+        "tree_adjusted_rand_index": round(adjusted_rand_index(gold, tree), 6),
+        "tree_groups": len(set(tree)),
+    }
 
 
 def _detector_checks(
@@ -206,14 +236,21 @@ def _detector_checks(
     cluster_of: dict[str, str],
     thresholds: set[float],
     keep: float,
-) -> tuple[list[dict[str, Any]], list[Route]]:
-    """Run the core Detector at ``thresholds``; compare with the score-matrix replay."""
+    operating: float,
+) -> tuple[list[dict[str, Any]], list[Route], list[Decision]]:
+    """Run the core Detector at ``thresholds``; compare with the score-matrix replay.
+    Returns the checks, the routes at ``keep`` and the decisions at ``operating``."""
     checks: list[dict[str, Any]] = []
     kept: list[Route] = []
+    decided: list[Decision] = []
     for t in sorted(thresholds):
         start = time.perf_counter()
-        routes = method.route(stream, t)
+        decisions = method.decide(stream, t)
         elapsed = time.perf_counter() - start
+        routes = [Route(d.identity, x.duplicate_of, x.similarity)
+                  for d, x in zip(stream, decisions, strict=True)]
+        if t == operating:
+            decided = decisions
         replay = routes_at(earlier, stream, t)
         agree = sum(
             (a.duplicate_of is None) == (b.duplicate_of is None)
@@ -234,4 +271,4 @@ def _detector_checks(
         )
         if t == keep:
             kept = routes
-    return checks, kept
+    return checks, kept, decided

@@ -17,6 +17,10 @@ the novelty rule compares with later items. v1 records stay readable: their figu
 unknown (None), so a later item is judged against them by q-gram overlap only, until they
 leave the window (at most ``window_hours`` + 1 hours after the upgrade).
 
+A decision's ``story`` (core.stories) is in ``d`` only when it is not the derived one (its
+duplicate's identity, or its own); a record without it reads as the derived story, records
+written before stories included, so the layout stays v2 and older revisions ignore the key.
+
 Big-endian fixed-width integers make RocksDB's byte order equal (scope, hour, number)
 order, so one hour of one scope is a contiguous key range: dropped with a single
 range delete. The hour is offset by 2**63 so negative hours sort correctly.
@@ -26,11 +30,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ndd_stream.core.document import Decision
 from ndd_stream.core.store import StoredDocument
+from ndd_stream.core.stories import derived_story
 from ndd_stream.jsonio import dumps, loads
 from ndd_stream.state.pending import Pair, PendingSnapshot, pack_pending, unpack_pending
 
@@ -67,8 +72,28 @@ def document_key(doc: StoredDocument) -> bytes:
 def encode_document(doc: StoredDocument) -> bytes:
     return _V2 + dumps({
         "n": doc.number, "h": doc.hour, "c": doc.channel, "t": doc.timestamp,
-        "nf": doc.nf, "i": doc.indexed, "d": doc.decision.as_dict(), "f": doc.figures,
+        "nf": doc.nf, "i": doc.indexed, "d": _stored_decision(doc.decision), "f": doc.figures,
     })
+
+
+def _stored_decision(decision: Decision) -> dict[str, Any]:
+    """The decision as persisted: its story only when it is not the derived one (a few
+    bytes a record on average), never the story's tally (counted again on restore)."""
+    out = decision.as_dict()
+    del out["story_size"], out["story_channels"]
+    if decision.supersedes is None:
+        del out["supersedes"]
+    if decision.story == derived_story(decision):
+        del out["story"]
+    return out
+
+
+def _read_decision(data: dict[str, Any]) -> Decision:
+    decision = Decision.from_dict(data)
+    if decision.story:
+        return decision
+    # omitted: the derived one (records written before stories read the same way)
+    return replace(decision, story=derived_story(decision))
 
 
 def decode_document(key: bytes, value: bytes) -> StoredDocument:
@@ -82,7 +107,7 @@ def decode_document(key: bytes, value: bytes) -> StoredDocument:
         return StoredDocument(
             scope=scope, number=int(data["n"]), hour=int(data["h"]), channel=str(data["c"]),
             timestamp=float(data["t"]), nf=str(data["nf"]), indexed=bool(data["i"]),
-            decision=Decision.from_dict(data["d"]),
+            decision=_read_decision(data["d"]),
             figures=None if version == _V1 or data.get("f") is None else str(data["f"]),
         )
     except (KeyError, ValueError, TypeError, struct.error) as exc:

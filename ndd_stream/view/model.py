@@ -105,6 +105,19 @@ class DecisionRow:
             return str(novel["resembles"])
         return self.header("ndd-resembles")
 
+    @property
+    def story(self) -> str:
+        """The story the item belongs to (``story`` in the audit record, ``ndd-story``);
+        records of a worker without stories are each a story of their own."""
+        value = (self.audit or {}).get("story")
+        return ident(str(value)) if value else (self.header("ndd-story") or self.identity)
+
+    @property
+    def supersedes(self) -> str | None:
+        """NDD_KEEP=complete: the version of its story this more complete one replaces."""
+        value = (self.audit or {}).get("supersedes")
+        return ident(str(value)) if value else self.header("ndd-supersedes")
+
     def header(self, name: str) -> str | None:
         for key, value in self.headers:
             if key == name:

@@ -23,7 +23,7 @@ from ndd_stream.view.queries import SPANS, DecisionList, DlqRow, Filter, Now, Pa
 from ndd_stream.view.rings import StoredText
 
 NAV = (("now", url("/"), "Now"), ("decisions", url("/decisions"), "Recent decisions"),
-       ("dlq", url("/dlq"), "DLQ"))
+       ("stories", url("/stories"), "Stories"), ("dlq", url("/dlq"), "DLQ"))
 LABEL = {"unique": "unique", "near_duplicate": "near duplicate",
          "exact_duplicate": "exact duplicate", "dlq": "DLQ"}
 
@@ -212,7 +212,9 @@ def decisions_fragment(data: DecisionList) -> Html:
             '<tr class="row st-{status}" data-key="{key}"><td title="{at}" class="t">{clock}</td>'
             '<td>{badge}</td><td class="num">{sim:.3f}</td><td>{scope}</td><td>{channel}</td>'
             '<td><a href="{link}" class="title">{title}</a></td><td>{matched}</td>'
-            '<td>{reason}</td><td class="t">{time}</td></tr>',
+            '<td>{reason}</td><td class="t">{time}</td>'
+            '<td><a href="{story}" class="story">story</a></td></tr>',
+            story=url("/story", {"id": r.story}),
             status=r.status, key=r.key, at=_time(r.decided_ms), clock=_time(r.decided_ms)[11:],
             badge=badge(r.status), sim=r.similarity, scope=r.scope, channel=r.channel,
             link=url("/pair", {"key": r.key}), title=item.title or "(id " + r.identity + ")",
@@ -220,9 +222,9 @@ def decisions_fragment(data: DecisionList) -> Html:
     return html('<p class="note" id="decision-count">{} shown of {} matching ({} held)</p>'
                 '<table class="grid"><tr><th>decided (UTC)</th><th>status</th><th>doc_q</th>'
                 "<th>scope</th><th>channel</th><th>title</th><th>matched item</th>"
-                "<th>reason</th><th>event time</th></tr>{}</table>",
+                "<th>reason</th><th>event time</th><th>story</th></tr>{}</table>",
                 len(data.rows), data.matching, data.held,
-                join(rows) or html('<tr><td colspan="9">no decision matches</td></tr>'))
+                join(rows) or html('<tr><td colspan="10">no decision matches</td></tr>'))
 
 
 # --- A pair --------------------------------------------------------------------------------
@@ -260,10 +262,12 @@ def pair_page(p: Pair, new: Marked | None, old: Marked | None, from_decision: bo
     r = p.row
     novel = r.novel
     head = html('<h1>{} doc_q {:.3f}</h1><p class="meta">scope {} · decided {} UTC · '
-                "source {}{}{}</p>", badge(r.status), r.similarity, r.scope,
-                _time(r.decided_ms), r.key,
+                'source {}{}{}{} · <a href="{}" id="story-link">its story</a></p>',
+                badge(r.status), r.similarity, r.scope, _time(r.decided_ms), r.key,
                 html(" · policy {}", r.policy) if r.policy else EMPTY,
-                html(" · replayed") if r.replayed else EMPTY)
+                html(" · replayed") if r.replayed else EMPTY,
+                html(" · supersedes {}", r.supersedes) if r.supersedes else EMPTY,
+                url("/story", {"id": r.story}))
     if novel:
         detail = novel.get("detail") or r.header("ndd-novel-detail") or ""
         head = html('{}<p class="novel" id="novel">judged a new report, although it resembles '

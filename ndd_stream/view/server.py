@@ -17,7 +17,7 @@ from aiohttp import web
 
 from ndd_stream.core.items import compose_text
 from ndd_stream.settings import Settings
-from ndd_stream.view import pages, queries
+from ndd_stream.view import pages, queries, story_pages
 from ndd_stream.view.auth import basic_auth
 from ndd_stream.view.follow import Follower, LagProbe, fetch_text, output_topics
 from ndd_stream.view.guard import add_headers, host_rule
@@ -25,6 +25,7 @@ from ndd_stream.view.highlight import mark_pair, unmarked
 from ndd_stream.view.html import EMPTY, Html, html
 from ndd_stream.view.model import Limits, ViewState
 from ndd_stream.view.rings import StoredText
+from ndd_stream.view.stories import ORDERS, STORY_SPANS, StoryList, stories, story
 
 STATIC = {"view.css": "text/css", "view.js": "application/javascript"}
 HTML = "text/html"
@@ -120,6 +121,9 @@ class ViewServer:
             web.get("/", self.now), web.get("/fragment/now", self.now_fragment),
             web.get("/decisions", self.decisions),
             web.get("/fragment/decisions", self.decisions_fragment),
+            web.get("/stories", self.stories),
+            web.get("/fragment/stories", self.stories_fragment),
+            web.get("/story", self.story),
             web.get("/pair", self.pair), web.get("/dlq", self.dlq),
             web.get("/fragment/dlq", self.dlq_fragment),
             web.get("/static/{name}", self.static), web.get("/api/status", self.status),
@@ -152,6 +156,30 @@ class ViewServer:
     async def decisions_fragment(self, request: web.Request) -> web.Response:
         return web.Response(text=pages.decisions_fragment(self._decisions(request)[0]),
                             content_type=HTML)
+
+    def _stories(self, request: web.Request) -> tuple[StoryList, str, str]:
+        key = request.query.get("span", "1h")
+        key = key if key in STORY_SPANS else "1h"
+        order = request.query.get("order", "largest")
+        order = order if order in ORDERS else "largest"
+        return stories(self.state, time.time(), STORY_SPANS[key], order), key, order
+
+    async def stories(self, request: web.Request) -> web.Response:
+        data, key, order = self._stories(request)
+        return web.Response(text=story_pages.stories_page(data, key, order, self._footer),
+                            content_type=HTML)
+
+    async def stories_fragment(self, request: web.Request) -> web.Response:
+        return web.Response(text=story_pages.stories_fragment(self._stories(request)[0]),
+                            content_type=HTML)
+
+    async def story(self, request: web.Request) -> web.Response:
+        found = story(self.state, request.query.get("id", ""))
+        if found is None:
+            return web.Response(text=pages.not_found(html(
+                "no decision the view holds belongs to this story"), self._footer),
+                status=404, content_type=HTML)
+        return web.Response(text=story_pages.story_page(found, self._footer), content_type=HTML)
 
     async def pair(self, request: web.Request) -> web.Response:
         key = request.query.get("key", "")

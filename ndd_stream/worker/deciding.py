@@ -214,7 +214,7 @@ def routed_records(topics: OutputTopics, decision: Decision, channel: str, times
                    key: bytes | None, raw: bytes, source: Source,
                    order_note: str | None = None) -> list[OutRecord]:
     """Where a decided item goes: its routed record, and its audit record if enabled."""
-    topic = topics.duplicate if decision.is_duplicate else topics.unique
+    topic = topics.unique if decision.routed_unique else topics.duplicate
     headers_out = decision_headers(decision, source)
     if order_note is not None:
         headers_out.append((H_ORDER, order_note.encode()))

@@ -62,13 +62,14 @@ class _Entry:
     source: Source | None
     note: str | None
     ref: Ref | None = None
+    expired: tuple[int, ...] = ()  # Pending.expired, kept while the item is parked
 
     def unpark(self, spill: Spill) -> None:
         assert self.ref is not None
         item = spill.take(self.ref)
         assert item.nf is not None
         self.pending = Pending(item.doc, item.hour, item.number, item.nf, item.figures,
-                               self.slot)
+                               self.slot, expired=self.expired)
         self.key, self.raw, self.source, self.note = item.key, item.raw, item.source, item.note
         self.ref = None
 
@@ -239,7 +240,8 @@ class GatherDecider(StatefulPartition):
         pending = self.detector.admit(item, self._numbers.get(offset))
         prep = pending.prepared
         entry = _Entry(offset, pending.number, item.scope, prep is not None, pending.slot, 0,
-                       pending, read.key, read.raw, read.source, read.note)
+                       pending, read.key, read.raw, read.source, read.note,
+                       expired=pending.expired)
         if prep is not None:
             key = (prep.scope, prep.number)
             span = self._span.setdefault(prep.scope, [prep.number, prep.number])

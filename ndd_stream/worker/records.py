@@ -16,6 +16,11 @@ Headers (all values UTF-8):
                       (ndd_stream.core.novelty)
   ndd-novel-detail    one human line, e.g. "figures differ: 12.5 -> 13.1, 3.2 -> 4.0"
   ndd-replayed        "1" when the item was seen before and got its original decision
+  ndd-supersedes      NDD_KEEP=complete: the identity of the story's version this more complete
+                      near duplicate replaces (it is routed to the unique topic)
+  ndd-story           the story the item belongs to: the identity of the story's first item
+                      (a chain of copies, and a follow-up on a new development, are one
+                      story: docs/STORIES.md)
   ndd-engine          engine version (ndd_stream.ENGINE_VERSION)
   ndd-source-topic / ndd-source-partition / ndd-source-offset   where the raw item was read
   ndd-source-timestamp  the raw record's Kafka timestamp (ms), when it had one
@@ -55,6 +60,8 @@ H_RESEMBLES = "ndd-resembles"
 H_NOVEL = "ndd-novel"
 H_NOVEL_DETAIL = "ndd-novel-detail"
 H_REPLAYED = "ndd-replayed"
+H_STORY = "ndd-story"
+H_SUPERSEDES = "ndd-supersedes"
 H_ENGINE = "ndd-engine"
 H_SRC_TOPIC = "ndd-source-topic"
 H_SRC_PARTITION = "ndd-source-partition"
@@ -161,6 +168,10 @@ def decision_headers(decision: Decision, source: Source | None) -> Headers:
         out.append((H_NOVEL_DETAIL, decision.novel.detail.encode()))
     if decision.replayed:
         out.append((H_REPLAYED, b"1"))
+    if decision.story:
+        out.append((H_STORY, decision.story.encode()))
+    if decision.supersedes is not None:
+        out.append((H_SUPERSEDES, decision.supersedes.encode()))
     if source is not None:
         out.extend(source.headers())
     return out

@@ -247,6 +247,10 @@ class Record:
         return self.text("ndd-dlq-reason")
 
     @property
+    def story(self) -> str | None:
+        return self.text("ndd-story")
+
+    @property
     def replayed(self) -> bool:
         return self.header("ndd-replayed") == b"1"
 

@@ -208,7 +208,7 @@ def check_outputs(report: Report, records: Sequence[Record], positions: Sequence
             if len({c.reason for c in copies}) != 1 or any(c.status for c in copies):
                 mismatched.append(f"{source}: {[(c.reason, c.status) for c in copies]}")
             continue
-        decisions = {(c.status or "", c.duplicate_of) for c in copies}
+        decisions = {(c.status or "", c.duplicate_of, c.story or "") for c in copies}
         identity = copies[0].identity or ""
         decided.add(identity)
         expected = want.get(identity)

@@ -26,7 +26,7 @@ from ndd_stream import jsonio
 from ndd_stream.dedup import run_dedup
 from ndd_stream.settings import Settings
 
-Decided = tuple[str, str | None]  # status, duplicate_of
+Decided = tuple[str, str | None, str]  # status, duplicate_of, story
 
 
 class Process:
@@ -181,7 +181,8 @@ class Routed:
         out: dict[str, list[Decided]] = {}
         for r in self.records:
             if r.status is not None:
-                out.setdefault(r.identity or "", []).append((r.status, r.duplicate_of))
+                out.setdefault(r.identity or "", []).append(
+                    (r.status, r.duplicate_of, r.story or ""))
         return out
 
     def dlq(self) -> list[Record]:
@@ -209,5 +210,5 @@ def expected_decisions(settings: Settings, lines: list[bytes]
         if rec["status"] == "invalid":
             invalid[rec["reason"]] = invalid.get(rec["reason"], 0) + 1
         else:
-            decided[rec["identity"]] = (rec["status"], rec["duplicate_of"])
+            decided[rec["identity"]] = (rec["status"], rec["duplicate_of"], rec["story"])
     return decided, invalid

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ndd_stream.core.detector import Detector, DetectorConfig
-from ndd_stream.core.document import Document
+from ndd_stream.core.document import Decision, Document
 from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.qgrams import signature
 from ndd_stream.core.similarity import doc_q
@@ -59,6 +59,11 @@ class DDD(Method):
 
     def route(self, stream: Sequence[EvalDoc], threshold: float) -> list[Route]:
         """Decisions of a fresh core Detector on ``stream`` (already in arrival order)."""
+        return [Route(d.identity, x.duplicate_of, x.similarity)
+                for d, x in zip(stream, self.decide(stream, threshold), strict=True)]
+
+    def decide(self, stream: Sequence[EvalDoc], threshold: float) -> list[Decision]:
+        """The core Detector's decisions on ``stream``, stories included."""
         config = DetectorConfig(
             q=self.q,
             threshold=threshold,
@@ -66,17 +71,8 @@ class DDD(Method):
             case_sensitive=self.case_sensitive,
         )
         detector = Detector(config)
-        routes = []
-        for d in stream:
-            decision = detector.decide(
-                Document(
-                    identity=d.identity,
-                    scope="eval",
-                    channel="eval",
-                    timestamp=d.timestamp,
-                    text=d.text,
-                    markup=d.markup,
-                )
-            )
-            routes.append(Route(d.identity, decision.duplicate_of, decision.similarity))
-        return routes
+        return [
+            detector.decide(Document(identity=d.identity, scope="eval", channel="eval",
+                                     timestamp=d.timestamp, text=d.text, markup=d.markup))
+            for d in stream
+        ]
