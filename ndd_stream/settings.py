@@ -423,7 +423,7 @@ SETTING_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 "duplicate_topic", "dlq_topic", "decisions_topic", "topics_file",
                 "partitions")),
     ("Detection", ("threshold", "novelty", "window_hours", "scope", "scope_map", "q",
-                   "case_sensitive", "extract", "index_duplicates")),
+                   "case_sensitive", "extract", "index_duplicates", "keep")),
     ("Order", ("scope_order", "order_idle_ms", "order_stall_s", "order_buffer_mb")),
     ("Scaling", ("shards", "gather_memory_mb", "count_threads", "bitmap_filter_bits",
                  "dense_fraction", "no_kernels")),
