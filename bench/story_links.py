@@ -34,6 +34,7 @@ from ndd_stream.core.qgrams import signature
 from ndd_stream.eval.corpus import load_corpus
 from ndd_stream.eval.documents import EvalDoc
 from ndd_stream.eval.extraction import extract_items
+from ndd_stream.eval.features import intersection_matrix
 from ndd_stream.eval.methods.ddd import DDD
 from ndd_stream.eval.metrics import adjusted_rand_index
 from ndd_stream.eval.routing import stream_order, with_synthetic_times
@@ -49,6 +50,7 @@ class Candidate:
     contain: float
     specific: float  # share of the arriving item's q-grams found only in this story
     head: float
+    mutual: bool  # the arriving item is the earlier one's best match among later items
 
 
 Rule = Callable[[Sequence[Candidate]], int | None]
@@ -60,12 +62,15 @@ def head_jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 
 def simulate(stream: Sequence[EvalDoc], sigs: Sequence[frozenset[int]],
              heads: Sequence[frozenset[str]], duplicate_of: Sequence[int | None],
-             rule: Rule) -> tuple[list[int], list[tuple[int, int]]]:
+             rule: Rule, shared_qgrams: np.ndarray) -> tuple[list[int], list[tuple[int, int]]]:
     """Each item's story (arrival position of its first item) and the links the rule made
     (unique item, joined story)."""
     story: list[int] = []
     stories_of: dict[int, set[int]] = {}  # q-gram -> stories holding it
     links: list[tuple[int, int]] = []
+    sizes = [len(sig) for sig in sigs]
+    # best doc_q of each earlier item with the items that arrived after it (mutual best)
+    best_later = [0.0] * len(sigs)
     for k, sig in enumerate(sigs):
         dup = duplicate_of[k]
         if dup is not None:
@@ -79,18 +84,23 @@ def simulate(stream: Sequence[EvalDoc], sigs: Sequence[frozenset[int]],
                     (one,) = held
                     only[one] = only.get(one, 0) + 1
             for e in range(k):
-                shared = len(sig & sigs[e])
+                shared = int(shared_qgrams[k, e])
                 if not shared:
                     continue
-                big, small = max(len(sig), len(sigs[e])), min(len(sig), len(sigs[e]))
+                big, small = max(sizes[k], sizes[e]), min(sizes[k], sizes[e])
                 cands.append(Candidate(e, story[e], shared / big, shared / small,
-                                       only.get(story[e], 0) / max(len(sig), 1),
-                                       head_jaccard(heads[k], heads[e])))
+                                       only.get(story[e], 0) / max(sizes[k], 1),
+                                       head_jaccard(heads[k], heads[e]),
+                                       shared / big > best_later[e]))
             joined = rule(cands)
             s = k if joined is None else joined
             if joined is not None:
                 links.append((k, joined))
         story.append(s)
+        for e in range(k):
+            q = shared_qgrams[k, e] / max(sizes[k], sizes[e], 1)
+            if q > best_later[e]:
+                best_later[e] = q
         for g in sig:
             stories_of.setdefault(g, set()).add(s)
     return story, links
@@ -150,6 +160,29 @@ def rule_specific_head(t: float, h: float) -> Rule:
     return rule
 
 
+def rule_margin(t: float, contain: float, margin: float) -> Rule:
+    """Best story by doc_q >= t, containment >= ``contain``, and ``margin`` times the next
+    story's doc_q."""
+    def rule(cands: Sequence[Candidate]) -> int | None:
+        ranked = best_per_story(cands, lambda c: c.doc_q)
+        if not ranked or ranked[0].doc_q < t or ranked[0].contain < contain:
+            return None
+        if len(ranked) > 1 and ranked[0].doc_q < margin * ranked[1].doc_q:
+            return None
+        return ranked[0].story
+    return rule
+
+
+def rule_mutual(t: float) -> Rule:
+    """Best item by doc_q >= t when the arriving item is also that item's best later match."""
+    def rule(cands: Sequence[Candidate]) -> int | None:
+        ranked = sorted(cands, key=lambda c: c.doc_q, reverse=True)
+        if not ranked or ranked[0].doc_q < t or not ranked[0].mutual:
+            return None
+        return ranked[0].story
+    return rule
+
+
 def load(corpus: Path, title: bool) -> tuple[list[EvalDoc], list[frozenset[str]]]:
     loaded = load_corpus(corpus)
     texts = extract_items(loaded.items, "main").texts
@@ -168,17 +201,29 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rules", nargs="*", default=None)
     args = parser.parse_args(argv)
     docs, heads = load(args.corpus, args.title)
-    sig_of = {d.identity: frozenset(signature(normal_form(d.text)).tolist()) for d in docs}
+    arrays = [signature(normal_form(d.text)) for d in docs]
+    sig_of = {d.identity: frozenset(a.tolist()) for d, a in zip(docs, arrays, strict=True)}
+    _, dense = np.unique(np.concatenate(arrays), return_inverse=True)
+    bounds = np.cumsum([0] + [a.size for a in arrays])
+    shared_all = intersection_matrix([dense[bounds[i]:bounds[i + 1]].astype(np.int64)
+                                      for i in range(len(arrays))])
+    index = {d.identity: i for i, d in enumerate(docs)}
     head_of = {d.identity: h for d, h in zip(docs, heads, strict=True)}
     rules: dict[str, Rule] = {"tree": rule_none}
     for scale in (0.8, 1.0, 1.2):
-        rules[f"doc_q>={0.25 * scale:.3f}"] = rule_doc_q(0.25 * scale)
+        rules[f"doc_q>={0.25 * scale:.2f}"] = rule_doc_q(0.25 * scale)
         rules[f"contain>={0.7 * scale:.2f}"] = rule_contain(0.7 * scale)
-        rules[f"doc_q>={0.25 * scale:.3f}&head>=0.2"] = rule_doc_q_head(0.25 * scale, 0.2)
-        rules[f"doc_q>=0.25&head>={0.2 * scale:.2f}"] = rule_doc_q_head(0.25, 0.2 * scale)
         rules[f"specific>={0.2 * scale:.2f}"] = rule_specific(0.2 * scale)
-        rules[f"specific>={0.2 * scale:.2f}&head>=0.2"] = rule_specific_head(0.2 * scale, 0.2)
-        rules[f"specific>=0.2&head>={0.2 * scale:.2f}"] = rule_specific_head(0.2, 0.2 * scale)
+        rules[f"doc_q>={0.25 * scale:.2f}&head>=0.2"] = rule_doc_q_head(0.25 * scale, 0.2)
+        rules[f"doc_q>=0.25&head>={0.2 * scale:.2f}"] = rule_doc_q_head(0.25, 0.2 * scale)
+        rules[f"doc_q>={0.2 * scale:.2f}&head>=0.3"] = rule_doc_q_head(0.2 * scale, 0.3)
+        rules[f"doc_q>={0.2 * scale:.2f}&contain>=0.3&margin1.5"] = rule_margin(
+            0.2 * scale, 0.3, 1.5)
+        rules[f"doc_q>=0.2&contain>={0.3 * scale:.2f}&margin1.5"] = rule_margin(
+            0.2, 0.3 * scale, 1.5)
+        rules[f"doc_q>=0.2&contain>=0.3&margin{1.5 * scale:.1f}"] = rule_margin(
+            0.2, 0.3, 1.5 * scale)
+        rules[f"mutual&doc_q>={0.2 * scale:.2f}"] = rule_mutual(0.2 * scale)
     if args.rules:
         rules = {k: v for k, v in rules.items() if k in args.rules or k == "tree"}
     scores: dict[str, list[float]] = {name: [] for name in rules}
@@ -192,8 +237,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         sigs = [sig_of[d.identity] for d in stream]
         hs = [head_of[d.identity] for d in stream]
         gold = [d.cluster for d in stream]
+        at = np.array([index[d.identity] for d in stream])
+        shared = shared_all[np.ix_(at, at)]
         for name, rule in rules.items():
-            story, links = simulate(stream, sigs, hs, dup, rule)
+            story, links = simulate(stream, sigs, hs, dup, rule, shared)
             scores[name].append(adjusted_rand_index(gold, story))
             linked[name].append(len(links))
             wrong = sum(gold[a] != gold[b] for a, b in links)
