@@ -230,6 +230,17 @@ class Settings(BaseSettings):
         "with view_password: the login protects.",
     )
     session_timeout_s: float = Field(30.0, gt=0, description="Kafka consumer session timeout (s).")
+    guarantee: Literal["exactly-once", "at-least-once"] = Field(
+        "at-least-once",
+        description="exactly-once: every piece of a partition's decisions (its outputs, "
+        "changelog records, checkpoint and consumed offset) commits in one Kafka "
+        "transaction, the router forwards in transactions, and a worker that lost a "
+        "partition commits nothing more for it; needs a broker with transactions (Apache "
+        "Kafka), else the worker exits (code 3), and every consumer of the outputs must read "
+        "isolation.level=read_committed. at-least-once: a crash or a rebalance can send "
+        "outputs again (same decision; deduplicate by ndd-identity); any broker. "
+        "exactly-once does not cover shards > 1 or event-time order yet (docs/RELIABILITY.md).",
+    )
     producer_batch_kb: int = Field(
         512, ge=16, le=65_536,
         description="The worker's producer batches up to this many KiB per partition in one "
@@ -364,6 +375,10 @@ class Settings(BaseSettings):
             count_threads=self.count_threads or (1 if self.shards > 1 else None),
             dense_fraction=self.dense_fraction,
         )
+
+    def exactly_once(self) -> bool:
+        """Whether the worker runs its pieces in Kafka transactions (``guarantee``)."""
+        return self.guarantee == "exactly-once"
 
     def event_time_order(self) -> bool:
         """Whether scoped partitions are decided in event-time order (see ``scope_order``)."""

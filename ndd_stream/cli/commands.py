@@ -67,8 +67,11 @@ def register_all(sub: Any, handlers: dict[str, Any]) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser("worker", help="run the streaming service (a Faust worker)",
                        description="Consume raw news from Kafka, decide, route to the unique, "
-                       "duplicate and DLQ topics. Configured by NDD_* variables only.",
+                       "duplicate and DLQ topics. Configured by NDD_* variables (and --guarantee).",
                        epilog=_settings_help(), formatter_class=fmt)
+    p.add_argument("--guarantee", dest="guarantee", default=None,
+                   choices=["exactly-once", "at-least-once"],
+                   help="overrides NDD_GUARANTEE (see below)")
     handlers["worker"] = _cmd_worker
 
     p = sub.add_parser("topics", help="create or check the topics of topics/*.yaml")

@@ -40,9 +40,11 @@ from ndd_stream.kafka import topics as topic_defs
 from ndd_stream.kafka.config import describe, faust_broker_kwargs, librdkafka_config
 from ndd_stream.kafka.probe import unreachable_message, wait_for_broker
 from ndd_stream.kafka.reads import BrokerReads, read_range
+from ndd_stream.kafka.transactions import Transactions, TransactionsUnsupported, check_transactions
 from ndd_stream.settings import Settings
 from ndd_stream.worker.changelog import ChangelogError
 from ndd_stream.worker.deciding import LayoutChanged, OutputTopics
+from ndd_stream.worker.exactly import TransactionalRouter, read_committed
 from ndd_stream.worker.gathering import GatherDecider
 from ndd_stream.worker.inorder import InOrder, Message
 from ndd_stream.worker.logs import json_handler
@@ -95,11 +97,24 @@ def producer_kwargs(settings: Settings) -> dict[str, Any]:
             "producer_max_batch_size": min(settings.producer_batch_kb << 10, request)}
 
 
+def transaction_conf(settings: Settings) -> dict[str, Any]:
+    """librdkafka settings of the transactional producers (exactly-once): as Faust's
+    producer (``producer_kwargs``), with a short linger so a piece's records batch."""
+    request = producer_request_limit(settings.max_item_bytes)
+    return librdkafka_config(settings, {
+        "acks": "all", "linger.ms": 5, "message.max.bytes": request,
+        "batch.size": min(settings.producer_batch_kb << 10, request)})
+
+
 class Service:
     """The app and what its agents share."""
 
     def __init__(self, settings: Settings, metrics: WorkerMetrics | None = None) -> None:
         self.settings = settings
+        # exactly-once: the transactional producers, one per input partition
+        self.txns = (Transactions(transaction_conf(settings), settings.app_id,
+                                  librdkafka_config(settings))
+                     if settings.exactly_once() else None)
         self.metrics = metrics or WorkerMetrics()
         self.topics = output_topics(settings)
         self._format = settings.item_format()
@@ -131,9 +146,12 @@ class Service:
                                 changelog=shards_changelog, scoped_topic=self.scoped_name))
         self.pool = DeciderPool(
             state_dir, config, settings.item_format(), self.topics, self.reads, self.metrics,
-            scoped_topic=self.scoped_name, order=order, factory=gather,
+            scoped_topic=self.scoped_name, order=order, factory=gather, txns=self.txns,
         )
-        self.router_order = InOrder(partial(read_range, self.reads), self.metrics, "processed")
+        self.router_order = InOrder(partial(read_range, self.reads), self.metrics, "processed",
+                                    transactional=self.txns is not None)
+        self.txn_router = (TransactionalRouter(self.txns, self.router_order, self._routed)
+                           if self.txns is not None else None)
         # event-time order: what the router has handed to the producer, per raw partition
         # (next offset, latest event time), and what it last reported of each
         self.raw_owned: set[tuple[str, int]] = set()
@@ -145,7 +163,7 @@ class Service:
     def _make_app(self) -> faust.App:
         s = self.settings
         self.web_port = s.web_port or _free_port(s.web_host)
-        return faust.App(
+        app = faust.App(
             s.app_id,
             **faust_broker_kwargs(s),
             store="memory://",
@@ -165,6 +183,9 @@ class Service:
             stream_wait_empty=False,
             loghandlers=[json_handler()],
         )
+        if s.exactly_once():
+            read_committed(app)
+        return app
 
     def record_lag(self, messages: list[Any]) -> None:
         """Consumer lag per partition: the fetcher's high watermark minus what we have done
@@ -207,6 +228,9 @@ class Service:
         this worker with its offset committed past them (long join/leave runs, 111 of
         40k). A copy forwarded twice is decided once and replayed (same decision).
         """
+        if self.txn_router is not None:
+            await self.txn_router.route(messages)
+            return
         pending = []
         touched: set[tuple[str, int]] = set()
         for m in await self.router_order.arrange(messages):
@@ -295,6 +319,8 @@ class Service:
         """
         self.router_order.keep(raw)
         self.raw_owned = set(raw)
+        if self.txn_router is not None:  # exactly-once: the committed offsets are the state's
+            await self.txn_router.assign(raw)
         if self.ordered:
             try:
                 self.pool.expect(await asyncio.get_running_loop().run_in_executor(
@@ -324,7 +350,9 @@ class Service:
                 await pool.assign(partitions)
             except (BrokerLostData, ChangelogError, LayoutChanged) as exc:
                 fatal(str(exc))
-            for partition in partitions:
+            except Exception as exc:  # a transactional producer that cannot register
+                fatal(f"{topic}: opening partitions {partitions} failed: {exc}")
+            for partition in partitions if self.txns is None else ():
                 offset = committed.get((topic, partition), -1)
                 if offset >= 0:
                     task = asyncio.ensure_future(self._catch_up(pool, topic, partition, offset))
@@ -365,7 +393,7 @@ class Service:
 
         @self.app.agent(raw, name="ndd-router")
         async def router(stream: faust.StreamT) -> None:
-            async for messages in held_batches(stream):
+            async for messages in held_batches(stream, ack=service.txns is None):
                 try:
                     await service.route(messages)
                 except Exception as exc:  # see the decider
@@ -374,7 +402,7 @@ class Service:
 
         @self.app.agent(scoped, name="ndd-decider")
         async def decider(stream: faust.StreamT) -> None:
-            async for messages in held_batches(stream):
+            async for messages in held_batches(stream, ack=service.txns is None):
                 try:
                     await service.pool.process(messages, service.send)
                 except Exception as exc:
@@ -408,6 +436,8 @@ class Service:
             for tp in raw:
                 service.forwarded.pop(tp, None)
                 service._reported.pop(tp, None)
+            if service.txn_router is not None:
+                await service.txn_router.revoke(sorted(raw))
             mine = [tp.partition for tp in revoked if tp.topic == service.scoped_name]
             if mine:
                 log.info("partitions revoked: %s", mine, extra={"event": "revoked"})
@@ -468,9 +498,9 @@ class Service:
 
         @self.app.task
         async def announce() -> None:
-            log.info("ndd-stream worker: %s; raw=%s scoped=%s; kernels=%s; "
-                     "metrics on http://%s:%d/metrics",
-                     describe(s), s.raw_topic_pattern or s.raw_topics, service.scoped_name,
+            log.info("ndd-stream worker: %s; guarantee=%s; raw=%s scoped=%s; kernels=%s; "
+                     "metrics on http://%s:%d/metrics", describe(s), s.guarantee,
+                     s.raw_topic_pattern or s.raw_topics, service.scoped_name,
                      kernels.IMPLEMENTATION, s.web_host, service.web_port,
                      extra={"event": "start"})
 
@@ -487,8 +517,8 @@ def _shard_partition(partition: int, path: Path, *, config: DetectorConfig, shar
     return ShardPartition(partition, path, config, shards, changelog, scoped_topic)
 
 
-async def held_batches(stream: faust.StreamT,
-                       most: int = BATCH_MAX) -> AsyncIterator[list[Message]]:
+async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX,
+                       ack: bool = True) -> AsyncIterator[list[Message]]:
     """Batches of the stream's messages, acknowledged only once the agent is done with them.
 
     The one place that works around Faust's acknowledgement: ``take_events`` acks a batch
@@ -497,14 +527,18 @@ async def held_batches(stream: faust.StreamT,
     past them. An extra reference on each message keeps them uncommitted until the loop
     asks for the next batch (the body finished); a stopped worker's batch is delivered
     again (at-least-once) and answered with the same decision (idempotent).
+
+    ``ack=False`` (exactly-once): never acknowledged, so Faust never commits these
+    partitions; their offsets move only in the transactions (worker/exactly.py).
     """
     batches = stream.take_events(most, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
     async for events in batches:
         for event in events:
             event.message.incref()
         yield [event.message for event in events]
-        for event in events:
-            event.ack()
+        if ack:
+            for event in events:
+                event.ack()
 
 
 def fatal(message: str, code: int = 3) -> None:
@@ -533,6 +567,10 @@ def run_worker(settings: Settings) -> int:
     """Run until SIGTERM/SIGINT; returns the process exit code."""
     if not _broker_up(settings):
         return 3
+    refused = _refuses_exactly_once(settings)
+    if refused is not None:
+        log.critical(refused, extra={"event": "fatal"})
+        return 3
     (settings.data_dir / settings.app_id / "faust").mkdir(parents=True, exist_ok=True)
     service = Service(settings)
     # Faust's own handler goes to /dev/null: the JSON handler given to the app is the log.
@@ -546,6 +584,8 @@ def run_worker(settings: Settings) -> int:
     finally:
         service.pool.close()
         service.reads.close()
+        if service.txns is not None:
+            service.txns.shutdown()
     crash = service.app.crash_reason
     if code != 0 or crash is not None:
         # Faust ends a crashed app itself (code 1), often before watch_crash sees it: give
@@ -559,6 +599,33 @@ def run_worker(settings: Settings) -> int:
             handler.flush()
         return 3
     return 0
+
+
+def _refuses_exactly_once(settings: Settings) -> str | None:
+    """Under exactly-once, why the worker cannot run it (one line), else None: never a
+    silent fall back to at-least-once."""
+    if not settings.exactly_once():
+        return None
+    handler = json_handler()
+    log.addHandler(handler)  # before Faust installs the worker's handler
+    try:
+        unsupported = [what for what, on in (
+            (f"NDD_SHARDS={settings.shards}", settings.shards > 1),
+            ("event-time order (NDD_SCOPE_ORDER)", settings.event_time_order())) if on]
+        if unsupported:
+            return (f"NDD_GUARANTEE=exactly-once does not cover {' and '.join(unsupported)} "
+                    "yet; set NDD_GUARANTEE=at-least-once (docs/RELIABILITY.md); exit code 3")
+        try:
+            check_transactions(librdkafka_config(settings), settings.app_id)
+        except TransactionsUnsupported as exc:
+            return (f"the broker at {settings.bootstrap_servers()} refuses transactions "
+                    f"({exc}): NDD_GUARANTEE=exactly-once needs them (Apache Kafka); set "
+                    "NDD_GUARANTEE=at-least-once for this broker; exit code 3")
+        return None
+    finally:
+        for h in logging.getLogger().handlers + log.handlers:
+            h.flush()
+        log.removeHandler(handler)
 
 
 def _broker_up(settings: Settings) -> bool:

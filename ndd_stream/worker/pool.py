@@ -49,9 +49,10 @@ from typing import Any
 from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.items import ItemFormat
 from ndd_stream.kafka.reads import Log, read_range
+from ndd_stream.kafka.transactions import Transactions
 from ndd_stream.state.codec import Checkpoint
 from ndd_stream.state.pending import Pair, least_offset
-from ndd_stream.worker.changelog import read_partition
+from ndd_stream.worker.changelog import read_committed_partition, read_partition
 from ndd_stream.worker.deciding import (
     LayoutChanged,
     Outcome,
@@ -128,7 +129,7 @@ class DeciderPool:
         restore_timeout_s: float = 300.0, order: OrderConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
         factory: Callable[[int, Path], StatefulPartition] | None = None,
-        dir_prefix: str = "partition",
+        dir_prefix: str = "partition", txns: Transactions | None = None,
     ) -> None:
         self.scoped_topic = scoped_topic
         self.state_dir = state_dir
@@ -147,7 +148,11 @@ class DeciderPool:
         # Scoped partitions assigned to this worker (None: not told yet, so all of them).
         self.owned: set[int] | None = None
         self.lock = asyncio.Lock()
-        self.order = InOrder(partial(read_range, log), metrics, "decided")
+        # exactly-once: each piece of a partition is one transaction of its own producer
+        # (kafka/transactions.py), and the state is read back read_committed
+        self.txns = txns
+        self.order = InOrder(partial(read_range, log), metrics, "decided",
+                             transactional=txns is not None)
         self.event_order = order
         self.clock = clock
         self.merges: dict[int, EventTimeMerge[Message]] = {}  # event-time order only
@@ -237,12 +242,22 @@ class DeciderPool:
 
     def _open_sync(self, partition: int) -> StatefulPartition:
         started = time.monotonic()
+        if self.txns is not None:
+            # first fence the previous owner (its open transaction aborted, its later
+            # commits refused), so that what is read next is all it will ever commit
+            self.txns.open(self._tp(partition))
         decider = self.factory(partition, self.state_dir / f"{self.dir_prefix}-{partition}")
         self.metrics.restored.labels("local").inc(decider.restored)
         changelog = decider.changelog_topic
-        read = read_partition(self.log, changelog, partition,
-                              decider.changelog_next, self.restore_timeout_s)
-        if read.next_offset <= decider.changelog_next:
+        if self.txns is not None:
+            read = read_committed_partition(self.log, changelog, partition,
+                                            decider.changelog_next, self.restore_timeout_s)
+            lost = read.next_offset < decider.changelog_next
+        else:
+            read = read_partition(self.log, changelog, partition,
+                                  decider.changelog_next, self.restore_timeout_s)
+            lost = read.next_offset <= decider.changelog_next
+        if lost:
             decider.close()
             raise BrokerLostData(
                 f"{changelog}[{partition}] ends at offset {read.next_offset - 1} "
@@ -283,6 +298,8 @@ class DeciderPool:
             if decider is not None:
                 decider.close()
                 self.order.resume(self._tp(partition), None)
+        if self.txns is not None:
+            self.txns.close(None if partitions is None else [self._tp(p) for p in partitions])
         self.metrics.assigned.set(len(self.deciders))
 
     async def process(self, messages: Sequence[Message], send: Send) -> int:
@@ -438,6 +455,9 @@ class DeciderPool:
         checkpoints = {p: Checkpoint(
             position, order=self.merges[p].checkpoint() if p in self.merges else None,
             pending=undecided.get(p, ())) for p, position in cursor.items()}
+        if self.txns is not None:
+            await self._commit_transactions(checkpoints, decided)
+            return end, handled
         changelog_futures: dict[int, list[Awaitable[Any]]] = {}
         for partition, checkpoint in checkpoints.items():
             records = self.deciders[partition].drain_changelog(checkpoint)
@@ -462,12 +482,46 @@ class DeciderPool:
     async def _emit(self, decider: StatefulPartition, outcomes: Sequence[Outcome],
                     source: Source, send: Send, pending: list[Awaitable[Any]]) -> int:
         """Count each outcome and hand its records to the producer (``pending`` collects
-        the sends, awaited before the checkpoint); returns how many outcomes."""
+        the sends, awaited before the checkpoint; exactly-once: to the partition's open
+        transaction); returns how many outcomes."""
+        txn = self.txns.get(self._tp(decider.partition)) if self.txns is not None else None
         for out in outcomes:
             self._count(decider, out, source)
             for record in out.records:
-                pending.append(await send(record))
+                if txn is not None:
+                    txn.produce(record.topic, record.key, record.value, record.partition,
+                                record.headers)
+                else:
+                    pending.append(await send(record))
         return len(outcomes)
+
+    async def _commit_transactions(self, checkpoints: Mapping[int, Checkpoint],
+                                   decided: int) -> None:
+        """Exactly-once end of a piece: per partition, its changelog records and checkpoint
+        join its open transaction, which commits with the scoped offset the checkpoint
+        reached (the partitions' commits run side by side); only then RocksDB, a cache of
+        the committed changelog, is written. A failed commit raises (TransactionError):
+        the worker exits, and restarts from what was committed."""
+        assert self.txns is not None
+        txns = self.txns
+        loop = asyncio.get_running_loop()
+        started = time.perf_counter()
+        jobs = []
+        for partition, checkpoint in checkpoints.items():
+            tp = self._tp(partition)
+            txn = txns.get(tp)
+            for r in self.deciders[partition].drain_changelog(checkpoint):
+                txn.produce(r.topic, r.key, r.value, r.partition, r.headers)
+            jobs.append(loop.run_in_executor(None, txn.commit, {tp: checkpoint.next}))
+        delivered = await asyncio.gather(*jobs)
+        if jobs:
+            self.metrics.transaction.observe(time.perf_counter() - started)
+            self.metrics.transaction_decisions.observe(decided / len(jobs))
+        for (partition, checkpoint), ends in zip(checkpoints.items(), delivered, strict=True):
+            decider = self.deciders[partition]
+            decider.commit(replace(checkpoint, changelog=ends.get(
+                (decider.changelog_topic, partition), decider.changelog_next)))
+            self._gauges(decider)
 
     def _ready(self) -> list[GatherDecider]:
         """The gatherers with decisions left for after a checkpoint (GatherDecider.ready)."""

@@ -261,7 +261,9 @@ class Reader:
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": f"test-reader-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False, "enable.partition.eof": False,
-            "fetch.message.max.bytes": 16_000_000})
+            "fetch.message.max.bytes": 16_000_000,
+            # what the worker's outputs promise under exactly-once: committed records only
+            "isolation.level": "read_committed"})
         try:
             metadata = self._consumer.list_topics(timeout=timeout)
             assignment = []
