@@ -18,6 +18,8 @@ from harness import brokers
 from harness.kafka import Reader, SettingsFactory
 from harness.scenarios import crash_scenario
 
+from ndd_stream.settings import Settings
+
 pytestmark = [pytest.mark.broker]
 
 SEED = int(os.environ.get("NDD_RELIABILITY_SEED", "20260301"))
@@ -25,17 +27,37 @@ needs_kafka = pytest.mark.skipif(not brokers.is_kafka(),
                                  reason="exactly-once needs a broker with transactions")
 
 
-def _decisions_repeated(settings: object) -> int:
+def _decisions_repeated(settings: Settings) -> int:
     """Records of the decisions topic beyond the first per raw position."""
-    from ndd_stream.settings import Settings
-
-    assert isinstance(settings, Settings) and settings.decisions_topic
+    assert settings.decisions_topic
     with Reader(settings.bootstrap_servers(), settings.decisions_topic) as reader:
         reader.read(timeout=5.0, idle=2.0)
         seen: dict[object, int] = {}
         for rec in reader.records:
             seen[rec.source] = seen.get(rec.source, 0) + 1
     return sum(n - 1 for n in seen.values())
+
+
+def _repeats(settings: Settings) -> str:
+    """Where repeated outputs come from: the scoped topic (the router) or the decider."""
+    from collections import Counter
+
+    from ndd_stream.worker.app import topic_name
+
+    lines = []
+    with Reader(settings.bootstrap_servers(), topic_name(settings, "scoped")) as reader:
+        reader.read(timeout=5.0, idle=2.0)
+        scoped = Counter(rec.source for rec in reader.records)
+    lines.append(f"scoped records {sum(scoped.values())}, raw positions forwarded twice: "
+                 f"{sum(1 for n in scoped.values() if n > 1)}")
+    with Reader.outputs(settings) as reader:
+        reader.read(timeout=5.0, idle=2.0)
+        by: dict[object, list[object]] = {}
+        for rec in reader.records:
+            by.setdefault(rec.source, []).append((rec.topic, rec.partition, rec.offset))
+    lines += [f"{src}: {copies}" for src, copies in list(
+        (k, v) for k, v in by.items() if len(v) > 1)[:10]]
+    return "\n".join(lines)
 
 
 @needs_kafka
@@ -48,5 +70,5 @@ def test_kill_9_storm_repeats_nothing(make_settings: SettingsFactory, tmp_path: 
     assert report.crashes == 5
     assert not problems, "\n".join(problems)
     assert report.lost == 0 and report.mismatches == 0
-    assert report.redelivered == 0, report.line()
+    assert report.redelivered == 0, f"{report.line()}\n{_repeats(settings)}"
     assert _decisions_repeated(settings) == 0

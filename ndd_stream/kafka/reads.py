@@ -122,6 +122,9 @@ class BrokerReads(Log):
             return {}
         with self._lock:
             found = self._get().committed([TopicPartition(t, p) for t, p in tps], timeout=10)
+        for tp in found:
+            if tp.error is not None:  # never an offset of an unknown partition as "none"
+                raise KafkaException(tp.error)
         return {(tp.topic, tp.partition): tp.offset for tp in found}
 
     def append(self, topic: str, partition: int, key: bytes, value: bytes) -> int | None:

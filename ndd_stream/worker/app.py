@@ -150,7 +150,8 @@ class Service:
         )
         self.router_order = InOrder(partial(read_range, self.reads), self.metrics, "processed",
                                     transactional=self.txns is not None)
-        self.txn_router = (TransactionalRouter(self.txns, self.router_order, self._routed)
+        self.txn_router = (TransactionalRouter(self.txns, self.router_order, self._routed,
+                                               self.reads.committed)
                            if self.txns is not None else None)
         # event-time order: what the router has handed to the producer, per raw partition
         # (next offset, latest event time), and what it last reported of each
@@ -319,8 +320,12 @@ class Service:
         """
         self.router_order.keep(raw)
         self.raw_owned = set(raw)
-        if self.txn_router is not None:  # exactly-once: the committed offsets are the state's
-            await self.txn_router.assign(raw)
+        if self.txn_router is not None:  # exactly-once: positions are the committed offsets
+            try:
+                await self.txn_router.assign(raw)
+            except Exception as exc:  # a producer that cannot register, offsets unknown
+                fatal(f"opening raw partitions {raw} failed: {exc!r}")
+            raw = []
         if self.ordered:
             try:
                 self.pool.expect(await asyncio.get_running_loop().run_in_executor(

@@ -50,10 +50,12 @@ class TransactionalRouter:
     loses the partition) forwards nothing twice, and a fenced one forwards nothing more."""
 
     def __init__(self, txns: Transactions, order: InOrder,
-                 routed: Callable[[Message], OutRecord]) -> None:
+                 routed: Callable[[Message], OutRecord],
+                 committed: Callable[[Sequence[TP]], dict[TP, int]]) -> None:
         self.txns = txns
         self.order = order
         self.routed = routed
+        self.committed = committed  # the group's committed offsets (stable ones only)
         self.owned: set[TP] = set()
         # a rebalance waits for the batch in flight before it closes producers
         self.lock = asyncio.Lock()
@@ -62,8 +64,10 @@ class TransactionalRouter:
         """Forward a batch; returns records forwarded. Raises TransactionError."""
         async with self.lock:
             loop = asyncio.get_running_loop()
-            arranged = [m for m in await self.order.arrange(messages)
-                        if (m.topic, m.partition) in self.owned]  # others: their new owner's
+            # records of a partition not (or no longer) owned are their owner's; they must
+            # not move the partition's position either (it is the committed offset)
+            arranged = await self.order.arrange(
+                [m for m in messages if (m.topic, m.partition) in self.owned])
             tps = sorted({(m.topic, m.partition) for m in arranged})
             opened = await asyncio.gather(*(loop.run_in_executor(None, self.txns.open, tp)
                                             for tp in tps))
@@ -81,14 +85,21 @@ class TransactionalRouter:
 
     async def assign(self, tps: Sequence[TP]) -> None:
         """The raw partitions this worker owns now: open their producers (fencing their
-        previous owners) side by side; close the others'."""
+        previous owners, whose open transactions are then aborted) side by side, close
+        the others', and go on from the committed offsets. All before a batch may run:
+        a batch forwarded from Faust's own idea of the position, then rewound to an
+        offset looked up before its commit, forwarded records twice."""
         loop = asyncio.get_running_loop()
         async with self.lock:
             gone = [tp for tp in self.owned if tp not in set(tps)]
-            self.owned = set(tps)
             self.txns.close(gone)
+            self.owned = set()
             await asyncio.gather(*(loop.run_in_executor(None, self.txns.open, tp)
                                    for tp in tps))
+            committed = await loop.run_in_executor(None, self.committed, list(tps))
+            for tp in tps:
+                self.order.resume(tp, max(committed.get(tp, -1), 0))
+            self.owned = set(tps)
 
     async def revoke(self, tps: Sequence[TP]) -> None:
         async with self.lock:
