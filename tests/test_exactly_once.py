@@ -11,13 +11,16 @@ exactly-once worker at once with exit code 3 and a line naming NDD_GUARANTEE.
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
 from harness import brokers
-from harness.kafka import Reader, SettingsFactory
-from harness.scenarios import crash_scenario
+from harness.kafka import Names, Reader, SettingsFactory, create_topics, worker_settings
+from harness.scenarios import Feeder, Report, check_outputs, crash_scenario, prepare
+from harness.worker import WorkerProcess
 
+from ndd_stream.kafka.broker import EmbeddedBroker, resolve_tansu_bin
 from ndd_stream.settings import Settings
 
 pytestmark = [pytest.mark.broker]
@@ -72,3 +75,65 @@ def test_kill_9_storm_repeats_nothing(make_settings: SettingsFactory, tmp_path: 
     assert report.lost == 0 and report.mismatches == 0
     assert report.redelivered == 0, f"{report.line()}\n{_repeats(settings)}"
     assert _decisions_repeated(settings) == 0
+
+
+@needs_kafka
+@pytest.mark.timeout(300)
+def test_zombie_commits_nothing_for_partitions_it_lost(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    """A worker paused (SIGSTOP) past its session while its partitions move to another
+    worker, then resumed: the new owner's registration fenced its producers, so it commits
+    nothing more (it exits, code 3), and no output comes out twice."""
+    # a short session, so that the group gives up on the paused worker within the test
+    first = make_settings(partitions=4, guarantee="exactly-once", session_timeout_s=8.0)
+    second = make_settings(partitions=4, guarantee="exactly-once", session_timeout_s=8.0,
+                           data_dir=tmp_path / "second-data")
+    lines, want, want_dlq, reader = prepare(first, 900, SEED + 7)
+    feeder = Feeder(first, lines, rate=60.0).start()
+    zombie = WorkerProcess(first, tmp_path / "zombie.log").start()
+    owner = WorkerProcess(second, tmp_path / "owner.log")
+    problems: list[str] = []
+    try:
+        assert reader.wait_count(150, timeout=120, alive=zombie.alive), zombie.log_tail()
+        assert zombie.proc is not None
+        zombie.proc.send_signal(signal.SIGSTOP)  # mid-stream: a piece may be in flight
+        owner.start()
+        # the owner took every partition over once it decides what the zombie left
+        done = len(reader.sources)
+        assert reader.wait_count(done + 150, timeout=120, alive=owner.alive), owner.log_tail()
+        zombie.proc.send_signal(signal.SIGCONT)
+        code = zombie.wait_exit(60)
+        assert code in (3, None), zombie.log_tail()
+        positions = feeder.join(timeout=120)
+        assert reader.wait_for(positions, timeout=120, alive=owner.alive), owner.log_tail()
+        reader.read(timeout=2.0, idle=1.0)
+    finally:
+        if zombie.proc is not None and zombie.alive():
+            zombie.proc.send_signal(signal.SIGCONT)
+        zombie.stop()
+        owner.stop()
+        reader.close()
+    report = Report("zombie", len(lines))
+    problems += check_outputs(report, reader.records, positions, want, want_dlq)
+    print(report.line(), "zombie exit", code)
+    assert not problems, "\n".join(problems)
+    assert report.redelivered == 0, f"{report.line()}\n{_repeats(first)}"
+    assert _decisions_repeated(first) == 0
+
+
+@pytest.mark.timeout(180)
+def test_broker_without_transactions_ends_an_exactly_once_worker(
+    names: Names, tmp_path: Path
+) -> None:
+    """The embedded demo broker (Tansu) has no transactions: exit 3, one line naming
+    NDD_GUARANTEE, never a silent at-least-once."""
+    with EmbeddedBroker(binary=resolve_tansu_bin(), log_dir=tmp_path) as tansu:
+        settings = worker_settings(tansu.bootstrap, names.suffix, tmp_path / "data",
+                                   guarantee="exactly-once", session_timeout_s=6.0)
+        create_topics(settings)
+        worker = WorkerProcess(settings, tmp_path / "worker.log")
+        code = worker.run_to_exit(120)
+    assert code == 3, worker.log_tail()
+    fatal = [e for e in worker.events("fatal")]
+    assert len(fatal) == 1 and "NDD_GUARANTEE" in fatal[0]["message"], worker.log_tail()

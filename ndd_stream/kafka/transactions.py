@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -211,17 +212,57 @@ class Transactions:
         self._meta_consumer.close()
 
 
-def check_transactions(conf: Mapping[str, Any], app_id: str, timeout_s: float = 30.0) -> None:
-    """Raise :class:`TransactionsUnsupported` unless the broker runs a transaction (an empty
-    one, under an id of its own). Blocking."""
+def check_transactions(conf: Mapping[str, Any], app_id: str, topic: str,
+                       timeout_s: float = 30.0) -> None:
+    """Raise :class:`TransactionsUnsupported` unless the broker runs transactions for real:
+    a record written in a transaction that is then aborted must stay hidden from
+    read_committed readers. The embedded demo broker accepts the transaction requests (and
+    even writes markers) but shows aborted records, so nothing it "aborts" is undone. The
+    record goes to partition 0 of ``topic`` (the changelog, whose readers skip its key)
+    and, aborted, is never read. Blocking."""
     producer = Producer({**conf, "transactional.id": f"{app_id}-probe",
                          "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS})
+    offsets: list[int] = []
     try:
         producer.init_transactions(timeout_s)
         producer.begin_transaction()
-        producer.commit_transaction(timeout_s)
+        producer.produce(topic, key=PROBE_KEY, value=b"probe", partition=0,
+                         on_delivery=lambda err, msg: offsets.append(
+                             -1 if err is not None else int(msg.offset() or 0)))
+        producer.flush(timeout_s)
+        producer.abort_transaction(timeout_s)
     except KafkaException as exc:
         err = exc.args[0] if exc.args else exc
         raise TransactionsUnsupported(str(getattr(err, "str", lambda: err)())) from exc
+    if not offsets or offsets[0] < 0:
+        raise TransactionsUnsupported(f"a transactional record to {topic} was not delivered")
+    if _visible(conf, app_id, topic, offsets[0], timeout_s):
+        raise TransactionsUnsupported(
+            f"a record of an aborted transaction ({topic}[0]@{offsets[0]}) is shown to "
+            "read_committed readers")
+
+
+def _visible(conf: Mapping[str, Any], app_id: str, topic: str, offset: int,
+             timeout_s: float) -> bool:
+    """Whether a read_committed reader gets the record at ``topic[0]@offset``."""
+    reader = Consumer({**conf, "group.id": f"{app_id}-probe", "enable.auto.commit": False,
+                       "isolation.level": "read_committed", "enable.partition.eof": True})
+    try:
+        reader.assign([TopicPartition(topic, 0, offset)])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            msg = reader.poll(0.5)
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is not None and err.code() == KafkaError._PARTITION_EOF:
+                return False
+            if err is None and msg.offset() == offset:
+                return True
+        raise TransactionsUnsupported(f"{topic}[0] not read to its end in {timeout_s:.0f}s")
     finally:
-        producer.flush(1.0)
+        reader.close()
+
+
+PROBE_KEY = b"ndd-sentinel"
+"""The changelog key its readers skip (worker/changelog.py)."""

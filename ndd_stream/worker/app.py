@@ -572,9 +572,7 @@ def run_worker(settings: Settings) -> int:
     """Run until SIGTERM/SIGINT; returns the process exit code."""
     if not _broker_up(settings):
         return 3
-    refused = _refuses_exactly_once(settings)
-    if refused is not None:
-        log.critical(refused, extra={"event": "fatal"})
+    if not _can_run_guarantee(settings):
         return 3
     (settings.data_dir / settings.app_id / "faust").mkdir(parents=True, exist_ok=True)
     service = Service(settings)
@@ -606,31 +604,34 @@ def run_worker(settings: Settings) -> int:
     return 0
 
 
-def _refuses_exactly_once(settings: Settings) -> str | None:
-    """Under exactly-once, why the worker cannot run it (one line), else None: never a
-    silent fall back to at-least-once."""
+def _can_run_guarantee(settings: Settings) -> bool:
+    """Under exactly-once, whether the worker can run it; if not, one CRITICAL line says
+    why: never a silent fall back to at-least-once."""
     if not settings.exactly_once():
-        return None
-    handler = json_handler()
-    log.addHandler(handler)  # before Faust installs the worker's handler
-    try:
-        unsupported = [what for what, on in (
-            (f"NDD_SHARDS={settings.shards}", settings.shards > 1),
-            ("event-time order (NDD_SCOPE_ORDER)", settings.event_time_order())) if on]
-        if unsupported:
-            return (f"NDD_GUARANTEE=exactly-once does not cover {' and '.join(unsupported)} "
-                    "yet; set NDD_GUARANTEE=at-least-once (docs/RELIABILITY.md); exit code 3")
+        return True
+    unsupported = [what for what, on in (
+        (f"NDD_SHARDS={settings.shards}", settings.shards > 1),
+        ("event-time order (NDD_SCOPE_ORDER)", settings.event_time_order())) if on]
+    if unsupported:
+        reason = (f"NDD_GUARANTEE=exactly-once does not cover {' and '.join(unsupported)} "
+                  "yet; set NDD_GUARANTEE=at-least-once (docs/RELIABILITY.md)")
+    else:
         try:
-            check_transactions(librdkafka_config(settings), settings.app_id)
+            check_transactions(librdkafka_config(settings), settings.app_id,
+                               topic_name(settings, "changelog"))
+            return True
         except TransactionsUnsupported as exc:
-            return (f"the broker at {settings.bootstrap_servers()} refuses transactions "
-                    f"({exc}): NDD_GUARANTEE=exactly-once needs them (Apache Kafka); set "
-                    "NDD_GUARANTEE=at-least-once for this broker; exit code 3")
-        return None
+            reason = (f"the broker at {settings.bootstrap_servers()} has no transactions "
+                      f"({exc}): NDD_GUARANTEE=exactly-once needs them (Apache Kafka); set "
+                      "NDD_GUARANTEE=at-least-once for this broker")
+    handler = json_handler()  # Faust installs the worker's log handler only later
+    log.addHandler(handler)
+    try:
+        log.critical("%s; exit code 3", reason, extra={"event": "fatal"})
     finally:
-        for h in logging.getLogger().handlers + log.handlers:
-            h.flush()
+        handler.flush()
         log.removeHandler(handler)
+    return False
 
 
 def _broker_up(settings: Settings) -> bool:
