@@ -38,27 +38,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=20260301)
     ap.add_argument("--timeout", type=float, default=7200.0)
     ap.add_argument("--json", type=Path, default=RESULTS / "crash_loop.json")
+    ap.add_argument("--broker", choices=("tansu", "kafka"), default="tansu",
+                    help="the embedded broker, or Apache Kafka from its cached jars")
+    ap.add_argument("--guarantee", choices=("at-least-once", "exactly-once"),
+                    default="at-least-once", help="NDD_GUARANTEE (exactly-once: --broker kafka)")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(TESTS))  # the scenarios live with the tests (tests/harness/)
     from harness.kafka import worker_settings
     from harness.scenarios import crash_scenario, rebalance_scenario
 
+    from ndd_stream.kafka.apache import ApacheKafka
     from ndd_stream.kafka.broker import EmbeddedBroker
 
     with tempfile.TemporaryDirectory(prefix="ndd-crash-loop-") as tmp, \
-            EmbeddedBroker(log_dir=Path(tmp) / "tansu") as broker:
+            (ApacheKafka(log_dir=Path(tmp) / "kafka") if args.broker == "kafka"
+             else EmbeddedBroker(log_dir=Path(tmp) / "tansu")) as broker:
         work = Path(tmp)
         suffix = f"loop-{int(time.time())}"
+        # the worker's own session on Kafka; Tansu holds a join for half of it
+        session = 6.0 if args.broker == "tansu" else 30.0
         first = worker_settings(broker.bootstrap, suffix, work / "data-1",
-                                partitions=args.partitions)
+                                partitions=args.partitions, guarantee=args.guarantee,
+                                session_timeout_s=session)
         if args.scenario == "kill":
             report, problems = crash_scenario(first, work, items=args.items, kills=args.kills,
                                               seed=args.seed, rate=args.rate,
                                               timeout=args.timeout)
         else:
             second = worker_settings(broker.bootstrap, suffix, work / "data-2",
-                                     partitions=args.partitions)
+                                     partitions=args.partitions, guarantee=args.guarantee,
+                                     session_timeout_s=session)
             report, problems = rebalance_scenario(first, second, work, items=args.items,
                                                   cycles=args.cycles, seed=args.seed,
                                                   rate=args.rate, timeout=args.timeout)
@@ -68,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     args.json.parent.mkdir(parents=True, exist_ok=True)
     runs = json.loads(args.json.read_text()) if args.json.exists() else []
     runs.append({**asdict(report), "partitions": args.partitions, "seed": args.seed,
+                 "broker": args.broker, "guarantee": args.guarantee,
                  "problems": len(problems)})
     args.json.write_text(json.dumps(runs, indent=1))
     return 1 if problems else 0

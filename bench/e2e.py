@@ -2,6 +2,7 @@
 
     python -m bench.e2e [--warmup 50000] [--measure 5000] [--workers 1 2] [--threshold 0.8]
                         [--scope global --shards 1 2 --out e2e-shards]
+                        [--broker kafka --guarantee at-least-once exactly-once --repeat 3]
 
 For each worker count: start the embedded broker, create the topics, pre-load
 ``warmup + measure`` ~5 KB items (bench.workload, event time spaced so that the window
@@ -31,6 +32,7 @@ from bench.workload import NewsStream, WorkloadConfig
 from ndd_stream import jsonio
 from ndd_stream.core.detector import Detector
 from ndd_stream.core.items import parse_item
+from ndd_stream.kafka.apache import ApacheKafka
 from ndd_stream.kafka.broker import EmbeddedBroker
 from ndd_stream.kafka.topics import apply, load_for
 from ndd_stream.settings import Settings
@@ -134,12 +136,17 @@ def settled(logs: list[Path], partitions: int, shards: int, quiet_s: float = 8.0
 
 def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir: Path,
         scope: str = "channel", shards: int = 1, partitions: int = 4,
-        settle: bool = False) -> dict[str, Any]:
-    with EmbeddedBroker(log_dir=workdir) as broker:
+        settle: bool = False, broker_kind: str = "tansu",
+        guarantee: str = "at-least-once") -> dict[str, Any]:
+    # Apache Kafka for the exactly-once runs (the embedded broker has no transactions)
+    own = (ApacheKafka(log_dir=workdir) if broker_kind == "kafka"
+           else EmbeddedBroker(log_dir=workdir))
+    with own as broker:
         settings = Settings(brokers=[broker.bootstrap], partitions=partitions,
                             threshold=threshold, data_dir=workdir / "state",
-                            session_timeout_s=6.0, web_port=0, decisions_topic="",
-                            scope=scope, shards=shards)
+                            session_timeout_s=6.0 if broker_kind == "tansu" else 10.0,
+                            web_port=0, decisions_topic="", scope=scope, shards=shards,
+                            guarantee=guarantee)
         report = apply(settings, load_for(settings), timeout=30)
         assert not report.errors, report
         procs: list[subprocess.Popen[bytes]] = []
@@ -201,7 +208,8 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
             consumer.close()
         assert t_warm is not None and t_end is not None, f"only {seen}/{total} outputs"
         rate = (total - warm_seen) / max(t_end - t_warm, 1e-9)
-        return {"workers": workers, "shards": shards, "scope": scope,
+        return {"workers": workers, "shards": shards, "scope": scope, "broker": broker_kind,
+                "guarantee": guarantee,
                 "items": total, "warmup": warmup,
                 "measured": total - warm_seen, "seconds": round(t_end - t_warm, 2),
                 "worker_cpu_s": cpu, "worker_peak_rss_mb": rss, "owned": owners,
@@ -257,6 +265,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="documents the window holds (default: --warmup)")
     ap.add_argument("--out", default="e2e", help="results name under bench/results")
     ap.add_argument("--partitions", type=int, default=4, help="NDD_PARTITIONS")
+    ap.add_argument("--broker", choices=["tansu", "kafka"], default="tansu",
+                    help="the embedded broker, or Apache Kafka from its cached jars")
+    ap.add_argument("--guarantee", nargs="+", default=["at-least-once"],
+                    choices=["at-least-once", "exactly-once"],
+                    help="NDD_GUARANTEE values, each run with every --workers count, "
+                    "alternated --repeat times (exactly-once needs --broker kafka)")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of the guarantees")
     ap.add_argument("--settle", action="store_true",
                     help="start the workers first and produce once their group is stable")
     args = ap.parse_args(argv)
@@ -268,25 +283,27 @@ def main(argv: list[str] | None = None) -> int:
     core = core_rate(settings, items, args.warmup)
     print(f"core alone: {core:.0f} items/s", flush=True)
     runs = []
-    for shards in args.shards:
-        for n in args.workers:
-            with tempfile.TemporaryDirectory() as tmp:
-                result = run(n, items, args.warmup, args.threshold, Path(tmp), args.scope,
-                             shards, args.partitions, args.settle)
-            result["core_items_per_s"] = round(core, 1)
-            result["layer_overhead"] = round(core / result["per_worker"], 2)
-            print(result, flush=True)
-            runs.append(result)
+    # the guarantees alternated within each round: a paired comparison, same machine state
+    for shards, n, _, guarantee in itertools.product(args.shards, args.workers,
+                                                     range(args.repeat), args.guarantee):
+        with tempfile.TemporaryDirectory() as tmp:
+            result = run(n, items, args.warmup, args.threshold, Path(tmp), args.scope,
+                         shards, args.partitions, args.settle, args.broker, guarantee)
+        result["core_items_per_s"] = round(core, 1)
+        result["layer_overhead"] = round(core / result["per_worker"], 2)
+        print(result, flush=True)
+        runs.append(result)
     out = {"machine": {"cpu": platform.processor() or platform.machine(),
                        "cores": os.cpu_count(), "python": platform.python_version()},
            "threshold": args.threshold, "item_bytes": round(sum(map(len, items)) / len(items)),
            "scope": args.scope, "partitions": args.partitions, "settle": args.settle,
            "runs": runs}
     (RESULTS / f"{args.out}.json").write_bytes(jsonio.dumps(out))
-    lines = ["| shards | workers | items/s total | items/s per worker | core alone items/s | "
-             "core ÷ per-worker | stalled s | CPU ms per item (workers, broker) |",
-             "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['shards']} | {r['workers']} | {r['items_per_s']} | {r['per_worker']} | "
+    lines = ["| broker | guarantee | shards | workers | items/s total | items/s per worker | "
+             "core alone items/s | core ÷ per-worker | stalled s | "
+             "CPU ms per item (workers, broker) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['broker']} | {r['guarantee']} | {r['shards']} | {r['workers']} | "
+              f"{r['items_per_s']} | {r['per_worker']} | "
               f"{r['core_items_per_s']} | {r['layer_overhead']} | {r['stalled_s']} | "
               f"{', '.join(map(str, r['measured_cpu']['ms_per_item']))} |" for r in runs]
     (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
