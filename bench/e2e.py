@@ -86,6 +86,33 @@ def owned(log: Path) -> list[str]:
     return [f"{k} {n}" for k, n in sorted(mine)]
 
 
+def transactions(log: Path) -> dict[str, float]:
+    """Exactly-once: a worker's commits so far, the decisions per commit and the seconds a
+    piece's commit took on average (its /metrics; empty at-least-once)."""
+    import re
+    import urllib.request
+
+    found = re.search(r"metrics on http://[^:]+:(\d+)/metrics",
+                      log.read_text(errors="replace"))
+    if found is None:
+        return {}
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{found[1]}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    values = {m[1]: float(m[2]) for m in re.finditer(
+        r"^(ndd_transaction_\w+_(?:sum|count)) ([0-9.e+-]+)$", text, re.M)}
+    commits = values.get("ndd_transaction_commit_seconds_count", 0.0)
+    if not commits:
+        return {}
+    return {"pieces": commits,
+            "decisions_per_commit": round(values["ndd_transaction_decisions_sum"] /
+                                          values["ndd_transaction_decisions_count"], 1),
+            "commit_ms": round(values["ndd_transaction_commit_seconds_sum"] / commits * 1000,
+                               1)}
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -196,6 +223,7 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
                     t_end = now
             cpu = [round(cpu_seconds(p.pid), 1) for p in procs]
             rss = [rss_mb(p.pid) for p in procs]
+            txn = [transactions(workdir / f"worker-{i}.log") for i in range(workers)]
             owners = [owned(workdir / f"worker-{i}.log") for i in range(workers)]
         finally:
             for p in procs:
@@ -213,6 +241,7 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
                 "items": total, "warmup": warmup,
                 "measured": total - warm_seen, "seconds": round(t_end - t_warm, 2),
                 "worker_cpu_s": cpu, "worker_peak_rss_mb": rss, "owned": owners,
+                "transactions": txn,
                 "timeline": timeline, "stalled_s": stalled_seconds(timeline, total),
                 "measured_cpu": measured_cpu(timeline, warmup),
                 "items_per_s": round(rate, 1), "per_worker": round(rate / workers, 1)}

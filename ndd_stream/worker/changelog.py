@@ -71,6 +71,8 @@ def read_partition(log: Log, topic: str, partition: int, start: int,
             if key == POSITION_KEY:
                 checkpoint = Checkpoint(int(value))
                 continue
+            if msg.value is None:  # a tombstone: its hour left the window
+                continue
             records.append((key, value))
     raise ChangelogError(f"{topic}[{partition}]: ended before the sentinel")
 

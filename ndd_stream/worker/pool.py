@@ -110,6 +110,10 @@ its end). Outputs go out before their checkpoint, so a worker killed mid-batch s
 decisions since the last one again: this bounds those. Needed because one record can
 resolve hundreds of items (a shard's answers) and a gatherer's batch of 500 records
 thousands: killed once in a backlog, it re-sent up to 10,755 of 17,050 outputs."""
+TRANSACTION_ITEMS = 1024
+"""Exactly-once: a piece is one transaction per partition, and a kill re-sends nothing, so
+pieces may be larger (a whole batch, usually): fewer commits, each a few round trips the
+decider waits for. What this bounds is the work a kill throws away."""
 
 
 class BrokerLostData(RuntimeError):
@@ -151,6 +155,7 @@ class DeciderPool:
         # exactly-once: each piece of a partition is one transaction of its own producer
         # (kafka/transactions.py), and the state is read back read_committed
         self.txns = txns
+        self.piece_items = CHECKPOINT_ITEMS if txns is None else TRANSACTION_ITEMS
         self.order = InOrder(partial(read_range, log), metrics, "decided",
                              transactional=txns is not None)
         self.event_order = order
@@ -394,7 +399,7 @@ class DeciderPool:
                 if time.perf_counter() - turn > YIELD_SECONDS:
                     await asyncio.sleep(0)
                     turn = time.perf_counter()
-                if decided >= CHECKPOINT_ITEMS:
+                if decided >= self.piece_items:
                     break
                 continue
             # one record at a time (none in a timer's empty run), so that the piece can end
@@ -404,7 +409,7 @@ class DeciderPool:
             end += len(piece)
             for m in piece:
                 ends[m.partition] = m.offset + 1
-            work = (self._sequence(piece, CHECKPOINT_ITEMS - decided) if self.merges
+            work = (self._sequence(piece, self.piece_items - decided) if self.merges
                     else [(m, None) for m in piece])
             handled += len(work)
             for item, note in work:
@@ -427,7 +432,7 @@ class DeciderPool:
                     turn = time.perf_counter()
                 outcomes = outcome if isinstance(outcome, list) else [outcome]
                 decided += await self._emit(decider, outcomes, source, send, pending)
-            if decided >= CHECKPOINT_ITEMS or (end >= len(run) and not self._left_over()):
+            if decided >= self.piece_items or (end >= len(run) and not self._left_over()):
                 break
         await _all(pending)
         # Where each partition now stands, if it moved: after the run, as the records in
