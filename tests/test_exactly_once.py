@@ -78,6 +78,22 @@ def test_kill_9_storm_repeats_nothing(make_settings: SettingsFactory, tmp_path: 
 
 
 @needs_kafka
+@pytest.mark.timeout(600)
+def test_two_workers_kill_9_storm_repeats_nothing(make_settings: SettingsFactory,
+                                                  tmp_path: Path) -> None:
+    """The issue's storm: 2 workers, 8 kill -9 of either while 1,500 items stream in at
+    25/s. A short session, so that each kill's rebalance comes within seconds."""
+    settings = make_settings(partitions=4, guarantee="exactly-once", session_timeout_s=10.0)
+    report, problems = crash_scenario(settings, tmp_path, items=1_500, kills=8, seed=SEED + 3,
+                                      rate=25.0, timeout=560, workers=2)
+    print(report.line())
+    assert report.crashes == 8
+    assert not problems, "\n".join(problems)
+    assert report.redelivered == 0, f"{report.line()}\n{_repeats(settings)}"
+    assert _decisions_repeated(settings) == 0
+
+
+@needs_kafka
 @pytest.mark.timeout(300)
 def test_zombie_commits_nothing_for_partitions_it_lost(
     make_settings: SettingsFactory, tmp_path: Path

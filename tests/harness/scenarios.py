@@ -266,14 +266,24 @@ def _drain_and_stop(feeder: Feeder, reader: Reader, worker: WorkerProcess, deadl
 
 
 def crash_scenario(settings: Settings, workdir: Path, *, items: int, kills: int, seed: int,
-                   rate: float = 1500.0, timeout: float = 600.0) -> tuple[Report, list[str]]:
-    """Stream ``items`` while ``kills`` times kill -9 the worker at a random moment and
-    start a new one; then drain and check. Returns the report and the problems found."""
+                   rate: float = 1500.0, timeout: float = 600.0,
+                   workers: int = 1) -> tuple[Report, list[str]]:
+    """Stream ``items`` while ``kills`` times kill -9 the worker (with ``workers`` > 1, one
+    of them at random, each with its own state) at a random moment and start a new one;
+    then drain and check. Returns the report and the problems found."""
     rnd, started = random.Random(seed), time.monotonic()
     lines, want, want_dlq, reader = prepare(settings, items, seed)
     report = Report("kill -9", items)
     feeder = Feeder(settings, lines, rate=rate).start()
-    worker = WorkerProcess(settings, workdir / "worker-0.log").start()
+    own = [settings] + [settings.model_copy(update={
+        "data_dir": settings.data_dir.parent / f"{settings.data_dir.name}-{i}"})
+        for i in range(1, workers)]
+    running = [WorkerProcess(s, workdir / f"worker-{i}-0.log" if workers > 1
+                             else workdir / "worker-0.log").start() for i, s in enumerate(own)]
+
+    def alive() -> bool:
+        return all(w.alive() for w in running)
+
     problems: list[str] = []
     deadline = started + timeout
     try:
@@ -287,18 +297,25 @@ def crash_scenario(settings: Settings, workdir: Path, *, items: int, kills: int,
                 step = max(1, (items - done) // (remaining + 1))
                 target = done + rnd.randint(max(1, step // 4), max(1, step * 3 // 2))
                 ok = reader.wait_count(min(target, items), timeout=deadline - time.monotonic(),
-                                       alive=worker.alive)
-                assert ok or not worker.alive(), (
+                                       alive=alive)
+                assert ok or not alive(), (
                     f"no progress to {target} outputs before kill {k + 1}\n"
-                    f"{worker.log_tail()}")
+                    f"{running[0].log_tail()}")
                 time.sleep(rnd.uniform(0.0, 0.4))  # mid-batch, mid-produce, mid-commit
+            victim = rnd.randrange(workers) if workers > 1 else 0
+            worker = running[victim]
             assert worker.alive(), f"worker died on its own\n{worker.log_tail()}"
             worker.kill9()
             report.crashes += 1
-            worker = WorkerProcess(settings, workdir / f"worker-{report.crashes}.log").start()
-        positions = _drain_and_stop(feeder, reader, worker, deadline, problems)
+            log = (workdir / f"worker-{victim}-{report.crashes}.log" if workers > 1
+                   else workdir / f"worker-{report.crashes}.log")
+            running[victim] = WorkerProcess(own[victim], log).start()
+        for other in running[1:]:  # the first one drains the rest
+            other.stop()
+        positions = _drain_and_stop(feeder, reader, running[0], deadline, problems)
     finally:
-        worker.stop()
+        for worker in running:
+            worker.stop()
         reader.close()
     problems += check_outputs(report, reader.records, positions, want, want_dlq)
     report.seconds = time.monotonic() - started
