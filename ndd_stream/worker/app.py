@@ -40,11 +40,16 @@ from ndd_stream.kafka import topics as topic_defs
 from ndd_stream.kafka.config import describe, faust_broker_kwargs, librdkafka_config
 from ndd_stream.kafka.probe import unreachable_message, wait_for_broker
 from ndd_stream.kafka.reads import BrokerReads, read_range
-from ndd_stream.kafka.transactions import Transactions, TransactionsUnsupported, check_transactions
+from ndd_stream.kafka.transactions import Transactions
 from ndd_stream.settings import Settings
 from ndd_stream.worker.changelog import ChangelogError
 from ndd_stream.worker.deciding import LayoutChanged, OutputTopics
-from ndd_stream.worker.exactly import TransactionalRouter, read_committed
+from ndd_stream.worker.exactly import (
+    TransactionalRouter,
+    can_run_guarantee,
+    read_committed,
+    transaction_conf,
+)
 from ndd_stream.worker.gathering import GatherDecider
 from ndd_stream.worker.inorder import InOrder, Message
 from ndd_stream.worker.logs import json_handler
@@ -95,15 +100,6 @@ def producer_kwargs(settings: Settings) -> dict[str, Any]:
     request = producer_request_limit(settings.max_item_bytes)
     return {"producer_acks": -1, "producer_max_request_size": request,
             "producer_max_batch_size": min(settings.producer_batch_kb << 10, request)}
-
-
-def transaction_conf(settings: Settings) -> dict[str, Any]:
-    """librdkafka settings of the transactional producers (exactly-once): as Faust's
-    producer (``producer_kwargs``), with a short linger so a piece's records batch."""
-    request = producer_request_limit(settings.max_item_bytes)
-    return librdkafka_config(settings, {
-        "acks": "all", "linger.ms": 5, "message.max.bytes": request,
-        "batch.size": min(settings.producer_batch_kb << 10, request)})
 
 
 class Service:
@@ -176,6 +172,10 @@ class Service:
             broker_session_timeout=s.session_timeout_s,
             broker_heartbeat_interval=max(1.0, s.session_timeout_s / 5),
             broker_commit_interval=1.0,
+            # exactly-once: Faust commits nothing (the transactions do): no warnings that
+            # it "has not committed" a partition after Faust's 5 minutes
+            broker_commit_livelock_soft_timeout=10 * 365 * 86400.0 if s.exactly_once()
+            else 300.0,
             consumer_auto_offset_reset="earliest",
             topic_allow_declare=False,
             topic_disable_leader=True,
@@ -572,7 +572,7 @@ def run_worker(settings: Settings) -> int:
     """Run until SIGTERM/SIGINT; returns the process exit code."""
     if not _broker_up(settings):
         return 3
-    if not _can_run_guarantee(settings):
+    if not can_run_guarantee(settings, topic_name(settings, "changelog")):
         return 3
     (settings.data_dir / settings.app_id / "faust").mkdir(parents=True, exist_ok=True)
     service = Service(settings)
@@ -602,36 +602,6 @@ def run_worker(settings: Settings) -> int:
             handler.flush()
         return 3
     return 0
-
-
-def _can_run_guarantee(settings: Settings) -> bool:
-    """Under exactly-once, whether the worker can run it; if not, one CRITICAL line says
-    why: never a silent fall back to at-least-once."""
-    if not settings.exactly_once():
-        return True
-    unsupported = [what for what, on in (
-        (f"NDD_SHARDS={settings.shards}", settings.shards > 1),
-        ("event-time order (NDD_SCOPE_ORDER)", settings.event_time_order())) if on]
-    if unsupported:
-        reason = (f"NDD_GUARANTEE=exactly-once does not cover {' and '.join(unsupported)} "
-                  "yet; set NDD_GUARANTEE=at-least-once (docs/RELIABILITY.md)")
-    else:
-        try:
-            check_transactions(librdkafka_config(settings), settings.app_id,
-                               topic_name(settings, "changelog"))
-            return True
-        except TransactionsUnsupported as exc:
-            reason = (f"the broker at {settings.bootstrap_servers()} has no transactions "
-                      f"({exc}): NDD_GUARANTEE=exactly-once needs them (Apache Kafka); set "
-                      "NDD_GUARANTEE=at-least-once for this broker")
-    handler = json_handler()  # Faust installs the worker's log handler only later
-    log.addHandler(handler)
-    try:
-        log.critical("%s; exit code 3", reason, extra={"event": "fatal"})
-    finally:
-        handler.flush()
-        log.removeHandler(handler)
-    return False
 
 
 def _broker_up(settings: Settings) -> bool:

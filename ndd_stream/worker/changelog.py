@@ -95,3 +95,14 @@ def read_committed_partition(log: Log, topic: str, partition: int, start: int,
         else:
             records.append((key, value))
     return ChangelogRead(records, end, checkpoint)
+
+
+def read_changelog(log: Log, topic: str, partition: int, start: int, timeout_s: float, *,
+                   committed: bool) -> tuple[ChangelogRead, bool]:
+    """The records from ``start`` (``committed``: to the last stable offset, else to a
+    sentinel), and whether the partition ends before ``start`` (the broker lost data)."""
+    if committed:
+        read = read_committed_partition(log, topic, partition, start, timeout_s)
+        return read, read.next_offset < start
+    read = read_partition(log, topic, partition, start, timeout_s)
+    return read, read.next_offset <= start

@@ -13,17 +13,69 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from ndd_stream.kafka.transactions import TP, Transactions
+from ndd_stream.kafka.config import librdkafka_config
+from ndd_stream.kafka.transactions import (
+    TP,
+    Transactions,
+    TransactionsUnsupported,
+    check_transactions,
+)
+from ndd_stream.settings import Settings
+from ndd_stream.state.codec import Checkpoint
+from ndd_stream.worker.deciding import StatefulPartition
 from ndd_stream.worker.inorder import InOrder, Message
+from ndd_stream.worker.logs import json_handler
+from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.records import OutRecord
+from ndd_stream.worker.routing import producer_request_limit
 
 log = logging.getLogger("ndd_stream.worker")
+
+
+def transaction_conf(settings: Settings) -> dict[str, Any]:
+    """librdkafka settings of the transactional producers (exactly-once): as Faust's
+    producer (``producer_kwargs``), with a short linger so a piece's records batch."""
+    request = producer_request_limit(settings.max_item_bytes)
+    return librdkafka_config(settings, {
+        "acks": "all", "linger.ms": 5, "message.max.bytes": request,
+        "batch.size": min(settings.producer_batch_kb << 10, request)})
+
+
+def can_run_guarantee(settings: Settings, changelog: str) -> bool:
+    """Under exactly-once, whether the worker can run it; if not, one CRITICAL line says
+    why: never a silent fall back to at-least-once."""
+    if not settings.exactly_once():
+        return True
+    unsupported = [what for what, on in (
+        (f"NDD_SHARDS={settings.shards}", settings.shards > 1),
+        ("event-time order (NDD_SCOPE_ORDER)", settings.event_time_order())) if on]
+    if unsupported:
+        reason = (f"NDD_GUARANTEE=exactly-once does not cover {' and '.join(unsupported)} "
+                  "yet; set NDD_GUARANTEE=at-least-once (docs/RELIABILITY.md)")
+    else:
+        try:
+            check_transactions(librdkafka_config(settings), settings.app_id, changelog)
+            return True
+        except TransactionsUnsupported as exc:
+            reason = (f"the broker at {settings.bootstrap_servers()} has no transactions "
+                      f"({exc}): NDD_GUARANTEE=exactly-once needs them (Apache Kafka); set "
+                      "NDD_GUARANTEE=at-least-once for this broker")
+    handler = json_handler()  # Faust installs the worker's log handler only later
+    log.addHandler(handler)
+    try:
+        log.critical("%s; exit code 3", reason, extra={"event": "fatal"})
+    finally:
+        handler.flush()
+        log.removeHandler(handler)
+    return False
 
 
 class _ReadCommittedThread(faust_aiokafka.AIOKafkaConsumerThread):
@@ -105,3 +157,29 @@ class TransactionalRouter:
         async with self.lock:
             self.owned.difference_update(tps)
             self.txns.close(list(tps))
+
+
+async def commit_pieces(txns: Transactions,
+                        pieces: Mapping[int, tuple[TP, StatefulPartition, Checkpoint]],
+                        decided: int, metrics: WorkerMetrics) -> None:
+    """The decider's end of a piece: per partition, its changelog records and checkpoint
+    join its open transaction, which commits with the scoped offset the checkpoint reached
+    (the partitions' commits run side by side); only then is RocksDB, a cache of the
+    committed changelog, written. A failed commit raises (TransactionError): the worker
+    exits, and restarts from what was committed."""
+    loop = asyncio.get_running_loop()
+    started = time.perf_counter()
+    jobs = []
+    for tp, decider, checkpoint in pieces.values():
+        txn = txns.get(tp)
+        for r in decider.drain_changelog(checkpoint):
+            txn.produce(r.topic, r.key, r.value, r.partition, r.headers)
+        jobs.append(loop.run_in_executor(None, txn.commit, {tp: checkpoint.next}))
+    delivered = await asyncio.gather(*jobs)
+    if jobs:
+        metrics.transaction.observe(time.perf_counter() - started)
+        metrics.transaction_decisions.observe(decided / len(jobs))
+    for (partition, (_, decider, checkpoint)), ends in zip(pieces.items(), delivered,
+                                                            strict=True):
+        decider.commit(replace(checkpoint, changelog=ends.get(
+            (decider.changelog_topic, partition), decider.changelog_next)))

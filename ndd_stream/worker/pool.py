@@ -52,7 +52,7 @@ from ndd_stream.kafka.reads import Log, read_range
 from ndd_stream.kafka.transactions import Transactions
 from ndd_stream.state.codec import Checkpoint
 from ndd_stream.state.pending import Pair, least_offset
-from ndd_stream.worker.changelog import read_committed_partition, read_partition
+from ndd_stream.worker.changelog import read_changelog
 from ndd_stream.worker.deciding import (
     LayoutChanged,
     Outcome,
@@ -60,6 +60,7 @@ from ndd_stream.worker.deciding import (
     PartitionDecider,
     StatefulPartition,
 )
+from ndd_stream.worker.exactly import commit_pieces
 from ndd_stream.worker.gathering import GatherDecider
 from ndd_stream.worker.inorder import TP, InOrder, Message
 from ndd_stream.worker.merge import (
@@ -254,14 +255,8 @@ class DeciderPool:
         decider = self.factory(partition, self.state_dir / f"{self.dir_prefix}-{partition}")
         self.metrics.restored.labels("local").inc(decider.restored)
         changelog = decider.changelog_topic
-        if self.txns is not None:
-            read = read_committed_partition(self.log, changelog, partition,
-                                            decider.changelog_next, self.restore_timeout_s)
-            lost = read.next_offset < decider.changelog_next
-        else:
-            read = read_partition(self.log, changelog, partition,
-                                  decider.changelog_next, self.restore_timeout_s)
-            lost = read.next_offset <= decider.changelog_next
+        read, lost = read_changelog(self.log, changelog, partition, decider.changelog_next,
+                                    self.restore_timeout_s, committed=self.txns is not None)
         if lost:
             decider.close()
             raise BrokerLostData(
@@ -502,31 +497,13 @@ class DeciderPool:
 
     async def _commit_transactions(self, checkpoints: Mapping[int, Checkpoint],
                                    decided: int) -> None:
-        """Exactly-once end of a piece: per partition, its changelog records and checkpoint
-        join its open transaction, which commits with the scoped offset the checkpoint
-        reached (the partitions' commits run side by side); only then RocksDB, a cache of
-        the committed changelog, is written. A failed commit raises (TransactionError):
-        the worker exits, and restarts from what was committed."""
+        """Exactly-once end of a piece (``exactly.commit_pieces``), then the gauges."""
         assert self.txns is not None
-        txns = self.txns
-        loop = asyncio.get_running_loop()
-        started = time.perf_counter()
-        jobs = []
-        for partition, checkpoint in checkpoints.items():
-            tp = self._tp(partition)
-            txn = txns.get(tp)
-            for r in self.deciders[partition].drain_changelog(checkpoint):
-                txn.produce(r.topic, r.key, r.value, r.partition, r.headers)
-            jobs.append(loop.run_in_executor(None, txn.commit, {tp: checkpoint.next}))
-        delivered = await asyncio.gather(*jobs)
-        if jobs:
-            self.metrics.transaction.observe(time.perf_counter() - started)
-            self.metrics.transaction_decisions.observe(decided / len(jobs))
-        for (partition, checkpoint), ends in zip(checkpoints.items(), delivered, strict=True):
-            decider = self.deciders[partition]
-            decider.commit(replace(checkpoint, changelog=ends.get(
-                (decider.changelog_topic, partition), decider.changelog_next)))
-            self._gauges(decider)
+        await commit_pieces(self.txns, {p: (self._tp(p), self.deciders[p], checkpoint)
+                                        for p, checkpoint in checkpoints.items()},
+                            decided, self.metrics)
+        for partition in checkpoints:
+            self._gauges(self.deciders[partition])
 
     def _ready(self) -> list[GatherDecider]:
         """The gatherers with decisions left for after a checkpoint (GatherDecider.ready)."""
