@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from harness import brokers
 from harness.kafka import Names, Reader, SettingsFactory, create_topics, worker_settings
-from harness.scenarios import Feeder, Report, check_outputs, crash_scenario, prepare
+from harness.scenarios import Feeder, Report, check_outputs, crash_scenario, feed_all, prepare
 from harness.worker import WorkerProcess
 
 from ndd_stream.kafka.broker import EmbeddedBroker, resolve_tansu_bin
@@ -153,3 +153,24 @@ def test_broker_without_transactions_ends_an_exactly_once_worker(
     assert code == 3, worker.log_tail()
     fatal = [e for e in worker.events("fatal")]
     assert len(fatal) == 1 and "NDD_GUARANTEE" in fatal[0]["message"], worker.log_tail()
+
+
+@needs_kafka
+@pytest.mark.timeout(420)
+def test_event_time_order_kill_9_in_a_backlog_repeats_nothing(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    """A cross-channel scope (event-time order across raw partitions): a backlog decided
+    as ``dedup --event-order``, with 4 kill -9 in it, and no output repeated. The
+    sequencer's state is in the checkpoint that each transaction commits; items re-read
+    after a restart that its frontier passed are answered by nothing (already out)."""
+    from test_order_broker import _settings, cross_channel, kill_during_backlog
+
+    settings = _settings(make_settings, guarantee="exactly-once")
+    create_topics(settings)
+    lines = cross_channel(1500, seed=33)
+    positions = feed_all(settings, lines)
+    report = kill_during_backlog(settings, lines, positions, (100, 500, 900, 1200), tmp_path,
+                                 "kill -9 in an event-time backlog")
+    assert report.redelivered == 0, f"{report.line()}\n{_repeats(settings)}"
+    assert _decisions_repeated(settings) == 0

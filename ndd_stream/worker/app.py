@@ -229,20 +229,24 @@ class Service:
         this worker with its offset committed past them (long join/leave runs, 111 of
         40k). A copy forwarded twice is decided once and replayed (same decision).
         """
-        if self.txn_router is not None:
-            await self.txn_router.route(messages)
-            return
         pending = []
         touched: set[tuple[str, int]] = set()
-        for m in await self.router_order.arrange(messages):
-            record = self._routed(m)
-            pending.append(await self.send(record))
-            if self.ordered:
-                tp = (m.topic, m.partition)
-                ms = event_time_ms(header_map(record.headers))
-                _, last_ms = self.forwarded.get(tp, (0, NO_TIME))
-                self.forwarded[tp] = (m.offset + 1, last_ms if ms is None else max(ms, last_ms))
-                touched.add(tp)
+        if self.txn_router is not None:
+            # exactly-once: progress (plain records: a repeat only confirms) after the
+            # commit, so that it never runs ahead of the records it confirms
+            forwarded = await self.txn_router.route(messages)
+        else:
+            forwarded = []
+            for m in await self.router_order.arrange(messages):
+                record = self._routed(m)
+                pending.append(await self.send(record))
+                forwarded.append((m, record))
+        for m, record in forwarded if self.ordered else ():
+            tp = (m.topic, m.partition)
+            ms = event_time_ms(header_map(record.headers))
+            _, last_ms = self.forwarded.get(tp, (0, NO_TIME))
+            self.forwarded[tp] = (m.offset + 1, last_ms if ms is None else max(ms, last_ms))
+            touched.add(tp)
         for fut in pending:
             await fut
         if touched:

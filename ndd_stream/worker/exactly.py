@@ -54,11 +54,8 @@ def can_run_guarantee(settings: Settings, changelog: str) -> bool:
     why: never a silent fall back to at-least-once."""
     if not settings.exactly_once():
         return True
-    unsupported = [what for what, on in (
-        (f"NDD_SHARDS={settings.shards}", settings.shards > 1),
-        ("event-time order (NDD_SCOPE_ORDER)", settings.event_time_order())) if on]
-    if unsupported:
-        reason = (f"NDD_GUARANTEE=exactly-once does not cover {' and '.join(unsupported)} "
+    if settings.shards > 1:
+        reason = (f"NDD_GUARANTEE=exactly-once does not cover NDD_SHARDS={settings.shards} "
                   "yet; set NDD_GUARANTEE=at-least-once (docs/RELIABILITY.md)")
     else:
         try:
@@ -112,8 +109,9 @@ class TransactionalRouter:
         # a rebalance waits for the batch in flight before it closes producers
         self.lock = asyncio.Lock()
 
-    async def route(self, messages: Sequence[Message]) -> int:
-        """Forward a batch; returns records forwarded. Raises TransactionError."""
+    async def route(self, messages: Sequence[Message]) -> list[tuple[Message, OutRecord]]:
+        """Forward a batch; returns what was forwarded, once committed. Raises
+        TransactionError."""
         async with self.lock:
             loop = asyncio.get_running_loop()
             # records of a partition not (or no longer) owned are their owner's; they must
@@ -125,15 +123,17 @@ class TransactionalRouter:
                                             for tp in tps))
             producers = dict(zip(tps, opened, strict=True))
             next_offsets: dict[TP, int] = {}
+            forwarded = []
             for m in arranged:
                 tp = (m.topic, m.partition)
                 record = self.routed(m)
                 producers[tp].produce(record.topic, record.key, record.value,
                                       record.partition, record.headers)
                 next_offsets[tp] = m.offset + 1
+                forwarded.append((m, record))
             await asyncio.gather(*(loop.run_in_executor(None, producers[tp].commit, {tp: n})
                                    for tp, n in next_offsets.items()))
-            return len(arranged)
+            return forwarded
 
     async def assign(self, tps: Sequence[TP]) -> None:
         """The raw partitions this worker owns now: open their producers (fencing their
