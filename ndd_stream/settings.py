@@ -239,7 +239,7 @@ class Settings(BaseSettings):
         "Kafka), else the worker exits (code 3), and every consumer of the outputs must read "
         "isolation.level=read_committed. at-least-once: a crash or a rebalance can send "
         "outputs again (same decision; deduplicate by ndd-identity); any broker. "
-        "exactly-once does not cover shards > 1 or event-time order yet (docs/RELIABILITY.md).",
+        "exactly-once does not cover shards > 1 yet (docs/RELIABILITY.md).",
     )
     producer_batch_kb: int = Field(
         512, ge=16, le=65_536,
