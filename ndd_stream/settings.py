@@ -238,8 +238,8 @@ class Settings(BaseSettings):
         "partition commits nothing more for it; needs a broker with transactions (Apache "
         "Kafka), else the worker exits (code 3), and every consumer of the outputs must read "
         "isolation.level=read_committed. at-least-once: a crash or a rebalance can send "
-        "outputs again (same decision; deduplicate by ndd-identity); any broker. "
-        "exactly-once does not cover shards > 1 yet (docs/RELIABILITY.md).",
+        "outputs again (same decision; deduplicate by ndd-identity); any broker "
+        "(docs/RELIABILITY.md, 'Exactly once').",
     )
     producer_batch_kb: int = Field(
         512, ge=16, le=65_536,

@@ -174,3 +174,24 @@ def test_event_time_order_kill_9_in_a_backlog_repeats_nothing(
                                  "kill -9 in an event-time backlog")
     assert report.redelivered == 0, f"{report.line()}\n{_repeats(settings)}"
     assert _decisions_repeated(settings) == 0
+
+
+@needs_kafka
+@pytest.mark.timeout(480)
+def test_sharded_windows_kill_9_in_a_backlog_repeats_nothing(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    """Sharded windows (3 shards, every waiting item through the spill files): the records
+    to the shards go in the gatherer's transaction with the checkpoint that lists them,
+    the shards' answers in the shard's; 3 kill -9 in a backlog, nothing repeated."""
+    from test_order_broker import _settings, cross_channel, kill_during_backlog
+
+    settings = _settings(make_settings, shards=3, partitions=1, gather_memory_mb=0,
+                         guarantee="exactly-once")
+    create_topics(settings)
+    lines = cross_channel(900, seed=71)
+    positions = feed_all(settings, lines)
+    report = kill_during_backlog(settings, lines, positions, (100, 400, 700), tmp_path,
+                                 "sharded, kill -9", timeout=180)
+    assert report.redelivered == 0, f"{report.line()}\n{_repeats(settings)}"
+    assert _decisions_repeated(settings) == 0

@@ -137,7 +137,7 @@ class Service:
                              memory_bytes=settings.gather_memory_mb << 20)
             self.shard_pool = DeciderPool(
                 state_dir, config, self._format, self.topics, self.reads, self.metrics,
-                scoped_topic=shards_name, dir_prefix="shard",
+                scoped_topic=shards_name, dir_prefix="shard", txns=self.txns,
                 factory=partial(_shard_partition, config=config, shards=settings.shards,
                                 changelog=shards_changelog, scoped_topic=self.scoped_name))
         self.pool = DeciderPool(
@@ -427,7 +427,8 @@ class Service:
             @self.app.agent(self._topic(self.shards_name, maxsize=SHARD_BUFFER_MAX),
                             name="ndd-shard")
             async def shard(stream: faust.StreamT) -> None:
-                async for messages in held_batches(stream, SHARD_BATCH_MAX):
+                async for messages in held_batches(stream, SHARD_BATCH_MAX,
+                                                   ack=service.txns is None):
                     try:
                         await shard_pool.process(messages, service.send)
                     except Exception as exc:  # as in the decider

@@ -54,17 +54,13 @@ def can_run_guarantee(settings: Settings, changelog: str) -> bool:
     why: never a silent fall back to at-least-once."""
     if not settings.exactly_once():
         return True
-    if settings.shards > 1:
-        reason = (f"NDD_GUARANTEE=exactly-once does not cover NDD_SHARDS={settings.shards} "
-                  "yet; set NDD_GUARANTEE=at-least-once (docs/RELIABILITY.md)")
-    else:
-        try:
-            check_transactions(librdkafka_config(settings), settings.app_id, changelog)
-            return True
-        except TransactionsUnsupported as exc:
-            reason = (f"the broker at {settings.bootstrap_servers()} has no transactions "
-                      f"({exc}): NDD_GUARANTEE=exactly-once needs them (Apache Kafka); set "
-                      "NDD_GUARANTEE=at-least-once for this broker")
+    try:
+        check_transactions(librdkafka_config(settings), settings.app_id, changelog)
+        return True
+    except TransactionsUnsupported as exc:
+        reason = (f"the broker at {settings.bootstrap_servers()} has no transactions "
+                  f"({exc}): NDD_GUARANTEE=exactly-once needs them (Apache Kafka); set "
+                  "NDD_GUARANTEE=at-least-once for this broker")
     handler = json_handler()  # Faust installs the worker's log handler only later
     log.addHandler(handler)
     try:
@@ -172,7 +168,10 @@ async def commit_pieces(txns: Transactions,
     jobs = []
     for tp, decider, checkpoint in pieces.values():
         txn = txns.get(tp)
-        for r in decider.drain_changelog(checkpoint):
+        # sharded windows: a gatherer's items now pending go to the shards in the same
+        # transaction as the checkpoint that lists them
+        for r in [*decider.drain_changelog(checkpoint),
+                  *getattr(decider, "drain_fanout", list)()]:
             txn.produce(r.topic, r.key, r.value, r.partition, r.headers)
         jobs.append(loop.run_in_executor(None, txn.commit, {tp: checkpoint.next}))
     delivered = await asyncio.gather(*jobs)
