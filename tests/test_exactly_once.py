@@ -17,7 +17,15 @@ from pathlib import Path
 import pytest
 from harness import brokers
 from harness.kafka import Names, Reader, SettingsFactory, create_topics, worker_settings
-from harness.scenarios import Feeder, Report, check_outputs, crash_scenario, feed_all, prepare
+from harness.scenarios import (
+    Feeder,
+    Report,
+    check_outputs,
+    crash_scenario,
+    feed_all,
+    prepare,
+    rebalance_scenario,
+)
 from harness.worker import WorkerProcess
 
 from ndd_stream.kafka.broker import EmbeddedBroker, resolve_tansu_bin
@@ -195,3 +203,23 @@ def test_sharded_windows_kill_9_in_a_backlog_repeats_nothing(
                                  "sharded, kill -9", timeout=180)
     assert report.redelivered == 0, f"{report.line()}\n{_repeats(settings)}"
     assert _decisions_repeated(settings) == 0
+
+
+@needs_kafka
+@pytest.mark.timeout(480)
+def test_a_second_worker_joining_and_leaving_repeats_nothing(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    """Clean rebalances: a second worker joins and leaves (SIGTERM) twice while items
+    stream in. Each partition's producer moves with it (the new owner's registration comes
+    after the old owner closed its producer at the revoke); nothing comes out twice."""
+    first = make_settings(partitions=4, guarantee="exactly-once")
+    second = make_settings(partitions=4, guarantee="exactly-once",
+                           data_dir=tmp_path / "second-data")
+    report, problems = rebalance_scenario(first, second, tmp_path, items=3_000, cycles=2,
+                                          seed=SEED + 5, rate=200.0, timeout=440)
+    print(report.line(), *report.notes)
+    assert report.rebalances == 4
+    assert not problems, "\n".join(problems)
+    assert report.redelivered == 0, f"{report.line()}\n{_repeats(first)}"
+    assert _decisions_repeated(first) == 0

@@ -9,6 +9,8 @@ as if it were a batch of its own), in this order (what makes at-least-once safe)
 5. only then Faust acks the events, so Kafka's committed offset never passes state.
 A crash between any two steps replays records whose decisions are either recomputed
 from the same state (same result) or answered from the stored decision by identity.
+Under exactly-once (``txns``) steps 2, 3 and 5 are one transaction per partition, and
+step 4 follows its commit (``exactly.commit_pieces``).
 
 A batch runs under the pool's lock, and a rebalance takes that lock before it closes a
 revoked partition: the batch in flight finishes its piece with the state it started
