@@ -2,6 +2,7 @@
 
     python -m bench.e2e [--warmup 50000] [--measure 5000] [--workers 1 2] [--threshold 0.8]
                         [--scope global --shards 1 2 --out e2e-shards]
+                        [--broker kafka --guarantee at-least-once exactly-once --repeat 3]
 
 For each worker count: start the embedded broker, create the topics, pre-load
 ``warmup + measure`` ~5 KB items (bench.workload, event time spaced so that the window
@@ -84,6 +85,33 @@ def owned(log: Path) -> list[str]:
     return [f"{k} {n}" for k, n in sorted(mine)]
 
 
+def transactions(log: Path) -> dict[str, float]:
+    """Exactly-once: a worker's commits so far, the decisions per commit and the seconds a
+    piece's commit took on average (its /metrics; empty at-least-once)."""
+    import re
+    import urllib.request
+
+    found = re.search(r"metrics on http://[^:]+:(\d+)/metrics",
+                      log.read_text(errors="replace"))
+    if found is None:
+        return {}
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{found[1]}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    values = {m[1]: float(m[2]) for m in re.finditer(
+        r"^(ndd_transaction_\w+_(?:sum|count)) ([0-9.e+-]+)$", text, re.M)}
+    commits = values.get("ndd_transaction_commit_seconds_count", 0.0)
+    if not commits:
+        return {}
+    return {"pieces": commits,
+            "decisions_per_commit": round(values["ndd_transaction_decisions_sum"] /
+                                          values["ndd_transaction_decisions_count"], 1),
+            "commit_ms": round(values["ndd_transaction_commit_seconds_sum"] / commits * 1000,
+                               1)}
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -146,7 +174,8 @@ def _broker(kind: str, workdir: Path) -> Iterator[Any]:
 
 def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir: Path,
         scope: str = "channel", shards: int = 1, partitions: int = 4,
-        settle: bool = False, broker_kind: str = "kafka") -> dict[str, Any]:
+        settle: bool = False, broker_kind: str = "kafka",
+        guarantee: str = "at-least-once") -> dict[str, Any]:
     with _broker(broker_kind, workdir) as broker:
         # Tansu holds every group join for half the session: a short one there; the
         # worker's own default on Apache Kafka
@@ -154,7 +183,7 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
         settings = Settings(brokers=[broker.bootstrap], partitions=partitions,
                             threshold=threshold, data_dir=workdir / "state",
                             session_timeout_s=session, web_port=0, decisions_topic="",
-                            scope=scope, shards=shards)
+                            scope=scope, shards=shards, guarantee=guarantee)
         report = apply(settings, load_for(settings), timeout=30)
         assert not report.errors, report
         procs: list[subprocess.Popen[bytes]] = []
@@ -204,6 +233,7 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
                     t_end = now
             cpu = [round(cpu_seconds(p.pid), 1) for p in procs]
             rss = [rss_mb(p.pid) for p in procs]
+            txn = [transactions(workdir / f"worker-{i}.log") for i in range(workers)]
             owners = [owned(workdir / f"worker-{i}.log") for i in range(workers)]
         finally:
             for p in procs:
@@ -216,10 +246,12 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
             consumer.close()
         assert t_warm is not None and t_end is not None, f"only {seen}/{total} outputs"
         rate = (total - warm_seen) / max(t_end - t_warm, 1e-9)
-        return {"workers": workers, "shards": shards, "scope": scope,
+        return {"workers": workers, "shards": shards, "scope": scope, "broker": broker_kind,
+                "guarantee": guarantee,
                 "items": total, "warmup": warmup,
                 "measured": total - warm_seen, "seconds": round(t_end - t_warm, 2),
                 "worker_cpu_s": cpu, "worker_peak_rss_mb": rss, "owned": owners,
+                "transactions": txn,
                 "timeline": timeline, "stalled_s": stalled_seconds(timeline, total),
                 "measured_cpu": measured_cpu(timeline, warmup),
                 "items_per_s": round(rate, 1), "per_worker": round(rate / workers, 1)}
@@ -274,6 +306,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=4, help="NDD_PARTITIONS")
     ap.add_argument("--broker", nargs="+", default=["kafka"], choices=["kafka", "tansu"],
                     help="broker(s), each run with every configuration in the same run")
+    ap.add_argument("--guarantee", nargs="+", default=["at-least-once"],
+                    choices=["at-least-once", "exactly-once"],
+                    help="NDD_GUARANTEE values, each run with every --workers count, "
+                    "alternated --repeat times (exactly-once needs --broker kafka)")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of the guarantees")
     ap.add_argument("--settle", action="store_true",
                     help="start the workers first and produce once their group is stable")
     args = ap.parse_args(argv)
@@ -285,10 +322,12 @@ def main(argv: list[str] | None = None) -> int:
     core = core_rate(settings, items, args.warmup)
     print(f"core alone: {core:.0f} items/s", flush=True)
     runs = []
-    for kind, shards, n in itertools.product(args.broker, args.shards, args.workers):
+    # the brokers and guarantees alternated within each round: a paired comparison
+    for shards, n, _, kind, guarantee in itertools.product(
+            args.shards, args.workers, range(args.repeat), args.broker, args.guarantee):
         with tempfile.TemporaryDirectory() as tmp:
             result = run(n, items, args.warmup, args.threshold, Path(tmp), args.scope,
-                         shards, args.partitions, args.settle, kind)
+                         shards, args.partitions, args.settle, kind, guarantee)
         result["broker"] = kind
         result["core_items_per_s"] = round(core, 1)
         result["layer_overhead"] = round(core / result["per_worker"], 2)
@@ -300,12 +339,11 @@ def main(argv: list[str] | None = None) -> int:
            "scope": args.scope, "partitions": args.partitions, "settle": args.settle,
            "runs": runs}
     (RESULTS / f"{args.out}.json").write_bytes(jsonio.dumps(out))
-    lines = ["| broker | shards | workers | items/s total | items/s per worker | "
+    lines = ["| broker | guarantee | shards | workers | items/s total | items/s per worker | "
              "core alone items/s | core ÷ per-worker | stalled s | "
-             "CPU ms per item (workers, broker) |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['broker']} | {r['shards']} | {r['workers']} | {r['items_per_s']} | "
-              f"{r['per_worker']} | "
+             "CPU ms per item (workers, broker) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['broker']} | {r['guarantee']} | {r['shards']} | {r['workers']} | "
+              f"{r['items_per_s']} | {r['per_worker']} | "
               f"{r['core_items_per_s']} | {r['layer_overhead']} | {r['stalled_s']} | "
               f"{', '.join(map(str, r['measured_cpu']['ms_per_item']))} |" for r in runs]
     (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")

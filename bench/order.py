@@ -142,7 +142,8 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
              kills: int, live_rate: float, seed: int, scope: str = "global",
              python: str = sys.executable, shards: int = 1,
              partitions: int | None = None,
-             gather_memory_mb: int | None = None) -> dict[str, Any]:
+             gather_memory_mb: int | None = None,
+             guarantee: str = "at-least-once") -> dict[str, Any]:
     from harness.kafka import Reader, create_topics, worker_settings
     from harness.scenarios import Feeder
 
@@ -156,7 +157,8 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
         knobs["partitions"] = partitions
     if gather_memory_mb is not None:
         knobs["gather_memory_mb"] = gather_memory_mb
-    settings = worker_settings(broker.bootstrap, suffix, work / suffix, scope=scope, **knobs)
+    settings = worker_settings(broker.bootstrap, suffix, work / suffix, scope=scope,
+                               guarantee=guarantee, **knobs)
     create_topics(settings)
     rnd = random.Random(seed)
     # live: 10 lines a chunk, so the feed is steady rather than bursts of 200
@@ -257,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="NDD_GATHER_MEMORY_MB (0: every waiting item through the spill files)")
     ap.add_argument("--broker", nargs="+", default=["kafka"], choices=["kafka", "tansu"],
                     help="the broker(s) to run on, each in turn in the same run")
+    ap.add_argument("--guarantee", choices=["at-least-once", "exactly-once"],
+                    default="at-least-once", help="NDD_GUARANTEE (exactly-once: --broker kafka)")
     ap.add_argument("--seed", type=int, default=20261125)
     ap.add_argument("--json", type=Path, default=RESULTS / "order.json")
     args = ap.parse_args(argv)
@@ -277,8 +281,9 @@ def main(argv: list[str] | None = None) -> int:
                 for python, order in ((p, o) for p in args.python for o in orders):
                     res = run_mode(broker, Path(tmp), lines, order, args.workers, args.kills,
                                    args.live_rate, args.seed, args.scope, python, args.shards,
-                                   args.partitions, args.gather_memory_mb)
-                    res.update(broker=brokers.label(kind), one_day=args.one_day,
+                                   args.partitions, args.gather_memory_mb, args.guarantee)
+                    res.update(broker=brokers.label(kind), guarantee=args.guarantee,
+                               one_day=args.one_day,
                                machine=f"{platform.machine()} "
                                f"{platform.processor() or ''}".strip(),
                                date=time.strftime("%F %T"))

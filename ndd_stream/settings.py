@@ -241,6 +241,14 @@ class Settings(BaseSettings):
         "answers for without a password, besides localhost and its bind address.",
     )
     session_timeout_s: float = Field(30.0, gt=0, description="Kafka consumer session timeout (s).")
+    guarantee: Literal["exactly-once", "at-least-once"] = Field(
+        "exactly-once",
+        description="exactly-once: each piece of a partition's decisions (outputs, "
+        "changelog, checkpoint, consumed offset) commits in one Kafka transaction and a "
+        "fenced worker commits nothing; needs Apache Kafka (else exit 3), and consumers must "
+        "read isolation.level=read_committed. at-least-once: a crash or a rebalance can "
+        "send outputs again (same decision; deduplicate by ndd-identity); any broker.",
+    )
     producer_batch_kb: int = Field(
         512, ge=16, le=65_536,
         description="KiB per partition the worker's producer puts in one record batch "
@@ -375,6 +383,10 @@ class Settings(BaseSettings):
             keep=self.keep,
         )
 
+    def exactly_once(self) -> bool:
+        """Whether the worker runs its pieces in Kafka transactions (``guarantee``)."""
+        return self.guarantee == "exactly-once"
+
     def event_time_order(self) -> bool:
         """Whether scoped partitions are decided in event-time order (see ``scope_order``)."""
         if self.scope_order == "auto":
@@ -418,7 +430,7 @@ SETTING_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Kafka", ("brokers", "security_protocol", "sasl_mechanism", "sasl_username",
                "sasl_password", "ssl_cafile", "ssl_certfile", "ssl_keyfile",
                "ssl_check_hostname", "session_timeout_s", "broker_timeout_s",
-               "producer_batch_kb")),
+               "producer_batch_kb", "guarantee")),
     ("Topics", ("app_id", "raw_topics", "raw_topic_pattern", "unique_topic",
                 "duplicate_topic", "dlq_topic", "decisions_topic", "topics_file",
                 "partitions")),

@@ -81,10 +81,9 @@ def test_kill_storm_two_workers_loses_nothing_and_keeps_decisions(
 ) -> None:
     """Two workers of one group while items stream in at 25/s; 8 times one of them, at
     random, is killed with SIGKILL at a random moment and restarted."""
-    first = make_settings(partitions=4)
-    second = make_settings(partitions=4, data_dir=tmp_path / "second-data")
-    report, problems = crash_scenario(first, tmp_path, items=1_500, kills=8, seed=SEED + 4,
-                                      rate=25.0, timeout=840, more=[second])
+    settings = make_settings(partitions=4)
+    report, problems = crash_scenario(settings, tmp_path, items=1_500, kills=8, seed=SEED + 4,
+                                      rate=25.0, timeout=840, workers=2)
     print(report.line())
     assert report.crashes == 8
     assert not problems, "\n".join(problems)

@@ -367,3 +367,37 @@ def test_a_message_without_a_kafka_timestamp_has_none(timestamp: float | None) -
     message = SimpleNamespace(topic="news.raw", partition=0, offset=0, timestamp=timestamp)
     assert kafka_timestamp_ms(message) is None
     assert Source.of_message(message).timestamp_ms is None
+
+
+def test_hours_leaving_the_window_are_tombstoned_in_the_changelog(tmp_path: Path) -> None:
+    """The changelog is compacted (topics/news.yaml): every document of an hour that leaves
+    the window gets a tombstone (its key, no value) after it, so compaction reclaims it;
+    a restore skips the tombstones."""
+    log = MemoryLog()
+    # one item every 30 minutes over 40 hours: the first hours leave the 24-hour window
+    lines = [jsonio.dumps(item) for item in items(80, seed=3, channels=1, step_s=1800.0)]
+    scoped = _scoped(log, lines)
+
+    async def run() -> None:
+        pool = _pool(log, tmp_path / "a")
+        await pool.assign([0])
+        await pool.process(scoped, log.send)
+        pool.close()
+
+    asyncio.run(run())
+    changelog = log.topic("changelog")
+    documents = {r.key for r in changelog if r.value is not None and r.key != CHECKPOINT_KEY}
+    tombstones = [r for r in changelog if r.value is None]
+    assert tombstones and {r.key for r in tombstones} <= documents
+    first = {r.key: r.offset for r in changelog if r.value is not None}
+    assert all(first[r.key] < r.offset for r in tombstones)  # the document, then its end
+    assert len({r.key for r in tombstones}) == len(tombstones)
+
+    async def restore() -> int:
+        pool = _pool(log, tmp_path / "b")  # an empty state: all from the changelog
+        await pool.assign([0])
+        documents = pool.deciders[0].window_documents()
+        pool.close()
+        return int(documents)
+
+    assert 0 < asyncio.run(restore()) < len(lines)

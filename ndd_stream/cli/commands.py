@@ -96,6 +96,9 @@ def register_all(sub: Any, handlers: dict[str, Any]) -> None:
                        "duplicate and DLQ topics. Configured by NDD_* variables or a "
                        "--config file.",
                        epilog=_settings_help(), formatter_class=_PreformattedEpilog)
+    p.add_argument("--guarantee", dest="guarantee", default=None,
+                   choices=["exactly-once", "at-least-once"],
+                   help="overrides NDD_GUARANTEE (see below)")
     handlers["worker"] = _cmd_worker
 
     p = sub.add_parser("settings", help="print the settings in effect, or their reference",

@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 
 class RefetchError(RuntimeError):
@@ -57,6 +57,14 @@ class Log(ABC):
         """``topic[partition]`` from ``start`` on (later if retention removed the first
         ones), for as long as the caller iterates, at most ``timeout_s`` seconds; a read
         that fails or times out raises ``error``."""
+
+    def read_to_end(self, topic: str, partition: int, start: int, timeout_s: float,
+                    error: type[Exception]) -> tuple[list[Fetched], int]:
+        """The committed records of ``topic[partition]`` from ``start`` to its last stable
+        offset (``read_committed``: offsets may jump over compacted records, transaction
+        markers and aborted records), and that offset. Only where the broker reports end
+        offsets correctly (Apache Kafka; not the embedded demo broker)."""
+        raise NotImplementedError
 
 
 def read_range(log: Log, topic: str, partition: int, start: int, end: int,
@@ -96,7 +104,7 @@ class BrokerReads(Log):
             self._consumer = Consumer({
                 **self.conf, "group.id": self.group, "enable.auto.commit": False,
                 "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
-                "enable.partition.eof": False})
+                "enable.partition.eof": False, "isolation.level": "read_committed"})
         return self._consumer
 
     def close(self) -> None:
@@ -114,6 +122,9 @@ class BrokerReads(Log):
             return {}
         with self._lock:
             found = self._get().committed([TopicPartition(t, p) for t, p in tps], timeout=10)
+        for tp in found:
+            if tp.error is not None:  # never an offset of an unknown partition as "none"
+                raise KafkaException(tp.error)
         return {(tp.topic, tp.partition): tp.offset for tp in found}
 
     def append(self, topic: str, partition: int, key: bytes, value: bytes) -> int | None:
@@ -145,6 +156,56 @@ class BrokerReads(Log):
                 consumer.unassign()
 
 
+    def read_to_end(self, topic: str, partition: int, start: int, timeout_s: float,
+                    error: type[Exception]) -> tuple[list[Fetched], int]:
+        # a consumer of its own: end-of-partition events on, and the shared one stays free
+        consumer = Consumer({
+            **self.conf, "group.id": self.group, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "enable.partition.eof": True,
+            "isolation.level": "read_committed"})
+        try:
+            _, end = consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                    timeout=timeout_s, cached=False)
+            end = int(end)
+            out: list[Fetched] = []
+            if start >= end:
+                return out, end
+            consumer.assign([TopicPartition(topic, partition, max(start, 0))])
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is None:
+                    continue
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if int(msg.offset() or 0) >= end:
+                            return out, end
+                        continue
+                    raise error(f"{topic}[{partition}]: {err}")
+                fetched = _fetched(msg, topic, partition)
+                if fetched.offset >= end:
+                    return out, end
+                out.append(fetched)
+                if fetched.offset == end - 1:
+                    return out, end
+            raise error(f"{topic}[{partition}]: not read to offset {end} within "
+                        f"{timeout_s:.0f}s from offset {start} ({len(out)} records read)")
+        except KafkaException as exc:
+            raise error(f"{topic}[{partition}]: {exc}") from exc
+        finally:
+            consumer.close()
+
+
+def _fetched(msg: Any, topic: str, partition: int) -> Fetched:
+    ts_type, ts = msg.timestamp()
+    raw_headers = cast(list[tuple[str, Any]], msg.headers() or [])
+    headers = [(str(k), v if isinstance(v, bytes) else (v or "").encode())
+               for k, v in raw_headers]
+    return Fetched(topic, partition, int(msg.offset() or 0), msg.key(), msg.value(), headers,
+                   ts / 1000 if ts_type and ts >= 0 else None)
+
+
 def _poll(consumer: Consumer, topic: str, partition: int, start: int, timeout_s: float,
           error: type[Exception]) -> Iterator[Fetched]:
     """The one read loop of the worker's direct reads."""
@@ -162,10 +223,5 @@ def _poll(consumer: Consumer, topic: str, partition: int, start: int, timeout_s:
         offset = int(msg.offset() or 0)
         if msg.topic() != topic or msg.partition() != partition or offset < start:
             continue  # left over from an earlier read
-        ts_type, ts = msg.timestamp()
-        raw_headers = cast(list[tuple[str, Any]], msg.headers() or [])
-        headers = [(str(k), v if isinstance(v, bytes) else (v or "").encode())
-                   for k, v in raw_headers]
         read += 1
-        yield Fetched(topic, partition, offset, msg.key(), msg.value(), headers,
-                      ts / 1000 if ts_type and ts >= 0 else None)
+        yield _fetched(msg, topic, partition)

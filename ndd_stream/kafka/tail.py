@@ -199,6 +199,8 @@ def consume_records(
                 "enable.auto.commit": False,
                 "enable.auto.offset.store": False,
                 "enable.partition.eof": False,
+                # committed outputs only (exactly-once); librdkafka's default, said here
+                "isolation.level": "read_committed",
             },
         )
     )

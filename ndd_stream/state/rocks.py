@@ -88,6 +88,17 @@ class RocksStore:
         self._batch.delete_range(hour_prefix(scope, hour), hour_prefix(scope, hour + 1))
         self._dropped_since_compaction += 1
 
+    def hour_keys(self, scope: str, hour: int) -> list[bytes]:
+        """The keys of the documents of ``scope``'s ``hour`` written so far (committed)."""
+        start, end = hour_prefix(scope, hour), hour_prefix(scope, hour + 1)
+        keys: list[bytes] = []
+        for key in self._db.keys(from_key=start):
+            assert isinstance(key, bytes)  # raw_mode store
+            if key >= end:
+                break
+            keys.append(key)
+        return keys
+
     def load(self) -> Iterator[StoredDocument]:
         docs: list[StoredDocument] = []
         for key, value in self._db.items(from_key=DOC_PREFIX):

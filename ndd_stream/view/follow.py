@@ -40,7 +40,9 @@ def _consumer(settings: Settings, label: str, **extra: Any) -> Consumer:
     return Consumer(librdkafka_config(settings, {
         "group.id": f"{settings.app_id}-view-{label}-{uuid.uuid4().hex[:8]}",
         "enable.auto.commit": False, "enable.auto.offset.store": False,
-        "enable.partition.eof": False, **extra}))
+        "enable.partition.eof": False,
+        # committed outputs only (exactly-once); librdkafka's default, said here
+        "isolation.level": "read_committed", **extra}))
 
 
 def output_topics(settings: Settings) -> dict[str, str]:

@@ -42,10 +42,17 @@ from ndd_stream.kafka.config import describe, faust_broker_kwargs, librdkafka_co
 from ndd_stream.kafka.limits import NO_LIMITS, WriteLimits, read_write_limits
 from ndd_stream.kafka.probe import unreachable_message, wait_for_broker
 from ndd_stream.kafka.reads import BrokerReads, read_range
+from ndd_stream.kafka.transactions import Transactions
 from ndd_stream.settings import Settings
 from ndd_stream.worker.changelog import ChangelogError
 from ndd_stream.worker.cluster import ClusterChanged, check_cluster
 from ndd_stream.worker.deciding import LayoutChanged, OutputTopics
+from ndd_stream.worker.exactly import (
+    TransactionalRouter,
+    can_run_guarantee,
+    read_committed,
+    transaction_conf,
+)
 from ndd_stream.worker.gathering import GatherDecider
 from ndd_stream.worker.inorder import InOrder, Message
 from ndd_stream.worker.logs import json_handler
@@ -106,6 +113,10 @@ class Service:
     def __init__(self, settings: Settings, metrics: WorkerMetrics | None = None,
                  limits: WriteLimits = NO_LIMITS) -> None:
         self.settings = settings
+        # exactly-once: the transactional producers, one per input partition
+        self.txns = (Transactions(transaction_conf(settings), settings.app_id,
+                                  librdkafka_config(settings))
+                     if settings.exactly_once() else None)
         self.metrics = metrics or WorkerMetrics()
         self.topics = output_topics(settings)
         self.scoped_name = topic_name(settings, "scoped")
@@ -136,14 +147,18 @@ class Service:
                              memory_bytes=settings.gather_memory_mb << 20)
             self.shard_pool = DeciderPool(
                 state_dir, config, self._format, self.topics, self.reads, self.metrics,
-                scoped_topic=shards_name, dir_prefix="shard",
+                scoped_topic=shards_name, dir_prefix="shard", txns=self.txns,
                 factory=partial(_shard_partition, config=config, shards=settings.shards,
                                 changelog=shards_changelog, scoped_topic=self.scoped_name))
         self.pool = DeciderPool(
             state_dir, config, self._format, self.topics, self.reads, self.metrics,
-            scoped_topic=self.scoped_name, order=order, factory=gather,
+            scoped_topic=self.scoped_name, order=order, factory=gather, txns=self.txns,
         )
-        self.router_order = InOrder(partial(read_range, self.reads), self.metrics, "processed")
+        self.router_order = InOrder(partial(read_range, self.reads), self.metrics, "processed",
+                                    transactional=self.txns is not None)
+        self.txn_router = (TransactionalRouter(self.txns, self.router_order, self._routed,
+                                               self.reads.committed)
+                           if self.txns is not None else None)
         # event-time order: what the router has handed to the producer, per raw partition
         # (next offset, latest event time), and what it last reported of each
         self.raw_owned: set[tuple[str, int]] = set()
@@ -155,7 +170,7 @@ class Service:
     def _make_app(self) -> faust.App:
         s = self.settings
         self.web_port = s.web_port or _free_port(s.web_host)
-        return faust.App(
+        app = faust.App(
             s.app_id,
             **faust_broker_kwargs(s),
             store="memory://",
@@ -167,6 +182,10 @@ class Service:
             broker_session_timeout=s.session_timeout_s,
             broker_heartbeat_interval=max(1.0, s.session_timeout_s / 5),
             broker_commit_interval=1.0,
+            # exactly-once: Faust commits nothing (the transactions do): no warnings that
+            # it "has not committed" a partition after Faust's 5 minutes
+            broker_commit_livelock_soft_timeout=10 * 365 * 86400.0 if s.exactly_once()
+            else 300.0,
             consumer_auto_offset_reset="earliest",
             topic_allow_declare=False,
             topic_disable_leader=True,
@@ -175,6 +194,9 @@ class Service:
             stream_wait_empty=False,
             loghandlers=[json_handler()],
         )
+        if s.exactly_once():
+            read_committed(app)
+        return app
 
     def record_lag(self, messages: list[Any]) -> None:
         """Consumer lag per partition: the fetcher's high watermark minus what we have done
@@ -221,15 +243,22 @@ class Service:
         """
         pending = []
         touched: set[tuple[str, int]] = set()
-        for m in await self.router_order.arrange(messages):
-            record = self._routed(m)
-            pending.append(await self.send(record))
-            if self.ordered:
-                tp = (m.topic, m.partition)
-                ms = event_time_ms(header_map(record.headers))
-                _, last_ms = self.forwarded.get(tp, (0, NO_TIME))
-                self.forwarded[tp] = (m.offset + 1, last_ms if ms is None else max(ms, last_ms))
-                touched.add(tp)
+        if self.txn_router is not None:
+            # exactly-once: progress (plain records: a repeat only confirms) after the
+            # commit, so that it never runs ahead of the records it confirms
+            forwarded = await self.txn_router.route(messages)
+        else:
+            forwarded = []
+            for m in await self.router_order.arrange(messages):
+                record = self._routed(m)
+                pending.append(await self.send(record))
+                forwarded.append((m, record))
+        for m, record in forwarded if self.ordered else ():
+            tp = (m.topic, m.partition)
+            ms = event_time_ms(header_map(record.headers))
+            _, last_ms = self.forwarded.get(tp, (0, NO_TIME))
+            self.forwarded[tp] = (m.offset + 1, last_ms if ms is None else max(ms, last_ms))
+            touched.add(tp)
         for fut in pending:
             await fut
         if touched:
@@ -308,6 +337,12 @@ class Service:
         """
         self.router_order.keep(raw)
         self.raw_owned = set(raw)
+        if self.txn_router is not None:  # exactly-once: positions are the committed offsets
+            try:
+                await self.txn_router.assign(raw)
+            except Exception as exc:  # a producer that cannot register, offsets unknown
+                fatal(f"opening raw partitions {raw} failed: {exc!r}")
+            raw = []
         if self.ordered:
             try:
                 self.pool.expect(await asyncio.get_running_loop().run_in_executor(
@@ -337,7 +372,9 @@ class Service:
                 await pool.assign(partitions)
             except (BrokerLostData, ChangelogError, LayoutChanged) as exc:
                 fatal(str(exc))
-            for partition in partitions:
+            except Exception as exc:  # a transactional producer that cannot register
+                fatal(f"{topic}: opening partitions {partitions} failed: {exc}")
+            for partition in partitions if self.txns is None else ():
                 offset = committed.get((topic, partition), -1)
                 if offset >= 0:
                     task = asyncio.ensure_future(self._catch_up(pool, topic, partition, offset))
@@ -378,7 +415,7 @@ class Service:
 
         @self.app.agent(raw, name="ndd-router")
         async def router(stream: faust.StreamT) -> None:
-            async for messages in held_batches(stream):
+            async for messages in held_batches(stream, ack=service.txns is None):
                 try:
                     await service.route(messages)
                 except Exception as exc:  # see the decider
@@ -387,7 +424,7 @@ class Service:
 
         @self.app.agent(scoped, name="ndd-decider")
         async def decider(stream: faust.StreamT) -> None:
-            async for messages in held_batches(stream):
+            async for messages in held_batches(stream, ack=service.txns is None):
                 try:
                     await service.pool.process(messages, service.send)
                 except Exception as exc:
@@ -403,7 +440,8 @@ class Service:
             @self.app.agent(self._topic(self.shards_name, maxsize=SHARD_BUFFER_MAX),
                             name="ndd-shard")
             async def shard(stream: faust.StreamT) -> None:
-                async for messages in held_batches(stream, SHARD_BATCH_MAX):
+                async for messages in held_batches(stream, SHARD_BATCH_MAX,
+                                                   ack=service.txns is None):
                     try:
                         await shard_pool.process(messages, service.send)
                     except Exception as exc:  # as in the decider
@@ -421,6 +459,8 @@ class Service:
             for tp in raw:
                 service.forwarded.pop(tp, None)
                 service._reported.pop(tp, None)
+            if service.txn_router is not None:
+                await service.txn_router.revoke(sorted(raw))
             mine = [tp.partition for tp in revoked if tp.topic == service.scoped_name]
             if mine:
                 log.info("partitions revoked: %s", mine, extra={"event": "revoked"})
@@ -484,9 +524,9 @@ class Service:
 
         @self.app.task
         async def announce() -> None:
-            log.info("ndd-stream worker: %s; raw=%s scoped=%s; kernels=%s; "
-                     "metrics on http://%s:%d/metrics",
-                     describe(s), s.raw_topic_pattern or s.raw_topics, service.scoped_name,
+            log.info("ndd-stream worker: %s; guarantee=%s; raw=%s scoped=%s; kernels=%s; "
+                     "metrics on http://%s:%d/metrics", describe(s), s.guarantee,
+                     s.raw_topic_pattern or s.raw_topics, service.scoped_name,
                      kernels.IMPLEMENTATION, s.web_host, service.web_port,
                      extra={"event": "start"})
 
@@ -503,8 +543,8 @@ def _shard_partition(partition: int, path: Path, *, config: DetectorConfig, shar
     return ShardPartition(partition, path, config, shards, changelog, scoped_topic)
 
 
-async def held_batches(stream: faust.StreamT,
-                       most: int = BATCH_MAX) -> AsyncIterator[list[Message]]:
+async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX,
+                       ack: bool = True) -> AsyncIterator[list[Message]]:
     """Batches of the stream's messages, acknowledged only once the agent is done with them.
 
     The one place that works around Faust's acknowledgement: ``take_events`` acks a batch
@@ -513,14 +553,18 @@ async def held_batches(stream: faust.StreamT,
     past them. An extra reference on each message keeps them uncommitted until the loop
     asks for the next batch (the body finished); a stopped worker's batch is delivered
     again (at-least-once) and answered with the same decision (idempotent).
+
+    ``ack=False`` (exactly-once): never acknowledged, so Faust never commits these
+    partitions; their offsets move only in the transactions (worker/exactly.py).
     """
     batches = stream.take_events(most, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
     async for events in batches:
         for event in events:
             event.message.incref()
         yield [event.message for event in events]
-        for event in events:
-            event.ack()
+        if ack:
+            for event in events:
+                event.ack()
 
 
 def fatal(message: str, code: int = 3) -> None:
@@ -549,6 +593,8 @@ def run_worker(settings: Settings) -> int:
     """Run until SIGTERM/SIGINT; returns the process exit code."""
     if not _broker_up(settings):
         return 3
+    if not can_run_guarantee(settings, topic_name(settings, "changelog")):
+        return 3
     (settings.data_dir / settings.app_id / "faust").mkdir(parents=True, exist_ok=True)
     admin = AdminClient(librdkafka_config(settings))
     try:
@@ -573,6 +619,8 @@ def run_worker(settings: Settings) -> int:
     finally:
         service.pool.close()
         service.reads.close()
+        if service.txns is not None:
+            service.txns.shutdown()
     crash = service.app.crash_reason
     if code != 0 or crash is not None:
         # Faust ends a crashed app itself (code 1), often before watch_crash sees it: give

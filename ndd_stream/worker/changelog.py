@@ -1,4 +1,11 @@
-"""Reading a partition of the state changelog, without trusting end offsets.
+"""Reading a partition of the state changelog: to its last stable offset, or to a sentinel.
+
+Under exactly-once (Apache Kafka, which reports end offsets correctly) the partition is
+read ``read_committed`` up to its last stable offset (ListOffsets): every committed
+transaction's records, none of an open or aborted one; offsets may jump (transaction
+markers, aborted records, compaction). :func:`read_committed_partition`.
+
+At-least-once, on any broker (:func:`read_partition`), without trusting end offsets:
 
 Tansu (and some Kafka setups) can under-report a partition's end offset, so instead
 of reading "to the end" the reader first appends a sentinel record with a random
@@ -64,5 +71,38 @@ def read_partition(log: Log, topic: str, partition: int, start: int,
             if key == POSITION_KEY:
                 checkpoint = Checkpoint(int(value))
                 continue
+            if msg.value is None:  # a tombstone: its hour left the window
+                continue
             records.append((key, value))
     raise ChangelogError(f"{topic}[{partition}]: ended before the sentinel")
+
+
+def read_committed_partition(log: Log, topic: str, partition: int, start: int,
+                             timeout_s: float = 300.0) -> ChangelogRead:
+    """The committed document records of ``topic[partition]`` from ``start`` to its last
+    stable offset (``next_offset``: below ``start`` when the broker lost records)."""
+    found, end = log.read_to_end(topic, partition, start, timeout_s, ChangelogError)
+    records: list[tuple[bytes, bytes]] = []
+    checkpoint: Checkpoint | None = None
+    for msg in found:
+        key, value = msg.key or b"", msg.value
+        if value is None or key == SENTINEL_KEY:  # a tombstone; an earlier worker's sentinel
+            continue
+        if key == CHECKPOINT_KEY:
+            checkpoint = decode_checkpoint(value)
+        elif key == POSITION_KEY:
+            checkpoint = Checkpoint(int(value))
+        else:
+            records.append((key, value))
+    return ChangelogRead(records, end, checkpoint)
+
+
+def read_changelog(log: Log, topic: str, partition: int, start: int, timeout_s: float, *,
+                   committed: bool) -> tuple[ChangelogRead, bool]:
+    """The records from ``start`` (``committed``: to the last stable offset, else to a
+    sentinel), and whether the partition ends before ``start`` (the broker lost data)."""
+    if committed:
+        read = read_committed_partition(log, topic, partition, start, timeout_s)
+        return read, read.next_offset < start
+    read = read_partition(log, topic, partition, start, timeout_s)
+    return read, read.next_offset <= start

@@ -46,12 +46,18 @@ class ChangelogRecorder:
     def __init__(self, inner: RocksStore) -> None:
         self.inner = inner
         self.pending: list[StoredDocument] = []
+        # keys of the documents of hours that left the window: tombstones for the
+        # changelog, so that compaction reclaims them (after the documents: same batch)
+        self.tombstones: list[bytes] = []
 
     def add(self, doc: StoredDocument) -> None:
         self.inner.add(doc)
         self.pending.append(doc)
 
     def drop_hour(self, scope: str, hour: int) -> None:
+        self.tombstones += self.inner.hour_keys(scope, hour)
+        self.tombstones += [document_key(d) for d in self.pending
+                            if d.scope == scope and d.hour == hour]
         self.inner.drop_hour(scope, hour)
 
     def load(self) -> Iterator[StoredDocument]:
@@ -121,7 +127,10 @@ class StatefulPartition:
         the checkpoint they lead to, as one record."""
         out = [OutRecord(self.changelog_topic, document_key(d), encode_document(d), [],
                          partition=self.partition) for d in self.store.pending]
+        out += [OutRecord(self.changelog_topic, key, None, [], partition=self.partition)
+                for key in self.store.tombstones]
         self.store.pending.clear()
+        self.store.tombstones.clear()
         if checkpoint is not None:
             out.append(OutRecord(self.changelog_topic, CHECKPOINT_KEY,
                                  encode_checkpoint(replace(checkpoint, shards=self.shards)),

@@ -33,6 +33,14 @@ class WorkerMetrics:
             "ndd_decision_seconds", "Time to decide one item (parse + detect)",
             buckets=(0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1.0),
             registry=r)
+        # exactly-once: the commit at the end of each piece, and its size
+        self.transaction = Histogram(
+            "ndd_transaction_commit_seconds",
+            "Time from a piece's last decision to its transactions committed",
+            buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0), registry=r)
+        self.transaction_decisions = Histogram(
+            "ndd_transaction_decisions", "Decisions per committed transaction",
+            buckets=(1, 4, 16, 64, 128, 256, 512, 1024), registry=r)
         self.window_documents = Gauge("ndd_window_documents", "Documents in the window",
                                       ["partition"], registry=r)
         self.window_hours = Gauge("ndd_window_hours", "Hours spanned by the window",

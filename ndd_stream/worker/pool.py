@@ -9,6 +9,8 @@ as if it were a batch of its own), in this order (what makes at-least-once safe)
 5. only then Faust acks the events, so Kafka's committed offset never passes state.
 A crash between any two steps replays records whose decisions are either recomputed
 from the same state (same result) or answered from the stored decision by identity.
+Under exactly-once (``txns``) steps 2, 3 and 5 are one transaction per partition, and
+step 4 follows its commit (``exactly.commit_pieces``).
 
 A batch runs under the pool's lock, and a rebalance takes that lock before it closes a
 revoked partition: the batch in flight finishes its piece with the state it started
@@ -49,9 +51,10 @@ from typing import Any
 from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.items import ItemFormat
 from ndd_stream.kafka.reads import Log, read_range
+from ndd_stream.kafka.transactions import Transactions
 from ndd_stream.state.codec import Checkpoint
 from ndd_stream.state.pending import Pair, least_offset
-from ndd_stream.worker.changelog import read_partition
+from ndd_stream.worker.changelog import read_changelog
 from ndd_stream.worker.deciding import (
     LayoutChanged,
     Outcome,
@@ -59,6 +62,7 @@ from ndd_stream.worker.deciding import (
     PartitionDecider,
     StatefulPartition,
 )
+from ndd_stream.worker.exactly import commit_pieces
 from ndd_stream.worker.gathering import GatherDecider
 from ndd_stream.worker.inorder import TP, InOrder, Message
 from ndd_stream.worker.merge import (
@@ -109,6 +113,10 @@ its end). Outputs go out before their checkpoint, so a worker killed mid-batch s
 decisions since the last one again: this bounds those. Needed because one record can
 resolve hundreds of items (a shard's answers) and a gatherer's batch of 500 records
 thousands: killed once in a backlog, it re-sent up to 10,755 of 17,050 outputs."""
+TRANSACTION_ITEMS = 1024
+"""Exactly-once: a piece is one transaction per partition, and a kill re-sends nothing, so
+pieces may be larger (a whole batch, usually): fewer commits, each a few round trips the
+decider waits for. What this bounds is the work a kill throws away."""
 
 
 class BrokerLostData(RuntimeError):
@@ -128,7 +136,7 @@ class DeciderPool:
         restore_timeout_s: float = 300.0, order: OrderConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
         factory: Callable[[int, Path], StatefulPartition] | None = None,
-        dir_prefix: str = "partition",
+        dir_prefix: str = "partition", txns: Transactions | None = None,
     ) -> None:
         self.scoped_topic = scoped_topic
         self.state_dir = state_dir
@@ -147,7 +155,12 @@ class DeciderPool:
         # Scoped partitions assigned to this worker (None: not told yet, so all of them).
         self.owned: set[int] | None = None
         self.lock = asyncio.Lock()
-        self.order = InOrder(partial(read_range, log), metrics, "decided")
+        # exactly-once: each piece of a partition is one transaction of its own producer
+        # (kafka/transactions.py), and the state is read back read_committed
+        self.txns = txns
+        self.piece_items = CHECKPOINT_ITEMS if txns is None else TRANSACTION_ITEMS
+        self.order = InOrder(partial(read_range, log), metrics, "decided",
+                             transactional=txns is not None)
         self.event_order = order
         self.clock = clock
         self.merges: dict[int, EventTimeMerge[Message]] = {}  # event-time order only
@@ -237,12 +250,16 @@ class DeciderPool:
 
     def _open_sync(self, partition: int) -> StatefulPartition:
         started = time.monotonic()
+        if self.txns is not None:
+            # first fence the previous owner (its open transaction aborted, its later
+            # commits refused), so that what is read next is all it will ever commit
+            self.txns.open(self._tp(partition))
         decider = self.factory(partition, self.state_dir / f"{self.dir_prefix}-{partition}")
         self.metrics.restored.labels("local").inc(decider.restored)
         changelog = decider.changelog_topic
-        read = read_partition(self.log, changelog, partition,
-                              decider.changelog_next, self.restore_timeout_s)
-        if read.next_offset <= decider.changelog_next:
+        read, lost = read_changelog(self.log, changelog, partition, decider.changelog_next,
+                                    self.restore_timeout_s, committed=self.txns is not None)
+        if lost:
             decider.close()
             raise BrokerLostData(
                 f"{changelog}[{partition}] ends at offset {read.next_offset - 1} "
@@ -283,6 +300,8 @@ class DeciderPool:
             if decider is not None:
                 decider.close()
                 self.order.resume(self._tp(partition), None)
+        if self.txns is not None:
+            self.txns.close(None if partitions is None else [self._tp(p) for p in partitions])
         self.metrics.assigned.set(len(self.deciders))
 
     async def process(self, messages: Sequence[Message], send: Send) -> int:
@@ -377,7 +396,7 @@ class DeciderPool:
                 if time.perf_counter() - turn > YIELD_SECONDS:
                     await asyncio.sleep(0)
                     turn = time.perf_counter()
-                if decided >= CHECKPOINT_ITEMS:
+                if decided >= self.piece_items:
                     break
                 continue
             # one record at a time (none in a timer's empty run), so that the piece can end
@@ -387,7 +406,7 @@ class DeciderPool:
             end += len(piece)
             for m in piece:
                 ends[m.partition] = m.offset + 1
-            work = (self._sequence(piece, CHECKPOINT_ITEMS - decided) if self.merges
+            work = (self._sequence(piece, self.piece_items - decided) if self.merges
                     else [(m, None) for m in piece])
             handled += len(work)
             for item, note in work:
@@ -410,7 +429,7 @@ class DeciderPool:
                     turn = time.perf_counter()
                 outcomes = outcome if isinstance(outcome, list) else [outcome]
                 decided += await self._emit(decider, outcomes, source, send, pending)
-            if decided >= CHECKPOINT_ITEMS or (end >= len(run) and not self._left_over()):
+            if decided >= self.piece_items or (end >= len(run) and not self._left_over()):
                 break
         await _all(pending)
         # Where each partition now stands, if it moved: after the run, as the records in
@@ -438,6 +457,9 @@ class DeciderPool:
         checkpoints = {p: Checkpoint(
             position, order=self.merges[p].checkpoint() if p in self.merges else None,
             pending=undecided.get(p, ())) for p, position in cursor.items()}
+        if self.txns is not None:
+            await self._commit_transactions(checkpoints, decided)
+            return end, handled
         changelog_futures: dict[int, list[Awaitable[Any]]] = {}
         for partition, checkpoint in checkpoints.items():
             records = self.deciders[partition].drain_changelog(checkpoint)
@@ -462,12 +484,28 @@ class DeciderPool:
     async def _emit(self, decider: StatefulPartition, outcomes: Sequence[Outcome],
                     source: Source, send: Send, pending: list[Awaitable[Any]]) -> int:
         """Count each outcome and hand its records to the producer (``pending`` collects
-        the sends, awaited before the checkpoint); returns how many outcomes."""
+        the sends, awaited before the checkpoint; exactly-once: to the partition's open
+        transaction); returns how many outcomes."""
+        txn = self.txns.get(self._tp(decider.partition)) if self.txns is not None else None
         for out in outcomes:
             self._count(decider, out, source)
             for record in out.records:
-                pending.append(await send(record))
+                if txn is not None:
+                    txn.produce(record.topic, record.key, record.value, record.partition,
+                                record.headers)
+                else:
+                    pending.append(await send(record))
         return len(outcomes)
+
+    async def _commit_transactions(self, checkpoints: Mapping[int, Checkpoint],
+                                   decided: int) -> None:
+        """Exactly-once end of a piece (``exactly.commit_pieces``), then the gauges."""
+        assert self.txns is not None
+        await commit_pieces(self.txns, {p: (self._tp(p), self.deciders[p], checkpoint)
+                                        for p, checkpoint in checkpoints.items()},
+                            decided, self.metrics)
+        for partition in checkpoints:
+            self._gauges(self.deciders[partition])
 
     def _ready(self) -> list[GatherDecider]:
         """The gatherers with decisions left for after a checkpoint (GatherDecider.ready)."""

@@ -128,7 +128,7 @@ class OutRecord:
 
     topic: str
     key: bytes | None
-    value: bytes
+    value: bytes | None  # None: a tombstone (the changelog's hours that left the window)
     headers: Headers
     partition: int | None = None
 

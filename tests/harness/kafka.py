@@ -74,6 +74,9 @@ def worker_settings(bootstrap: str, suffix: str, data_dir: Path, **overrides: An
         "unique_topic": f"unique-{suffix}", "duplicate_topic": f"duplicate-{suffix}",
         "dlq_topic": f"dlq-{suffix}", "decisions_topic": f"decisions-{suffix}",
         "data_dir": data_dir, "session_timeout_s": brokers.session_timeout_s(), "web_port": 0,
+        # the broker tests check the at-least-once mechanics (catch-up, gap reads, replays);
+        # tests/test_exactly_once.py asks for the default, exactly-once
+        "guarantee": "at-least-once",
         "web_host": "127.0.0.1",
     }
     fields.update(overrides)
@@ -268,7 +271,9 @@ class Reader:
         self._consumer = Consumer({
             "bootstrap.servers": bootstrap, "group.id": f"test-reader-{uuid.uuid4().hex[:8]}",
             "enable.auto.commit": False, "enable.partition.eof": False,
-            "fetch.message.max.bytes": 16_000_000})
+            "fetch.message.max.bytes": 16_000_000,
+            # what the worker's outputs promise under exactly-once: committed records only
+            "isolation.level": "read_committed"})
         try:
             metadata = self._consumer.list_topics(timeout=timeout)
             assignment = []

@@ -268,22 +268,22 @@ def _drain_and_stop(feeder: Feeder, reader: Reader, worker: WorkerProcess, deadl
 
 def crash_scenario(settings: Settings, workdir: Path, *, items: int, kills: int, seed: int,
                    rate: float = 1500.0, timeout: float = 600.0,
-                   more: Sequence[Settings] = ()) -> tuple[Report, list[str]]:
-    """Stream ``items`` while ``kills`` times kill -9 a worker at a random moment and
-    start a new one; then drain and check. Returns the report and the problems found.
-
-    ``more``: the settings of further workers of the same group (each its own data dir),
-    running from the start; each kill then picks its victim at random (a kill storm)."""
+                   workers: int = 1) -> tuple[Report, list[str]]:
+    """Stream ``items`` while ``kills`` times kill -9 the worker (with ``workers`` > 1, one
+    of them at random, each with its own state) at a random moment and start a new one;
+    then drain and check. Returns the report and the problems found."""
     rnd, started = random.Random(seed), time.monotonic()
     lines, want, want_dlq, reader = prepare(settings, items, seed)
-    report = Report("kill -9" if not more else f"kill -9, {1 + len(more)} workers", items)
+    report = Report("kill -9" if workers == 1 else f"kill -9, {workers} workers", items)
     feeder = Feeder(settings, lines, rate=rate).start()
-    every = [settings, *more]
-    workers = [WorkerProcess(s, workdir / f"worker-{i}-0.log").start()
-               for i, s in enumerate(every)]
+    own = [settings] + [settings.model_copy(update={
+        "data_dir": settings.data_dir.parent / f"{settings.data_dir.name}-{i}"})
+        for i in range(1, workers)]
+    running = [WorkerProcess(s, workdir / f"worker-{i}-0.log" if workers > 1
+                             else workdir / "worker-0.log").start() for i, s in enumerate(own)]
 
     def alive() -> bool:
-        return all(w.alive() for w in workers)
+        return all(w.alive() for w in running)
 
     problems: list[str] = []
     deadline = started + timeout
@@ -301,25 +301,22 @@ def crash_scenario(settings: Settings, workdir: Path, *, items: int, kills: int,
                                        alive=alive)
                 assert ok or not alive(), (
                     f"no progress to {target} outputs before kill {k + 1}\n"
-                    f"{workers[0].log_tail()}")
+                    f"{running[0].log_tail()}")
                 time.sleep(rnd.uniform(0.0, 0.4))  # mid-batch, mid-produce, mid-commit
-            victim = rnd.randrange(len(workers))
-            for w in workers:
-                assert w.alive(), f"worker died on its own\n{w.log_tail()}"
-            workers[victim].kill9()
+            victim = rnd.randrange(workers) if workers > 1 else 0
+            worker = running[victim]
+            assert worker.alive(), f"worker died on its own\n{worker.log_tail()}"
+            worker.kill9()
             report.crashes += 1
-            workers[victim] = WorkerProcess(
-                every[victim], workdir / f"worker-{victim}-{report.crashes}.log").start()
-        for w in workers[1:]:  # the last one drains alone, then stops cleanly
-            w.wait_event("partition_ready", 60)
-            code = w.stop()
-            if code != 0:
-                problems.append(f"clean stop of {w.log_path.name} exited {code}\n"
-                                f"{w.log_tail()}")
-        positions = _drain_and_stop(feeder, reader, workers[0], deadline, problems)
+            log = (workdir / f"worker-{victim}-{report.crashes}.log" if workers > 1
+                   else workdir / f"worker-{report.crashes}.log")
+            running[victim] = WorkerProcess(own[victim], log).start()
+        for other in running[1:]:  # the first one drains the rest
+            other.stop()
+        positions = _drain_and_stop(feeder, reader, running[0], deadline, problems)
     finally:
-        for w in workers:
-            w.stop()
+        for worker in running:
+            worker.stop()
         reader.close()
     problems += check_outputs(report, reader.records, positions, want, want_dlq)
     report.seconds = time.monotonic() - started

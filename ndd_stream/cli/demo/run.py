@@ -98,6 +98,8 @@ def demo_settings(settings: Settings, bootstrap: str, run_dir: Path, web_port: i
         "web_host": "127.0.0.1",
         "web_port": web_port,
         "session_timeout_s": DEMO_SESSION_TIMEOUT_S,
+        # the embedded broker has no transactions (docs/RELIABILITY.md, "Exactly once")
+        "guarantee": "at-least-once",
     })
 
 
@@ -197,6 +199,8 @@ def _pipeline(run: Run, settings: Settings, options: DemoOptions, reporter: Repo
         raise BrokerUnavailable(f"the embedded broker did not start: {exc}") from exc
     s = demo_settings(settings, broker.bootstrap, run.directory, free_port())
     reporter.info(f"broker   [bold]{broker.bootstrap}[/] (Tansu, in memory)", header=True)
+    reporter.info("outputs  [bold]at-least-once[/] (no transactions in the embedded broker; "
+                  "exactly-once needs Apache Kafka)", header=True)
 
     reporter.phase("creating topics")
     _apply_topics(s, deadline)

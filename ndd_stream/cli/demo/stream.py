@@ -37,6 +37,8 @@ class Clients:
             "enable.auto.commit": False,
             "enable.partition.eof": False,
             "auto.offset.reset": "earliest",
+            # committed outputs only (exactly-once); librdkafka's default, said here
+            "isolation.level": "read_committed",
         }))
         assert s.decisions_topic
         self.decisions = s.decisions_topic

@@ -1,0 +1,268 @@
+"""Kafka transactions under ``NDD_GUARANTEE=exactly-once``: one producer per input partition.
+
+The one place where the worker produces through a client other than Faust's. Each input
+partition the worker owns (a raw partition for the router, a scoped partition for the
+decider) gets a confluent-kafka producer with ``transactional.id =
+<app_id>-<topic>-<partition>`` (Kafka Streams' first exactly-once design, KIP-98/KIP-129).
+One piece of that partition's work is one transaction: its outputs, its changelog records
+and checkpoint, and the input offset it reached (``send_offsets_to_transaction``), all
+committed or all aborted together.
+
+Why a transactional id per input partition, not one producer per worker with the group's
+generation (KIP-447): the group is Faust's (aiokafka), and confluent-kafka hands out group
+metadata only for a group its own consumer has joined. The offsets are committed for the
+group ``app_id`` with the metadata of a consumer that never joins it (generation -1, no
+member); the broker accepts a transactional offset commit without member or generation
+(checked on Apache Kafka 4.3.1 with the group's aiokafka members active). Fencing then
+rests on the transactional id: the partition's next owner calls ``init_transactions()``
+with the same id before it reads the changelog, which aborts the old owner's open
+transaction and makes any later commit of the old owner fail (``_FENCED``). A zombie
+(paused past its session) therefore commits nothing for a partition it lost.
+
+Why not Faust's own ``processing_guarantee="exactly_once"``: it picks the transactional
+producer by the *destination* partition (this worker's outputs are not co-partitioned with
+its inputs), writes its tables before the commit, and logs and swallows transaction errors
+(faust-streaming issues #517, #323 and #177 report duplicates and crashes under it). Here
+every transaction error raises :class:`TransactionError`; the worker exits (code 3) and
+restarts from the committed state.
+
+Calls block (``init_transactions``, ``commit``): the worker runs them in executor threads,
+never on the event loop. One producer is used by one piece at a time (the pool's lock, the
+router's batch), so a producer needs no lock of its own; the registry takes one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+TP = tuple[str, int]
+
+INIT_TIMEOUT_S = 60.0
+"""``init_transactions``: the broker may first have to abort the previous owner's open
+transaction (at most ``transaction.timeout.ms`` if that owner is paused)."""
+COMMIT_TIMEOUT_S = 60.0
+TRANSACTION_TIMEOUT_MS = 60_000
+"""A transaction left open (its worker killed) is aborted by the broker after this; the
+partition's next owner aborts it sooner, at ``init_transactions``."""
+
+
+class TransactionError(RuntimeError):
+    """A transaction failed (fenced, refused, timed out): nothing of it is committed."""
+
+
+class TransactionsUnsupported(TransactionError):
+    """The broker refuses transactions (the embedded demo broker)."""
+
+
+def _error(exc: KafkaException, what: str) -> TransactionError:
+    err = exc.args[0] if exc.args else None
+    if isinstance(err, KafkaError):
+        kind = "fenced by a newer owner" if err.code() == KafkaError._FENCED else (
+            "fatal" if err.fatal() else "abortable" if err.txn_requires_abort() else "error")
+        return TransactionError(f"{what}: {kind}: {err.name()}: {err.str()}")
+    return TransactionError(f"{what}: {exc}")
+
+
+class PartitionTransactions:
+    """The transactional producer of one input partition."""
+
+    def __init__(self, conf: Mapping[str, Any], transactional_id: str,
+                 group_metadata: Any) -> None:
+        self.transactional_id = transactional_id
+        self._group = group_metadata
+        self._producer = Producer({**conf, "transactional.id": transactional_id,
+                                   "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS})
+        self._open = False
+        self._delivered: dict[TP, int] = {}  # destination -> highest offset delivered
+        self._failed: KafkaError | None = None
+
+    def init(self) -> None:
+        """Register the id with the broker: fences its previous holder and aborts that
+        holder's open transaction. Blocking."""
+        try:
+            self._producer.init_transactions(INIT_TIMEOUT_S)
+        except KafkaException as exc:
+            raise _error(exc, f"{self.transactional_id}: init_transactions") from exc
+
+    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self._failed = err
+            return
+        tp = (str(msg.topic()), int(msg.partition()))
+        offset = msg.offset()
+        if offset is not None and offset >= 0:
+            self._delivered[tp] = max(self._delivered.get(tp, -1), int(offset))
+
+    def produce(self, topic: str, key: bytes | None, value: bytes | None,
+                partition: int | None, headers: Any) -> None:
+        """Add a record to the open transaction (opened on the first record)."""
+        try:
+            if not self._open:
+                self._producer.begin_transaction()
+                self._open = True
+                self._delivered = {}
+            kwargs: dict[str, Any] = {"key": key, "value": value, "headers": list(headers),
+                                      "on_delivery": self._on_delivery}
+            if partition is not None:
+                kwargs["partition"] = partition
+            while True:
+                try:
+                    self._producer.produce(topic, **kwargs)
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain it
+                    self._producer.poll(0.05)
+            self._producer.poll(0)
+        except KafkaException as exc:
+            raise _error(exc, f"{self.transactional_id}: produce") from exc
+
+    def commit(self, offsets: Mapping[TP, int]) -> dict[TP, int]:
+        """Commit the open transaction (one is opened if none is) with the consumed input
+        ``offsets`` (next offset to read). Returns the next offset after the last record
+        delivered per destination partition. Any failure aborts what can be aborted and
+        raises :class:`TransactionError`. Blocking."""
+        try:
+            if not self._open:
+                self._producer.begin_transaction()
+                self._open = True
+                self._delivered = {}
+            if offsets:
+                self._producer.send_offsets_to_transaction(
+                    [TopicPartition(t, p, o) for (t, p), o in offsets.items()], self._group,
+                    COMMIT_TIMEOUT_S)
+            self._producer.commit_transaction(COMMIT_TIMEOUT_S)
+        except KafkaException as exc:
+            self._abort()
+            raise _error(exc, f"{self.transactional_id}: commit") from exc
+        finally:
+            self._open = False
+        if self._failed is not None:  # never after a successful commit; kept as a guard
+            raise TransactionError(f"{self.transactional_id}: a record was not delivered: "
+                                   f"{self._failed}")
+        return {tp: offset + 1 for tp, offset in self._delivered.items()}
+
+    def _abort(self) -> None:
+        # fenced or fatal: the broker aborts it (the new owner's init, or the timeout)
+        with contextlib.suppress(KafkaException):
+            self._producer.abort_transaction(COMMIT_TIMEOUT_S)
+
+    def close(self) -> None:
+        """Drop the producer; an open transaction is aborted (normally there is none)."""
+        if self._open:
+            self._abort()
+            self._open = False
+        self._producer.flush(5.0)
+
+
+class Transactions:
+    """The worker's transactional producers, by input partition."""
+
+    def __init__(self, conf: Mapping[str, Any], app_id: str, group_conf: Mapping[str, Any]
+                 ) -> None:
+        self.conf = dict(conf)
+        self.app_id = app_id
+        # group metadata of a consumer of the group that never joins it (see the docstring)
+        self._meta_consumer = Consumer({**group_conf, "group.id": app_id,
+                                        "enable.auto.commit": False})
+        self._group = self._meta_consumer.consumer_group_metadata()
+        self._lock = threading.Lock()
+        self._open: dict[TP, PartitionTransactions] = {}
+        self._opening: dict[TP, threading.Lock] = {}
+
+    def transactional_id(self, tp: TP) -> str:
+        return f"{self.app_id}-{tp[0]}-{tp[1]}"
+
+    def open(self, tp: TP) -> PartitionTransactions:
+        """The producer of input partition ``tp``, registered (fencing its previous holder)
+        if new. Blocking."""
+        with self._lock:
+            opening = self._opening.setdefault(tp, threading.Lock())
+        with opening:  # one registration per id: a second one would fence the first
+            with self._lock:
+                found = self._open.get(tp)
+            if found is not None:
+                return found
+            txn = PartitionTransactions(self.conf, self.transactional_id(tp), self._group)
+            txn.init()
+            with self._lock:
+                self._open[tp] = txn
+            return txn
+
+    def get(self, tp: TP) -> PartitionTransactions:
+        with self._lock:
+            found = self._open.get(tp)
+        if found is None:
+            raise TransactionError(f"{tp[0]}[{tp[1]}]: no transactional producer open")
+        return found
+
+    def close(self, tps: list[TP] | None = None) -> None:
+        with self._lock:
+            chosen = list(self._open) if tps is None else [tp for tp in tps if tp in self._open]
+            closing = [self._open.pop(tp) for tp in chosen]
+        for txn in closing:
+            txn.close()
+
+    def shutdown(self) -> None:
+        self.close()
+        self._meta_consumer.close()
+
+
+def check_transactions(conf: Mapping[str, Any], app_id: str, topic: str,
+                       timeout_s: float = 30.0) -> None:
+    """Raise :class:`TransactionsUnsupported` unless the broker runs transactions for real:
+    a record written in a transaction that is then aborted must stay hidden from
+    read_committed readers. The embedded demo broker accepts the transaction requests (and
+    even writes markers) but shows aborted records, so nothing it "aborts" is undone. The
+    record goes to partition 0 of ``topic`` (the changelog, whose readers skip its key)
+    and, aborted, is never read. Blocking."""
+    producer = Producer({**conf, "transactional.id": f"{app_id}-probe",
+                         "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS})
+    offsets: list[int] = []
+    try:
+        producer.init_transactions(timeout_s)
+        producer.begin_transaction()
+        producer.produce(topic, key=PROBE_KEY, value=b"probe", partition=0,
+                         on_delivery=lambda err, msg: offsets.append(
+                             -1 if err is not None else int(msg.offset() or 0)))
+        producer.flush(timeout_s)
+        producer.abort_transaction(timeout_s)
+    except KafkaException as exc:
+        err = exc.args[0] if exc.args else exc
+        raise TransactionsUnsupported(str(getattr(err, "str", lambda: err)())) from exc
+    if not offsets or offsets[0] < 0:
+        raise TransactionsUnsupported(f"a transactional record to {topic} was not delivered")
+    if _visible(conf, app_id, topic, offsets[0], timeout_s):
+        raise TransactionsUnsupported(
+            f"a record of an aborted transaction ({topic}[0]@{offsets[0]}) is shown to "
+            "read_committed readers")
+
+
+def _visible(conf: Mapping[str, Any], app_id: str, topic: str, offset: int,
+             timeout_s: float) -> bool:
+    """Whether a read_committed reader gets the record at ``topic[0]@offset``."""
+    reader = Consumer({**conf, "group.id": f"{app_id}-probe", "enable.auto.commit": False,
+                       "isolation.level": "read_committed", "enable.partition.eof": True})
+    try:
+        reader.assign([TopicPartition(topic, 0, offset)])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            msg = reader.poll(0.5)
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is not None and err.code() == KafkaError._PARTITION_EOF:
+                return False
+            if err is None and msg.offset() == offset:
+                return True
+        raise TransactionsUnsupported(f"{topic}[0] not read to its end in {timeout_s:.0f}s")
+    finally:
+        reader.close()
+
+
+PROBE_KEY = b"ndd-sentinel"
+"""The changelog key its readers skip (worker/changelog.py)."""
