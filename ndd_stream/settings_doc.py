@@ -61,20 +61,32 @@ def default_text(name: str, field: FieldInfo) -> str:
     return env_text(default) or "empty"
 
 
-def _bounds(field: FieldInfo) -> str:
-    low = high = ""
+def interval(field: FieldInfo) -> tuple[str | None, str | None]:
+    """A field's numeric bounds in interval notation: ``("(0", "1]")``; None where open."""
+    low = high = None
     for meta in field.metadata:
-        if isinstance(meta, annotated_types.Ge):
-            low = f">= {meta.ge}"
-        elif isinstance(meta, annotated_types.Gt):
-            low = f"> {meta.gt}"
-        elif isinstance(meta, annotated_types.Le):
-            high = f"<= {meta.le}"
+        if isinstance(meta, annotated_types.Gt):
+            low = f"({meta.gt}"
+        elif isinstance(meta, annotated_types.Ge):
+            low = f"[{meta.ge}"
         elif isinstance(meta, annotated_types.Lt):
-            high = f"< {meta.lt}"
-        elif isinstance(meta, annotated_types.MinLen):
-            low = f"at least {meta.min_length} character"
-    return ", ".join(b for b in (low, high) if b)
+            high = f"{meta.lt})"
+        elif isinstance(meta, annotated_types.Le):
+            high = f"{meta.le}]"
+    return low, high
+
+
+def _bounds(field: FieldInfo) -> str:
+    low, high = interval(field)
+    parts = []
+    if low:
+        parts.append((">" if low[0] == "(" else ">=") + " " + low[1:])
+    if high:
+        parts.append(("<" if high[-1] == ")" else "<=") + " " + high[:-1])
+    for meta in field.metadata:
+        if isinstance(meta, annotated_types.MinLen):
+            parts.append(f"at least {meta.min_length} character")
+    return ", ".join(parts)
 
 
 def allowed_text(name: str, field: FieldInfo) -> str:

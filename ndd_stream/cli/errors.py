@@ -15,7 +15,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
-import annotated_types as at
 from pydantic import ValidationError
 
 from ndd_stream.settings import Settings
@@ -66,16 +65,9 @@ def allowed_values(field: str) -> str | None:
         return None
     if get_origin(info.annotation) is Literal:
         return "one of " + ", ".join(str(a) for a in get_args(info.annotation))
-    low = high = None
-    for m in info.metadata:
-        if isinstance(m, at.Gt):
-            low = f"({m.gt}"
-        elif isinstance(m, at.Ge):
-            low = f"[{m.ge}"
-        elif isinstance(m, at.Lt):
-            high = f"{m.lt})"
-        elif isinstance(m, at.Le):
-            high = f"{m.le}]"
+    from ndd_stream.settings_doc import interval
+
+    low, high = interval(info)
     if low and high:
         return f"{low}, {high}"
     if low:
