@@ -16,7 +16,14 @@ from pathlib import Path
 
 import pytest
 from harness import brokers
-from harness.kafka import Names, Reader, SettingsFactory, create_topics, worker_settings
+from harness.kafka import (
+    Names,
+    Reader,
+    SettingsFactory,
+    TopicFactory,
+    create_topics,
+    worker_settings,
+)
 from harness.scenarios import (
     Feeder,
     Report,
@@ -161,6 +168,35 @@ def test_broker_without_transactions_ends_an_exactly_once_worker(
     assert code == 3, worker.log_tail()
     fatal = [e for e in worker.events("fatal")]
     assert len(fatal) == 1 and "NDD_GUARANTEE" in fatal[0]["message"], worker.log_tail()
+
+
+@needs_kafka
+@pytest.mark.timeout(120)
+def test_a_transaction_left_open_does_not_read_as_no_transactions(
+    broker: EmbeddedBroker, names: Names, make_topics: TopicFactory
+) -> None:
+    """A worker killed mid-piece leaves its transaction open on the changelog, which holds
+    the last stable offset until the partition's next owner registers. The probe that
+    tells a broker without transactions runs before that: it must still see that the
+    broker withholds uncommitted records, and answer within seconds."""
+    import time
+
+    from confluent_kafka import Producer
+
+    from ndd_stream.kafka.transactions import check_transactions
+
+    topic = names.topic("changelog")
+    conf = {"bootstrap.servers": broker.bootstrap}
+    make_topics(topic, partitions=2)
+    zombie = Producer({**conf, "transactional.id": names.app_id("zombie")})
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(topic, key=b"k", value=b"v", partition=0)
+    assert zombie.flush(10) == 0
+    started = time.monotonic()
+    check_transactions(conf, names.app_id(), topic, timeout_s=20)
+    assert time.monotonic() - started < 10
+    zombie.abort_transaction(10)
 
 
 @needs_kafka

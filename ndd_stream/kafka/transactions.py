@@ -33,13 +33,23 @@ router's batch), so a producer needs no lock of its own; the registry takes one.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import threading
 import time
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 TP = tuple[str, int]
 
@@ -214,13 +224,15 @@ class Transactions:
 
 def check_transactions(conf: Mapping[str, Any], app_id: str, topic: str,
                        timeout_s: float = 30.0) -> None:
-    """Raise :class:`TransactionsUnsupported` unless the broker runs transactions for real:
+    """Raise :class:`TransactionsUnsupported` unless the broker runs transactions for real
+    (:class:`TransactionError` if it cannot tell):
     a record written in a transaction that is then aborted must stay hidden from
     read_committed readers. The embedded demo broker accepts the transaction requests (and
     even writes markers) but shows aborted records, so nothing it "aborts" is undone. The
     record goes to partition 0 of ``topic`` (the changelog, whose readers skip its key)
     and, aborted, is never read. Blocking."""
-    producer = Producer({**conf, "transactional.id": f"{app_id}-probe",
+    # an id of its own: workers that start together must not fence each other's probe
+    producer = Producer({**conf, "transactional.id": f"{app_id}-probe-{uuid.uuid4().hex}",
                          "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS})
     offsets: list[int] = []
     try:
@@ -244,24 +256,57 @@ def check_transactions(conf: Mapping[str, Any], app_id: str, topic: str,
 
 def _visible(conf: Mapping[str, Any], app_id: str, topic: str, offset: int,
              timeout_s: float) -> bool:
-    """Whether a read_committed reader gets the record at ``topic[0]@offset``."""
+    """Whether a read_committed reader gets the record at ``topic[0]@offset``.
+
+    A transaction another producer left open below the probe (a worker killed mid-piece)
+    holds the partition's last stable offset until that transaction's next owner
+    registers or it times out (``TRANSACTION_TIMEOUT_MS``). The reader then sees neither
+    the probe nor the end; a last stable offset at or below the probe while the records
+    are there is the same answer: the broker withholds what is not committed."""
     reader = Consumer({**conf, "group.id": f"{app_id}-probe", "enable.auto.commit": False,
                        "isolation.level": "read_committed", "enable.partition.eof": True})
     try:
         reader.assign([TopicPartition(topic, 0, offset)])
         deadline = time.monotonic() + timeout_s
+        next_look = time.monotonic() + LSO_LOOK_S
         while time.monotonic() < deadline:
             msg = reader.poll(0.5)
-            if msg is None:
-                continue
-            err = msg.error()
-            if err is not None and err.code() == KafkaError._PARTITION_EOF:
-                return False
-            if err is None and msg.offset() == offset:
-                return True
-        raise TransactionsUnsupported(f"{topic}[0] not read to its end in {timeout_s:.0f}s")
+            if msg is not None:
+                err = msg.error()
+                if err is not None and err.code() == KafkaError._PARTITION_EOF:
+                    return False
+                if err is None and msg.offset() == offset:
+                    return True
+            if time.monotonic() >= next_look:
+                next_look = time.monotonic() + LSO_LOOK_S
+                if _withheld(conf, topic, offset):
+                    return False
+        raise TransactionError(f"{topic}[0] not read to its end in {timeout_s:.0f}s")
     finally:
         reader.close()
+
+
+LSO_LOOK_S = 2.0
+"""How long the probe's reader waits for its record or the end before it asks for the
+last stable offset."""
+
+
+def _withheld(conf: Mapping[str, Any], topic: str, offset: int) -> bool:
+    """Whether ``topic[0]`` holds the record at ``offset`` (high watermark past it) while
+    its last stable offset is not past it: an open transaction keeps it from
+    read_committed readers."""
+    tp = TopicPartition(topic, 0)
+    admin = AdminClient(dict(conf))
+    ends = []
+    for level in (IsolationLevel.READ_UNCOMMITTED, IsolationLevel.READ_COMMITTED):
+        try:
+            found = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=level,
+                                       request_timeout=LSO_LOOK_S)
+            ends.append(int(found[tp].result(timeout=2 * LSO_LOOK_S).offset))
+        except (KafkaException, concurrent.futures.TimeoutError):
+            return False
+    high, stable = ends
+    return high > offset >= stable
 
 
 PROBE_KEY = b"ndd-sentinel"

@@ -24,6 +24,7 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from ndd_stream.kafka.config import librdkafka_config
 from ndd_stream.kafka.transactions import (
     TP,
+    TransactionError,
     Transactions,
     TransactionsUnsupported,
     check_transactions,
@@ -61,6 +62,10 @@ def can_run_guarantee(settings: Settings, changelog: str) -> bool:
         reason = (f"the broker at {settings.bootstrap_servers()} has no transactions "
                   f"({exc}): NDD_GUARANTEE=exactly-once needs them (Apache Kafka); set "
                   "NDD_GUARANTEE=at-least-once for this broker")
+    except TransactionError as exc:
+        reason = (f"the broker at {settings.bootstrap_servers()} did not answer the check "
+                  f"that it runs transactions ({exc}), which NDD_GUARANTEE=exactly-once "
+                  "needs")
     handler = json_handler()  # Faust installs the worker's log handler only later
     log.addHandler(handler)
     try:
