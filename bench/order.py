@@ -1,6 +1,7 @@
 """Cross-channel scope on a backlog: Reuters-21578 keyed by channel, produced at once.
 
-    python -m bench.order [--one-day] [--workers 2] [--kills 6] [--order event-time offset]
+    python -m bench.order [--one-day] [--workers 2] [--kills 6] [--restarts 2]
+                          [--order event-time offset]
                           [--shards 2] [--partitions 1]
                           [--items N] [--live-rate 200]
                           [--scope channel] [--python BASE/.venv/bin/python NEW/.venv/bin/python]
@@ -10,7 +11,9 @@ The items of ``../shared/data/reuters21578`` with bodies of 200+ characters (tit
 from ``<DATE>`` (Feb-Oct 1987) or, with ``--one-day``, squeezed into one day in date order.
 The whole file is produced at once into an 8-partition raw topic keyed by channel (as
 ``ndd-stream produce`` does); then ``--workers`` workers with ``NDD_SCOPE=global`` catch up,
-``--kills`` times one is killed with SIGKILL at a random moment and restarted. Per order
+``--kills`` times one is killed with SIGKILL at a random moment and restarted, and
+``--restarts`` times one is stopped (SIGTERM) and started again once the others have taken
+its partitions and decided a while (two rebalances each), spread among the kills. Per order
 mode (the same items, the same run, one after the other):
 
 * catch-up throughput: items / (last output - first output), and from worker start;
@@ -138,12 +141,20 @@ def start_worker(settings: Any, log: Path, python: str) -> Any:
     return proc.start()
 
 
+def _events(kills: int, stops: int) -> list[str]:
+    """``kills`` "kill" and ``stops`` "stop", the stops spread among the kills."""
+    out = ["kill"] * kills
+    for i in range(stops):
+        out.insert((i + 1) * (kills + i + 1) // (stops + 1), "stop")
+    return out
+
+
 def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: int,
              kills: int, live_rate: float, seed: int, scope: str = "global",
              python: str = sys.executable, shards: int = 1,
              partitions: int | None = None,
              gather_memory_mb: int | None = None,
-             guarantee: str = "at-least-once") -> dict[str, Any]:
+             guarantee: str = "at-least-once", stops: int = 0) -> dict[str, Any]:
     from harness.kafka import Reader, create_topics, worker_settings
     from harness.scenarios import Feeder
 
@@ -177,12 +188,24 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
                 w.wait_event("partition_ready", 120)
             feed_start = time.monotonic()
             feeder.start()
-        for k in range(kills):
-            target = (k + 1) * len(lines) // (kills + 1)
+        # the kills and the graceful restarts, spread evenly over the outputs; a restart
+        # (SIGTERM, then a start once the others decided a while: two rebalances) falls
+        # between kills
+        events = len(kills_and_restarts := _events(kills, stops))
+        for k, what in enumerate(kills_and_restarts):
+            target = (k + 1) * len(lines) // (events + 1)
             reader.wait_count(target, timeout=900, alive=lambda: all(p.alive() for p in procs))
             time.sleep(rnd.uniform(0.0, 0.4))
             victim = rnd.randrange(workers)
-            procs[victim].kill9()
+            if what == "kill":
+                procs[victim].kill9()
+            else:
+                procs[victim].stop()
+                others = [p for i, p in enumerate(procs) if i != victim]
+                if others:  # the others take its partitions and decide a quarter-step
+                    reader.wait_count(
+                        min(len(lines), target + len(lines) // (4 * (events + 1))),
+                        timeout=120, alive=lambda o=others: all(p.alive() for p in o))
             restarts[victim] += 1
             procs[victim] = start_worker(
                 settings.model_copy(update={"data_dir": work / suffix / f"w{victim}"}),
@@ -207,7 +230,7 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
     differ = len(differing(want))
     result: dict[str, Any] = {
         "scope": scope, "order": order, "python": python, "items": len(lines),
-        "workers": workers, "kills": kills, "shards": shards,
+        "workers": workers, "kills": kills, "restarts": stops, "shards": shards,
         "gather_memory_mb": gather_memory_mb, "seed": seed,
         "lost": len(set(positions) - set(by_source)),
         "late": sum(1 for r in records if r.policy == "late"),
@@ -246,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--items", type=int, default=None, help="the first N items only")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--kills", type=int, default=0)
+    ap.add_argument("--restarts", type=int, default=0,
+                    help="workers stopped (SIGTERM) and started again: two rebalances each")
     ap.add_argument("--order", nargs="+", default=["event-time", "offset"],
                     choices=["event-time", "offset"])
     ap.add_argument("--live-rate", type=float, default=0.0)
@@ -281,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
                 for python, order in ((p, o) for p in args.python for o in orders):
                     res = run_mode(broker, Path(tmp), lines, order, args.workers, args.kills,
                                    args.live_rate, args.seed, args.scope, python, args.shards,
-                                   args.partitions, args.gather_memory_mb, args.guarantee)
+                                   args.partitions, args.gather_memory_mb, args.guarantee,
+                                   args.restarts)
                     res.update(broker=brokers.label(kind), guarantee=args.guarantee,
                                one_day=args.one_day,
                                machine=f"{platform.machine()} "
