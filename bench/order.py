@@ -38,6 +38,7 @@ sets, so each revision runs with its own defaults.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import html
 import io
 import json
@@ -141,6 +142,17 @@ def start_worker(settings: Any, log: Path, python: str) -> Any:
     return proc.start()
 
 
+def _events_logged(logs: Any, event: str) -> int:
+    """How many times the worker logs (JSON lines) name ``event``."""
+    count = 0
+    for log in logs:
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith("{") and f'"{event}"' in line:
+                with contextlib.suppress(ValueError):
+                    count += json.loads(line).get("event") == event
+    return count
+
+
 def _events(kills: int, stops: int) -> list[str]:
     """``kills`` "kill" and ``stops`` "stop", the stops spread among the kills."""
     out = ["kill"] * kills
@@ -240,6 +252,8 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
         # the first copy's decision was checkpointed: routed twice, or re-read)
         "redelivered_replayed": sum(1 for copies in by_source.values() for c in copies[1:]
                                     if c.header("ndd-replayed") == b"1"),
+        # rebalances the surviving workers went through (each logs its revocations)
+        "revocations": _events_logged(work.glob(f"{suffix}-w*.log"), "revoked"),
         "seconds": round(done - started, 1),
         "items_per_s": round(len(lines) / (done - started), 1),
     }
