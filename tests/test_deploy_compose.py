@@ -296,6 +296,8 @@ def test_peek_shows_decisions(resolved: Obj) -> None:
     assert cmd[0].endswith("kafka-console-consumer.sh")
     topic = cmd[cmd.index("--topic") + 1]
     assert topic == Settings.model_fields["decisions_topic"].default
+    # exactly-once outputs: an aborted transaction's records must not show
+    assert cmd[cmd.index("--isolation-level") + 1] == "read_committed"
 
 
 def _check_view(view: Obj) -> None:
