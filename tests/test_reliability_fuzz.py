@@ -30,7 +30,7 @@ from fuzz_items import (
     iter_categories,
     reference_outcomes,
 )
-from harness.kafka import Reader, SettingsFactory, create_topics
+from harness.kafka import Reader, SettingsFactory, create_topics, keep_old_records
 from harness.scenarios import Feeder
 from harness.worker import WorkerProcess, events_named, metric_sum, scrape
 from hypothesis import HealthCheck, given, settings
@@ -243,6 +243,7 @@ def test_ten_thousand_fuzzed_records_through_the_worker(
     n = 10_000
     settings = make_settings(partitions=2, max_item_bytes=FMT.max_item_bytes)
     create_topics(settings)
+    keep_old_records(settings)  # stamped KAFKA_TS_MS, months ago
     stream: list[FuzzItem] = fuzz_stream(n, seed=11, max_item_bytes=settings.max_item_bytes)
     reader = Reader.outputs(settings)
     # One raw partition, so the reference sees the worker's order within every scope.
@@ -325,6 +326,7 @@ def test_hypothesis_hostile_items_through_the_worker(
     worker keeps running."""
     settings = make_settings(partitions=2, max_item_bytes=FMT.max_item_bytes)
     create_topics(settings)
+    keep_old_records(settings)  # stamped KAFKA_TS_MS, months ago
     fmt = settings.item_format()
     reader = Reader.outputs(settings)
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any, cast
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from ndd_stream.settings import Settings
 
@@ -122,6 +129,24 @@ def create_topics(
     ok = wait_until(
         lambda: set(names) <= set(admin.list_topics(timeout=timeout).topics), timeout=timeout)
     assert ok, f"topics {names} not in metadata after {timeout}s"
+
+
+def keep_old_records(settings: Settings, timeout: float = 20.0) -> None:
+    """No retention on the service's topics (``retention.ms=-1``), for a test that produces
+    records stamped long ago: Apache Kafka deletes a rolled segment whose newest timestamp
+    is past retention, even while the worker has not read it yet (docs/DEPLOYMENT.md,
+    "Kafka versions"). The embedded Tansu broker deletes nothing by time."""
+    if not brokers.is_kafka():
+        return
+    from ndd_stream.kafka.topics import load_for, resolve
+
+    wanted, _ = resolve(settings, load_for(settings))
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap_servers()})
+    resources = [ConfigResource(ResourceType.TOPIC, t.name, incremental_configs=[
+        ConfigEntry("retention.ms", "-1", incremental_operation=AlterConfigOpType.SET)])
+        for t in wanted]
+    for future in admin.incremental_alter_configs(resources).values():
+        future.result(timeout=timeout)
 
 
 @dataclass
