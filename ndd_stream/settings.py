@@ -249,6 +249,14 @@ class Settings(BaseSettings):
         "read isolation.level=read_committed. at-least-once: a crash or a rebalance can "
         "send outputs again (same decision; deduplicate by ndd-identity); any broker.",
     )
+    on_lost_records: Literal["report", "stop"] = Field(
+        "report",
+        description="records the broker removed before the worker read them (retention, "
+        "deleted records, a truncated log) on an input, scoped or changelog partition: "
+        "report logs one ERROR line naming topic[partition] and the offsets, counts them "
+        "(ndd_lost_records_total), sends a lost_records record to the DLQ, and goes on; "
+        "stop does the same, then exits with code 3.",
+    )
     producer_batch_kb: int = Field(
         512, ge=16, le=65_536,
         description="KiB per partition the worker's producer puts in one record batch "
@@ -430,7 +438,7 @@ SETTING_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Kafka", ("brokers", "security_protocol", "sasl_mechanism", "sasl_username",
                "sasl_password", "ssl_cafile", "ssl_certfile", "ssl_keyfile",
                "ssl_check_hostname", "session_timeout_s", "broker_timeout_s",
-               "producer_batch_kb", "guarantee")),
+               "producer_batch_kb", "guarantee", "on_lost_records")),
     ("Topics", ("app_id", "raw_topics", "raw_topic_pattern", "unique_topic",
                 "duplicate_topic", "dlq_topic", "decisions_topic", "topics_file",
                 "partitions")),

@@ -131,8 +131,8 @@ def produce(
 ) -> int:
     """Load a JSONL file of news items into the raw topic (first of ``raw_topics``).
 
-    Each line is sent byte-for-byte, keyed by the item's channel field, with the Kafka
-    timestamp taken from the item's timestamp field when it parses; lines that are not a
+    Each line is sent byte-for-byte, keyed by the item's channel field and stamped with
+    the send time (an archive of any age outlives retention); lines that are not a
     JSON object are sent too (unkeyed) to exercise the DLQ. argparse: ``path``,
     ``--topic NAME``, ``--rate LINES_PER_SECOND``. Exit 0 when every line was delivered.
     """

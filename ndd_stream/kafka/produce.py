@@ -3,6 +3,10 @@
 Used to replay data sets and to feed tests. The line bytes are sent as they are (only
 the line terminator is removed), even when a line is not valid JSON, so the worker's
 dead-letter path sees exactly what a broken upstream would send.
+
+Records keep the send time as their Kafka timestamp, never the item's event time (the
+worker reads that from the item): retention deletes by record timestamp, so an archive
+stamped with last year's dates would be deleted before a worker read it.
 """
 
 from __future__ import annotations
@@ -44,7 +48,8 @@ class ProduceCounts:
 
 @dataclass(frozen=True)
 class PreparedLine:
-    """One line ready to send: original bytes, channel key, event time in ms."""
+    """One line ready to send: original bytes, channel key, event time in ms (counted for
+    the summary; the record itself is stamped with the send time)."""
 
     value: bytes
     key: bytes | None
@@ -165,11 +170,6 @@ def _send(
     kwargs: dict[str, Any] = {"value": line.value, "on_delivery": on_delivery}
     if line.key is not None:
         kwargs["key"] = line.key
-    if line.timestamp_ms is not None and line.timestamp_ms <= time.time() * 1000:
-        # A future event time stays in the item (the worker reads it there) but not on the
-        # record: Apache Kafka refuses a record stamped over an hour ahead
-        # (message.timestamp.after.max.ms), which would lose the line.
-        kwargs["timestamp"] = line.timestamp_ms
     for _ in range(600):  # local queue full: give librdkafka up to ~60 s to drain it
         try:
             producer.produce(topic, **kwargs)

@@ -56,6 +56,7 @@ from ndd_stream.worker.exactly import (
 from ndd_stream.worker.gathering import GatherDecider
 from ndd_stream.worker.inorder import InOrder, Message
 from ndd_stream.worker.logs import json_handler
+from ndd_stream.worker.lost import LostRecords, watch_fetch_resets
 from ndd_stream.worker.merge import NO_TIME, SourceId
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import BrokerLostData, DeciderPool, OrderConfig
@@ -118,6 +119,11 @@ class Service:
                                   librdkafka_config(settings))
                      if settings.exactly_once() else None)
         self.metrics = metrics or WorkerMetrics()
+        # records the broker removed before they were read: reported, never silent
+        self.lost = LostRecords(self.metrics, settings.dlq_topic,
+                                stop=settings.on_lost_records == "stop", on_stop=fatal)
+        self.lost.send = self.send
+        watch_fetch_resets(self.lost)
         self.topics = output_topics(settings)
         self.scoped_name = topic_name(settings, "scoped")
         self.limits = limits
@@ -156,6 +162,9 @@ class Service:
         )
         self.router_order = InOrder(partial(read_range, self.reads), self.metrics, "processed",
                                     transactional=self.txns is not None)
+        self.router_order.lost = self.pool.order.lost = self.lost
+        if self.shard_pool is not None:
+            self.shard_pool.order.lost = self.lost
         self.txn_router = (TransactionalRouter(self.txns, self.router_order, self._routed,
                                                self.reads.committed)
                            if self.txns is not None else None)
@@ -415,7 +424,8 @@ class Service:
 
         @self.app.agent(raw, name="ndd-router")
         async def router(stream: faust.StreamT) -> None:
-            async for messages in held_batches(stream, ack=service.txns is None):
+            async for messages in held_batches(stream, ack=service.txns is None,
+                                                lost=service.lost):
                 try:
                     await service.route(messages)
                 except Exception as exc:  # see the decider
@@ -424,7 +434,8 @@ class Service:
 
         @self.app.agent(scoped, name="ndd-decider")
         async def decider(stream: faust.StreamT) -> None:
-            async for messages in held_batches(stream, ack=service.txns is None):
+            async for messages in held_batches(stream, ack=service.txns is None,
+                                                lost=service.lost):
                 try:
                     await service.pool.process(messages, service.send)
                 except Exception as exc:
@@ -441,7 +452,8 @@ class Service:
                             name="ndd-shard")
             async def shard(stream: faust.StreamT) -> None:
                 async for messages in held_batches(stream, SHARD_BATCH_MAX,
-                                                   ack=service.txns is None):
+                                                   ack=service.txns is None,
+                                                   lost=service.lost):
                     try:
                         await shard_pool.process(messages, service.send)
                     except Exception as exc:  # as in the decider
@@ -543,8 +555,8 @@ def _shard_partition(partition: int, path: Path, *, config: DetectorConfig, shar
     return ShardPartition(partition, path, config, shards, changelog, scoped_topic)
 
 
-async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX,
-                       ack: bool = True) -> AsyncIterator[list[Message]]:
+async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX, ack: bool = True,
+                       lost: LostRecords | None = None) -> AsyncIterator[list[Message]]:
     """Batches of the stream's messages, acknowledged only once the agent is done with them.
 
     The one place that works around Faust's acknowledgement: ``take_events`` acks a batch
@@ -556,12 +568,18 @@ async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX,
 
     ``ack=False`` (exactly-once): never acknowledged, so Faust never commits these
     partitions; their offsets move only in the transactions (worker/exactly.py).
+
+    ``lost`` hears of every batch first: a record after a position that went out of range
+    ends a range of records the broker removed unread (worker/lost.py).
     """
     batches = stream.take_events(most, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
     async for events in batches:
         for event in events:
             event.message.incref()
-        yield [event.message for event in events]
+        batch = [event.message for event in events]
+        if lost is not None:
+            await lost.delivered(batch)
+        yield batch
         if ack:
             for event in events:
                 event.ack()

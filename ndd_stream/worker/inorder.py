@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
+from ndd_stream.worker.lost import LostRecords
 from ndd_stream.worker.metrics import WorkerMetrics
 
 log = logging.getLogger("ndd_stream.worker")
@@ -62,6 +63,7 @@ class InOrder:
         # records delivered first); after it, a jump is the log's, not the consumer's.
         self.transactional = transactional
         self._checked: set[TP] = set()
+        self.lost: LostRecords | None = None  # reports records gone before they were read
 
     def resume(self, tp: TP, offset: int | None) -> None:
         """Go on at ``offset`` (None: at the first record delivered)."""
@@ -108,7 +110,12 @@ class InOrder:
         found = await asyncio.get_running_loop().run_in_executor(
             None, self.read, topic, partition, start, end)
         if not self.transactional:  # there offsets jump over aborted records too
-            log_lost(log, topic, partition, start, found, end, self.never)
+            first = found[0].offset if found else end
+            if self.lost is not None and first > start:
+                await self.lost.lost(topic, partition, start, first - 1,
+                                     f"a gap read back found them gone; never {self.never}")
+            elif self.lost is None:
+                log_lost(log, topic, partition, start, found, end, self.never)
         return found
 
 

@@ -2,7 +2,8 @@
 
 Every record carries time, level, logger and message; error records about an item
 also carry ``topic``, ``partition`` and ``offset`` (passed with ``extra=``), so a log
-line always says which record it is about.
+line always says which record it is about; a line about a range of offsets adds
+``last_offset`` and ``count``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from ndd_stream.jsonio import dumps
 
-_FIELDS = ("topic", "partition", "offset", "event")
+_FIELDS = ("topic", "partition", "offset", "last_offset", "count", "event")
 
 
 class JsonFormatter(logging.Formatter):

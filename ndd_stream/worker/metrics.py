@@ -55,6 +55,10 @@ class WorkerMetrics:
         self.gaps = Counter("ndd_consumer_gaps_total",
                             "Times the consumer skipped offsets; the skipped records were read "
                             "from the broker before the next one was decided", registry=r)
+        self.lost = Counter("ndd_lost_records",
+                            "Offsets the broker removed (retention, deleted records, a "
+                            "truncated log) before the worker read them; never decided",
+                            ["topic", "partition"], registry=r)
         self.assigned = Gauge("ndd_assigned_partitions", "Scoped partitions owned", registry=r)
         self.order_held = Gauge("ndd_order_held", "Items held back for their turn in event-time "
                                 "order", ["partition"], registry=r)

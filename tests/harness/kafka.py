@@ -132,19 +132,28 @@ def create_topics(
 
 
 def keep_old_records(settings: Settings, timeout: float = 20.0) -> None:
-    """No retention on the service's topics (``retention.ms=-1``), for a test that produces
-    records stamped long ago: Apache Kafka deletes a rolled segment whose newest timestamp
-    is past retention, even while the worker has not read it yet (docs/DEPLOYMENT.md,
-    "Kafka versions"). The embedded Tansu broker deletes nothing by time."""
+    """For a test whose records carry old Kafka timestamps that the worker must read (the
+    fallback event time of items without one): the raw topics keep the producer's stamp
+    (``CreateTime``; ``topics apply`` makes them ``LogAppendTime``) and no topic of the
+    service deletes by time (``retention.ms=-1``): Apache Kafka deletes a rolled segment
+    whose newest timestamp is past retention, even while the worker has not read it yet.
+    The embedded Tansu broker keeps the producer's stamp and deletes nothing by time."""
     if not brokers.is_kafka():
         return
     from ndd_stream.kafka.topics import load_for, resolve
 
     wanted, _ = resolve(settings, load_for(settings))
+
+    def entries(key: str) -> list[ConfigEntry]:
+        out = [ConfigEntry("retention.ms", "-1", incremental_operation=AlterConfigOpType.SET)]
+        if key == "raw":
+            out.append(ConfigEntry("message.timestamp.type", "CreateTime",
+                                   incremental_operation=AlterConfigOpType.SET))
+        return out
+
     admin = AdminClient({"bootstrap.servers": settings.bootstrap_servers()})
-    resources = [ConfigResource(ResourceType.TOPIC, t.name, incremental_configs=[
-        ConfigEntry("retention.ms", "-1", incremental_operation=AlterConfigOpType.SET)])
-        for t in wanted]
+    resources = [ConfigResource(ResourceType.TOPIC, t.name, incremental_configs=entries(t.key))
+                 for t in wanted]
     for future in admin.incremental_alter_configs(resources).values():
         future.result(timeout=timeout)
 
