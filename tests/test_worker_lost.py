@@ -18,14 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from harness import brokers
-from harness.kafka import Reader, SettingsFactory, create_topics
+from harness.kafka import Reader, SettingsFactory, create_topics, wait_until
 from harness.scenarios import Feeder, news_lines
 from harness.worker import WorkerProcess, metric_sum, scrape
 
 from ndd_stream import jsonio
+from ndd_stream.core.items import parse_timestamp
 from ndd_stream.settings import Settings
 
 pytestmark = [pytest.mark.broker]
@@ -138,6 +139,65 @@ def test_raw_topics_count_retention_from_arrival(make_settings: SettingsFactory)
         records = reader.read(n=3, timeout=30)
     assert len(records) == 3
     assert all(r.timestamp_ms is not None and r.timestamp_ms >= sent for r in records)
+
+
+
+ARCHIVE_START = 1_672_531_200.0  # 2023-01-01 00:00 UTC
+
+
+@needs_kafka
+@pytest.mark.timeout(300)
+def test_an_archive_stamped_years_ago_outlives_retention(tmp_path: Path) -> None:
+    """A crawler that stamps records with their 2023 event times, onto a raw topic from
+    ``topics apply`` on a broker checking retention every second: the records stay, and
+    one worker started afterwards decides them all as ``dedup`` does. The same records on
+    a topic that keeps the producer's stamps (``CreateTime``) are deleted meanwhile."""
+    from harness.kafka import create_topics as create_named
+    from harness.kafka import worker_settings
+    from harness.scenarios import Report, check_outputs, dedup_of
+
+    from ndd_stream.kafka.apache import ApacheKafka
+
+    quick = {"log.retention.check.interval.ms": "1000", "log.initial.task.delay.ms": "0"}
+    with ApacheKafka(log_dir=tmp_path / "broker", extra_properties=quick) as broker:
+        settings = worker_settings(broker.bootstrap, "archive", tmp_path / "data",
+                                   guarantee="exactly-once", partitions=2)
+        create_topics(settings)
+        control = "archive-createtime"
+        create_named(broker.bootstrap, [control], config={"segment.ms": "1000"})
+        lines = news_lines(300, SEED, start=ARCHIVE_START)
+        stamps = [int((parse_timestamp(jsonio.loads(line)["timestamp"]) or 0) * 1000)
+                  for line in lines]
+        assert min(stamps) >= ARCHIVE_START * 1000
+        positions = Feeder(settings, lines, rate=5000, timestamps_ms=stamps).start().join(60)
+        Feeder(settings.model_copy(update={"raw_topics": [control]}), lines, rate=5000,
+               partition=0, timestamps_ms=stamps).start().join(60)
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "archive-low"})
+        try:
+            def low(topic: str, partition: int) -> int:
+                return int(consumer.get_watermark_offsets(TopicPartition(topic, partition),
+                                                          timeout=10)[0])
+
+            assert wait_until(lambda: low(control, 0) >= len(lines), 60), \
+                "retention did not run on the CreateTime control topic"
+            raw = settings.raw_topics[0]
+            assert all(low(raw, p) == 0 for p in range(8))
+        finally:
+            consumer.close()
+        want, want_dlq = dedup_of(settings, lines)
+        reader = Reader.outputs(settings)
+        worker = WorkerProcess(settings, tmp_path / "worker.log").start()
+        try:
+            assert reader.wait_for(positions, timeout=180, alive=worker.alive), \
+                worker.log_tail()
+        finally:
+            assert worker.stop() == 0, worker.log_tail()
+        reader.read(timeout=3.0, idle=2.0)
+        problems = check_outputs(Report("archive", len(lines)), reader.records, positions,
+                                 want, want_dlq)
+        reader.close()
+        assert not problems, problems
+        assert not worker.events("records_lost")
 
 
 # --- the reporter alone (no broker) ---------------------------------------------------
