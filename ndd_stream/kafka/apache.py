@@ -1,4 +1,5 @@
-"""Apache Kafka 4.x from its Maven Central jars: a single KRaft node on loopback.
+"""Apache Kafka 4.x from its Maven Central jars: a single KRaft node on loopback
+(``apache_cluster.py``: three).
 
 The broker users run, for the tests, the benchmarks and a local try-out, without Docker.
 ``fetch()`` resolves ``org.apache.kafka:kafka_2.13`` with its runtime dependencies and a
@@ -21,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Self
@@ -161,6 +163,17 @@ class ApacheKafka(EmbeddedBroker):
         """Format (first start only) and start the node; return once it answers."""
         if self.is_running():
             return self
+        self.launch()
+        try:
+            self._wait_ready()
+        except BrokerError:
+            self._kill()
+            raise
+        return self
+
+    def launch(self) -> None:
+        """Format the node's folder on its first start, then start its process without
+        waiting for it to answer (the nodes of a cluster answer only once a quorum is up)."""
         java = java_bin()
         if java is None:
             raise KafkaRuntimeMissing("no Java found (JAVA_HOME or 'java' on PATH)")
@@ -172,21 +185,17 @@ class ApacheKafka(EmbeddedBroker):
             self._tmp = tempfile.TemporaryDirectory(prefix="ndd-kafka-log-")
             self._log_dir = Path(self._tmp.name)
         self._log_dir.mkdir(parents=True, exist_ok=True)
-        first = self._data is None
-        if first:
+        if self._data is None:
             self._data_tmp = tempfile.TemporaryDirectory(prefix="ndd-kafka-")
             self._data = Path(self._data_tmp.name)
-            self._port = free_port(self._host)
-            self._controller_port = free_port(self._host)
+            self._assign_ports()
             self._write_config()
             self._format(java)
         self._spawn_java(java)
-        try:
-            self._wait_ready()
-        except BrokerError:
-            self._kill()
-            raise
-        return self
+
+    def _assign_ports(self) -> None:
+        self._port = free_port(self._host)
+        self._controller_port = free_port(self._host)
 
     def restart(self, *, empty: bool = False) -> Self:
         """Stop (controlled shutdown) and start again on the same ports; with ``empty``
@@ -209,8 +218,17 @@ class ApacheKafka(EmbeddedBroker):
 
     # --- internals ----------------------------------------------------------------------
     def _write_config(self) -> None:
+        assert self._data is not None
+        props = self._properties()
+        props.update(self._extra)
+        text = "".join(f"{k}={v}\n" for k, v in props.items())
+        (self._data / "server.properties").write_text(text)
+        (self._data / "log4j2.yaml").write_text(_LOG4J2)
+
+    def _properties(self) -> dict[str, str]:
+        """The node's ``server.properties``, before ``extra_properties``."""
         assert self._data is not None and self._controller_port is not None
-        props = {
+        return {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.bootstrap.servers": f"{self._host}:{self._controller_port}",
@@ -237,10 +255,6 @@ class ApacheKafka(EmbeddedBroker):
             "num.network.threads": "2",
             "num.io.threads": "4",
         }
-        props.update(self._extra)
-        text = "".join(f"{k}={v}\n" for k, v in props.items())
-        (self._data / "server.properties").write_text(text)
-        (self._data / "log4j2.yaml").write_text(_LOG4J2)
 
     def _java_cmd(self, java: str, main: str, *args: str) -> list[str]:
         assert self._data is not None
@@ -252,13 +266,16 @@ class ApacheKafka(EmbeddedBroker):
 
     def _format(self, java: str) -> None:
         assert self._data is not None
-        cluster_id = uuid.uuid4().hex[:22]
-        cmd = self._java_cmd(java, "kafka.tools.StorageTool", "format", "--standalone",
-                             "-t", cluster_id, "-c", str(self._data / "server.properties"))
+        cmd = self._java_cmd(java, "kafka.tools.StorageTool", "format", *self._format_args(),
+                             "-c", str(self._data / "server.properties"))
         done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=120)
         if done.returncode != 0:
             raise BrokerError(f"Kafka storage format failed (exit {done.returncode}):\n"
                               f"{(done.stdout + done.stderr)[-3000:]}")
+
+    def _format_args(self) -> list[str]:
+        """A single node is its own quorum."""
+        return ["--standalone", "-t", uuid.uuid4().hex[:22]]
 
     def _spawn_java(self, java: str) -> None:
         assert self._log_dir is not None and self._data is not None
@@ -290,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("fetch", help=f"fetch the runtime into {cache_dir()}")
     run = sub.add_parser("run", help="start a broker and keep it up until Ctrl-C")
     run.add_argument("--heap-mb", type=int, default=512)
+    run.add_argument("--nodes", type=int, default=1,
+                     help="3: a KRaft cluster of three nodes, replication 3, min.insync 2")
     args = parser.parse_args(argv)
     if args.command == "fetch":
         try:
@@ -300,6 +319,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         fetch()
+        if args.nodes > 1:
+            from ndd_stream.kafka.apache_cluster import KafkaCluster
+
+            with KafkaCluster(args.nodes, heap_mb=args.heap_mb) as cluster:
+                print(f"Apache Kafka {KAFKA_VERSION}, {args.nodes} nodes, ready at "
+                      f"{cluster.bootstrap}", flush=True)
+                with contextlib.suppress(KeyboardInterrupt):
+                    while True:
+                        time.sleep(3600)
+            return 0
         with ApacheKafka(heap_mb=args.heap_mb) as broker:
             print(f"Apache Kafka {KAFKA_VERSION} ready at {broker.bootstrap}", flush=True)
             with contextlib.suppress(KeyboardInterrupt):

@@ -230,7 +230,8 @@ class EmbeddedBroker:
                 try:
                     proc.wait(timeout=self._stop_timeout)
                 except subprocess.TimeoutExpired:
-                    log.warning("Tansu pid %s ignored SIGTERM; sending SIGKILL", proc.pid)
+                    log.warning("%s broker pid %s ignored SIGTERM; sending SIGKILL", self.kind,
+                                proc.pid)
                     proc.kill()
                     proc.wait(timeout=5)
             code = proc.returncode
