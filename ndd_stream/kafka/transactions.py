@@ -56,27 +56,80 @@ TP = tuple[str, int]
 INIT_TIMEOUT_S = 60.0
 """``init_transactions``: the broker may first have to abort the previous owner's open
 transaction (at most ``transaction.timeout.ms`` if that owner is paused)."""
-COMMIT_TIMEOUT_S = 60.0
+COMMIT_TIMEOUT_S = 30.0
+"""Each blocking step of a commit (offsets, commit, abort) returns within this, or the
+producer is given up (``TransactionAborted``): librdkafka's own timeout is not always kept
+(``send_offsets_to_transaction`` can block for good once the group coordinator's broker
+left the cluster's metadata, librdkafka issues 5456 and 5511)."""
 TRANSACTION_TIMEOUT_MS = 60_000
 """A transaction left open (its worker killed) is aborted by the broker after this; the
 partition's next owner aborts it sooner, at ``init_transactions``."""
 
 
 class TransactionError(RuntimeError):
-    """A transaction failed (fenced, refused, timed out): nothing of it is committed."""
+    """A transaction failed: nothing of it is committed. This class itself: what retrying
+    cannot mend (refused by the broker's authorizer, no transactions)."""
+
+
+class TransactionAborted(TransactionError):
+    """Nothing of the piece is committed, and the partition's producer is given up: a
+    leader or coordinator that moved, a broker that restarted, a call that did not return.
+    The partition is opened again (a new producer fences the old one, the state restores
+    to what was committed) and its work redone."""
+
+
+class ProducerFenced(TransactionError):
+    """A newer owner registered the partition's transactional id (a rebalance moved the
+    partition): this worker closes the partition and leaves it to that owner."""
 
 
 class TransactionsUnsupported(TransactionError):
     """The broker refuses transactions (the embedded demo broker)."""
 
 
+_FENCED_CODES = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                           KafkaError.INVALID_PRODUCER_EPOCH})
+_REFUSED_CODES = frozenset({KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                            KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                            KafkaError.GROUP_AUTHORIZATION_FAILED,
+                            KafkaError.TOPIC_AUTHORIZATION_FAILED})
+
+
 def _error(exc: KafkaException, what: str) -> TransactionError:
     err = exc.args[0] if exc.args else None
-    if isinstance(err, KafkaError):
-        kind = "fenced by a newer owner" if err.code() == KafkaError._FENCED else (
-            "fatal" if err.fatal() else "abortable" if err.txn_requires_abort() else "error")
-        return TransactionError(f"{what}: {kind}: {err.name()}: {err.str()}")
-    return TransactionError(f"{what}: {exc}")
+    if not isinstance(err, KafkaError):
+        return TransactionAborted(f"{what}: {exc}")
+    text = f"{what}: {{}}: {err.name()}: {err.str()}"
+    if err.code() in _FENCED_CODES:
+        return ProducerFenced(text.format("fenced by a newer owner"))
+    if err.code() in _REFUSED_CODES:
+        return TransactionError(text.format("refused"))
+    return TransactionAborted(text.format(
+        "fatal" if err.fatal() else "abortable" if err.txn_requires_abort() else "error"))
+
+
+def _bounded(call: Any, what: str, timeout_s: float, *args: Any, grace_s: float = 5.0) -> Any:
+    """``call(*args)`` in a thread of its own, given up (``TransactionAborted``) when it
+    has not returned ``timeout_s`` + ``grace_s`` later; the stuck thread ends when its
+    producer is fenced by the partition's next producer."""
+    done: list[Any] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            done.append(call(*args))
+        except BaseException as exc:  # handed to the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=run, name=f"ndd-txn {what}", daemon=True)
+    thread.start()
+    thread.join(timeout_s + grace_s)
+    if thread.is_alive():
+        raise TransactionAborted(f"{what}: no answer in {timeout_s + grace_s:.0f}s; the "
+                                 "producer is given up")
+    if failed:
+        raise failed[0]
+    return done[0] if done else None
 
 
 class PartitionTransactions:
@@ -91,12 +144,14 @@ class PartitionTransactions:
         self._open = False
         self._delivered: dict[TP, int] = {}  # destination -> highest offset delivered
         self._failed: KafkaError | None = None
+        self._given_up = False  # a call did not return: never used again
 
     def init(self) -> None:
         """Register the id with the broker: fences its previous holder and aborts that
         holder's open transaction. Blocking."""
         try:
-            self._producer.init_transactions(INIT_TIMEOUT_S)
+            _bounded(self._producer.init_transactions, f"{self.transactional_id}: init",
+                     INIT_TIMEOUT_S, INIT_TIMEOUT_S)
         except KafkaException as exc:
             raise _error(exc, f"{self.transactional_id}: init_transactions") from exc
 
@@ -142,13 +197,16 @@ class PartitionTransactions:
                 self._open = True
                 self._delivered = {}
             if offsets:
-                self._producer.send_offsets_to_transaction(
-                    [TopicPartition(t, p, o) for (t, p), o in offsets.items()], self._group,
-                    COMMIT_TIMEOUT_S)
-            self._producer.commit_transaction(COMMIT_TIMEOUT_S)
+                self._call(self._producer.send_offsets_to_transaction, "send offsets",
+                           [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                           self._group)
+            self._call(self._producer.commit_transaction, "commit")
         except KafkaException as exc:
             self._abort()
             raise _error(exc, f"{self.transactional_id}: commit") from exc
+        except TransactionAborted:
+            self._given_up = True
+            raise
         finally:
             self._open = False
         if self._failed is not None:  # never after a successful commit; kept as a guard
@@ -156,13 +214,25 @@ class PartitionTransactions:
                                    f"{self._failed}")
         return {tp: offset + 1 for tp, offset in self._delivered.items()}
 
+    def _call(self, call: Any, what: str, *args: Any) -> Any:
+        return _bounded(call, f"{self.transactional_id}: {what}", COMMIT_TIMEOUT_S, *args,
+                        COMMIT_TIMEOUT_S)
+
     def _abort(self) -> None:
         # fenced or fatal: the broker aborts it (the new owner's init, or the timeout)
-        with contextlib.suppress(KafkaException):
-            self._producer.abort_transaction(COMMIT_TIMEOUT_S)
+        with contextlib.suppress(KafkaException, TransactionAborted):
+            self._call(self._producer.abort_transaction, "abort")
+
+    @property
+    def given_up(self) -> bool:
+        """Whether a call into the producer did not return (it is never used again)."""
+        return self._given_up
 
     def close(self) -> None:
-        """Drop the producer; an open transaction is aborted (normally there is none)."""
+        """Drop the producer; an open transaction is aborted (normally there is none). A
+        producer given up is left alone: a call may still be inside it."""
+        if self._given_up:
+            return
         if self._open:
             self._abort()
             self._open = False
