@@ -164,14 +164,12 @@ class BrokerReads(Log):
             "auto.offset.reset": "earliest", "enable.partition.eof": True,
             "isolation.level": "read_committed"})
         try:
-            _, end = consumer.get_watermark_offsets(TopicPartition(topic, partition),
-                                                    timeout=timeout_s, cached=False)
-            end = int(end)
+            deadline = time.monotonic() + timeout_s
+            _, end = watermarks(consumer, topic, partition, deadline)
             out: list[Fetched] = []
             if start >= end:
                 return out, end
             consumer.assign([TopicPartition(topic, partition, max(start, 0))])
-            deadline = time.monotonic() + timeout_s
             while time.monotonic() < deadline:
                 msg = consumer.poll(0.5)
                 if msg is None:
@@ -181,6 +179,8 @@ class BrokerReads(Log):
                     if err.code() == KafkaError._PARTITION_EOF:
                         if int(msg.offset() or 0) >= end:
                             return out, end
+                        continue
+                    if passing(err):  # a leader moving, a broker restarting
                         continue
                     raise error(f"{topic}[{partition}]: {err}")
                 fetched = _fetched(msg, topic, partition)
@@ -195,6 +195,44 @@ class BrokerReads(Log):
             raise error(f"{topic}[{partition}]: {exc}") from exc
         finally:
             consumer.close()
+
+
+def passing(err: KafkaError) -> bool:
+    """Whether a client error is one of a cluster's routine events (a leader or coordinator
+    that moved, a broker restarting, a request that timed out): waited out, not fatal."""
+    if err.fatal():
+        return False
+    return bool(err.retriable()) or err.code() in _PASSING
+
+
+_PASSING = frozenset({
+    KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT,
+    KafkaError._WAIT_COORD,
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.NOT_ENOUGH_REPLICAS,
+})
+# not an unknown topic or partition: a topic deleted (a broker restarted empty) fails at once
+
+
+def watermarks(consumer: Consumer, topic: str, partition: int, deadline: float
+               ) -> tuple[int, int]:
+    """The partition's log start and end (ListOffsets), asked again while the cluster's
+    routine events last, until ``deadline`` (``time.monotonic()``). Raises KafkaException."""
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(topic, partition),
+                timeout=max(1.0, min(10.0, deadline - time.monotonic())), cached=False)
+            return int(low), int(high)
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if (not isinstance(err, KafkaError) or not passing(err)
+                    or time.monotonic() >= deadline):
+                raise
+            time.sleep(0.5)
 
 
 def _fetched(msg: Any, topic: str, partition: int) -> Fetched:
@@ -218,8 +256,11 @@ def _poll(consumer: Consumer, topic: str, partition: int, start: int, timeout_s:
         msg = consumer.poll(0.5)
         if msg is None:
             continue
-        if msg.error():
-            raise error(f"{topic}[{partition}]: {msg.error()}")
+        problem = msg.error()
+        if problem is not None:
+            if passing(problem):  # a leader moving, a broker restarting
+                continue
+            raise error(f"{topic}[{partition}]: {problem}")
         offset = int(msg.offset() or 0)
         if msg.topic() != topic or msg.partition() != partition or offset < start:
             continue  # left over from an earlier read
