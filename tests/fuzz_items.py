@@ -398,7 +398,7 @@ def atheris_main(argv: list[str]) -> None:
 
     from ndd_stream.worker.deciding import OutputTopics, PartitionDecider
     from ndd_stream.worker.records import Source
-    from ndd_stream.worker.routing import route_raw
+    from ndd_stream.worker.router import route_raw
 
     fmt = ItemFormat(max_item_bytes=4096)
     tmp = tempfile.mkdtemp(prefix="ndd-atheris-")

@@ -42,10 +42,11 @@ from ndd_stream.core import items as items_module
 from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.document import Document
 from ndd_stream.core.items import REASONS, Invalid, ItemFormat, decode_object, parse_item
+from ndd_stream.kafka.limits import dead_letter_limit
 from ndd_stream.state.codec import Checkpoint
 from ndd_stream.worker.deciding import OutputTopics, PartitionDecider
 from ndd_stream.worker.records import Source
-from ndd_stream.worker.routing import dead_letter_limit, route_raw
+from ndd_stream.worker.router import route_raw
 
 FMT = ItemFormat(max_item_bytes=16_384)
 TOPICS = OutputTopics("u", "d", "dlq", "decisions", "changelog")

@@ -112,7 +112,7 @@ def test_producer_batches_follow_the_setting_capped_at_the_request_size(
     batches 512 KiB unless told, never more than one request carries."""
     import faust
 
-    from ndd_stream.worker.app import producer_kwargs
+    from ndd_stream.worker.startup import producer_kwargs
 
     kwargs = producer_kwargs(_from_env(monkeypatch, {}))
     assert kwargs["producer_max_batch_size"] == 512 << 10

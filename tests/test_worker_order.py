@@ -28,7 +28,7 @@ from ndd_stream.worker.merge import NO_TIME
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import DeciderPool, OrderConfig
 from ndd_stream.worker.records import PROGRESS_KEY, Progress, Source
-from ndd_stream.worker.routing import route_raw
+from ndd_stream.worker.router import route_raw
 
 SCOPED, RAW = "scoped", "raw"
 TOPICS = OutputTopics("unique", "duplicate", "dlq", None, "changelog")

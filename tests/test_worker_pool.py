@@ -28,7 +28,7 @@ from ndd_stream.worker.deciding import OutputTopics, PartitionDecider
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import BrokerLostData, DeciderPool
 from ndd_stream.worker.records import OutRecord, Source, kafka_timestamp_ms
-from ndd_stream.worker.routing import route_raw
+from ndd_stream.worker.router import route_raw
 
 SCOPED, RAW = "scoped", "raw"
 TOPICS = OutputTopics("unique", "duplicate", "dlq", None, "changelog")

@@ -21,7 +21,7 @@ from test_worker_routing import _lines, _send
 
 from ndd_stream.worker.app import topic_name
 from ndd_stream.worker.records import Source
-from ndd_stream.worker.routing import route_raw
+from ndd_stream.worker.router import route_raw
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(400)]
 

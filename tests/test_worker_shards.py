@@ -45,7 +45,7 @@ from ndd_stream.worker.gathering import DEFAULT_MEMORY_BYTES, GatherDecider
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import DeciderPool, OrderConfig
 from ndd_stream.worker.records import Source
-from ndd_stream.worker.routing import route_raw
+from ndd_stream.worker.router import route_raw
 from ndd_stream.worker.sharding import ShardPartition
 from ndd_stream.worker.shardwire import read_answers, read_prepared
 

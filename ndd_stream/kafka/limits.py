@@ -25,6 +25,16 @@ RECORD_OVERHEAD = 65_536
 ``limit - RECORD_OVERHEAD`` bytes fits a topic whose limit is ``limit``."""
 
 
+def producer_request_limit(max_item_bytes: int) -> int:
+    """The worker producer's max request size: room for any item it forwards."""
+    return max(1_048_576, 2 * max_item_bytes)
+
+
+def dead_letter_limit(max_item_bytes: int) -> int:
+    """The largest dead-letter payload kept whole (64 KiB left for headers and framing)."""
+    return producer_request_limit(max_item_bytes) - 65_536
+
+
 @dataclass(frozen=True)
 class WriteLimits:
     """``max.message.bytes`` per written topic (only those the broker reported)."""

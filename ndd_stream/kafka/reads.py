@@ -5,9 +5,11 @@ rebalance it can deliver records fetched before it (prefetched, newer than the c
 offset) after it has rewound to the committed offset, then drop the re-fetched older ones
 as already read, and its next commit can pass them. A rewind through Faust does not help:
 its read offset is raised again by the next prefetched record. So the worker reads skipped
-ranges itself (``worker/inorder.py``), reads its changelog (``worker/changelog.py``) and
-looks up the group's committed offsets at assignment, all through :class:`BrokerReads`:
-one librdkafka consumer that joins no group and commits nothing.
+ranges itself (``worker/inorder.py``) and reads its changelog (``worker/changelog.py``)
+through :class:`BrokerReads`: one librdkafka consumer, created on its first read, that
+joins no group and commits nothing. The group's committed offsets are looked up with the
+worker's admin client (:func:`committed_offsets`), so a worker that reads nothing past
+Faust holds no such consumer.
 
 The worker's code needs only the two primitives of :class:`Log` (``append``, ``records``);
 the unit tests give it an in-memory log instead.
@@ -23,7 +25,18 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+
+UNSTABLE_RETRY_S = 30.0
+"""How long an offset lookup waits out a transaction still committing offsets."""
 
 
 class RefetchError(RuntimeError):
@@ -92,9 +105,11 @@ class BrokerReads(Log):
     Calls come from executor threads of both agents, so they take turns on a lock.
     """
 
-    def __init__(self, conf: dict[str, object], group: str) -> None:
+    def __init__(self, conf: dict[str, object], group: str,
+                 admin: AdminClient | None = None) -> None:
         self.conf = conf
         self.group = group
+        self._admin = admin
         self._lock = threading.Lock()
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
@@ -117,15 +132,10 @@ class BrokerReads(Log):
                 self._producer = None
 
     def committed(self, tps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """The group's committed offsets (OffsetFetch); -1 where there is none."""
-        if not tps:
-            return {}
-        with self._lock:
-            found = self._get().committed([TopicPartition(t, p) for t, p in tps], timeout=10)
-        for tp in found:
-            if tp.error is not None:  # never an offset of an unknown partition as "none"
-                raise KafkaException(tp.error)
-        return {(tp.topic, tp.partition): tp.offset for tp in found}
+        """The group's committed offsets; negative where there is none."""
+        if self._admin is None:
+            self._admin = AdminClient(cast(dict[str, Any], self.conf))
+        return committed_offsets(self._admin, self.group, tps)
 
     def append(self, topic: str, partition: int, key: bytes, value: bytes) -> int | None:
         delivered: list[int] = []
@@ -266,3 +276,25 @@ def _poll(consumer: Consumer, topic: str, partition: int, start: int, timeout_s:
             continue  # left over from an earlier read
         read += 1
         yield _fetched(msg, topic, partition)
+
+
+def committed_offsets(admin: AdminClient, group: str, tps: Sequence[tuple[str, int]],
+                      timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
+    """The group's committed offsets of ``tps`` (OffsetFetch, stable offsets only: an
+    offset a transaction is still committing is waited for); negative where there is none.
+    Raises KafkaException. Blocking."""
+    if not tps:
+        return {}
+    deadline = time.monotonic() + UNSTABLE_RETRY_S
+    while True:
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in tps])
+        found = admin.list_consumer_group_offsets(
+            [request], require_stable=True, request_timeout=timeout_s)[group].result()
+        errors = [tp.error for tp in found.topic_partitions if tp.error is not None]
+        unstable = any(e.code() == KafkaError.UNSTABLE_OFFSET_COMMIT for e in errors)
+        if unstable and time.monotonic() < deadline:
+            time.sleep(0.2)
+            continue
+        if errors:  # never an offset of an unknown partition as "none"
+            raise KafkaException(errors[0])
+        return {(tp.topic, tp.partition): tp.offset for tp in found.topic_partitions}

@@ -246,10 +246,7 @@ class Transactions:
                  ) -> None:
         self.conf = dict(conf)
         self.app_id = app_id
-        # group metadata of a consumer of the group that never joins it (see the docstring)
-        self._meta_consumer = Consumer({**group_conf, "group.id": app_id,
-                                        "enable.auto.commit": False})
-        self._group = self._meta_consumer.consumer_group_metadata()
+        self._group = group_metadata(group_conf, app_id)
         self._lock = threading.Lock()
         self._open: dict[TP, PartitionTransactions] = {}
         self._opening: dict[TP, threading.Lock] = {}
@@ -289,7 +286,17 @@ class Transactions:
 
     def shutdown(self) -> None:
         self.close()
-        self._meta_consumer.close()
+
+
+def group_metadata(conf: Mapping[str, Any], group: str) -> Any:
+    """The group metadata of a consumer of ``group`` that never joins it (see the module
+    docstring): serialized bytes, so the consumer that made them is closed at once rather
+    than held (with its threads and connections) for the worker's life."""
+    consumer = Consumer({**conf, "group.id": group, "enable.auto.commit": False})
+    try:
+        return consumer.consumer_group_metadata()
+    finally:
+        consumer.close()
 
 
 def check_transactions(conf: Mapping[str, Any], app_id: str, topic: str,

@@ -1,1 +1,1 @@
-"""The streaming service: Faust wiring (app.py) around pure routing and deciding steps."""
+"""The streaming service: Faust as the runtime (runtime.py) around plain code (app.py)."""

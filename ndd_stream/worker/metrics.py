@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+if TYPE_CHECKING:
+    from ndd_stream.worker.deciding import Outcome, StatefulPartition
+    from ndd_stream.worker.records import Source
+
+log = logging.getLogger("ndd_stream.worker")
 
 #: Distinct ``channel`` label values of ``ndd_items_total``; later channels count under
 #: ``OTHER_CHANNEL``. Channels come from the items, so without a bound a feed with
@@ -100,3 +108,37 @@ class WorkerMetrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def count_outcome(metrics: WorkerMetrics, partition: int, outcome: Outcome,
+                  source: Source) -> None:
+    """An outcome in the metrics (and a dead letter in the log)."""
+    part = str(partition)
+    if outcome.invalid is not None:
+        metrics.dlq.labels(outcome.invalid.reason, "decide").inc()
+        log.warning("%s: %s: %s", source.position, outcome.invalid.reason,
+                    outcome.invalid.detail, extra={
+                        "topic": source.topic, "partition": source.partition,
+                        "offset": source.offset, "event": "dlq"})
+        return
+    decision = outcome.decision
+    if decision is None:  # a shard's answer
+        metrics.shard_answers.labels(str(partition)).inc()
+        return
+    if decision.replayed:
+        metrics.replayed.inc()
+    metrics.count_item(decision.status.value, outcome.channel, part)
+
+
+def set_gauges(metrics: WorkerMetrics, part: str, decider: StatefulPartition) -> None:
+    """A partition's window and state gauges, after a commit (``part``: its label)."""
+    metrics.window_documents.labels(part).set(decider.window_documents())
+    metrics.window_hours.labels(part).set(decider.window_hours())
+    metrics.state_bytes.labels(part).set(decider.store.inner.size_bytes())
+    gather = decider.gather_gauges()
+    if gather is not None:
+        waiting, held, spilled = gather
+        for shard, count in waiting.items():
+            metrics.shard_waiting.labels(str(decider.partition), str(shard)).set(count)
+        metrics.gather_held.labels(part).set(held)
+        metrics.gather_spilled.labels(part).set(spilled)

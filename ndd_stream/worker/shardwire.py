@@ -24,7 +24,7 @@ hour, |signature|, arrival number, normal form and figures when ``j``, else "" a
 short match is ``{"i", "c", "t", "n"}``. Floats round-trip exactly (shortest repr).
 
 A record holds items up to :data:`BATCH_BYTES` of JSON (an item larger than that travels
-alone; the producer's request limit has room for any item, ``routing.producer_request_limit``).
+alone; the producer's request limit has room for any item, ``kafka.limits.producer_request_limit``).
 Layout v1 (one item or one answer per record, the same fields with ``"v": 1`` and, in a
 prepared item, ``"p"``) is still read, so records a v1 worker left in the topics are
 answered after an upgrade; a v1 worker cannot read v2, so a sharded deployment is upgraded

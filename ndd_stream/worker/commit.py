@@ -1,0 +1,203 @@
+"""Where a piece of work is committed: the one place where the two guarantees differ.
+
+A *piece* is what one agent did with some records of its input partitions: the outputs it
+produced and, for each input partition it moved, where that partition now stands
+(:class:`Reached`: the next input offset and, for a decider, its state and checkpoint).
+The agents hand outputs to a piece (:meth:`Piece.produce`) and end it with
+:meth:`Piece.commit`; they never ask which guarantee runs.
+
+Exactly-once (:class:`TransactionalCommitter`, Apache Kafka): each input partition has a
+transactional producer (``kafka/transactions.py``); a piece's outputs, changelog records,
+checkpoint and input offset are one transaction per partition, then RocksDB, a cache of
+the committed changelog, is written. A worker killed at any step commits nothing of the
+piece: its next owner reads the committed changelog and goes on from the committed offset.
+
+At-least-once (:class:`AcknowledgingCommitter`, any broker): outputs through Faust's
+producer and waited for, then the changelog and checkpoint, then RocksDB; the agent
+acknowledges the input records to Faust only after the piece (``held_batches``). A kill
+between two steps sends a piece's outputs again, answered with the same decisions.
+
+The committed input offset is not the decider's position: its checkpoint is, in RocksDB
+and in the changelog, committed in the same step (see docs/ARCHITECTURE.md, "Positions").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ndd_stream.kafka.transactions import TP, Transactions
+from ndd_stream.state.codec import Checkpoint
+from ndd_stream.worker.deciding import StatefulPartition
+from ndd_stream.worker.metrics import WorkerMetrics
+from ndd_stream.worker.records import OutRecord
+
+Send = Callable[[OutRecord], Awaitable[Awaitable[Any]]]
+"""Hand a record to Faust's producer; the returned awaitable resolves on delivery (to the
+record's metadata: its ``offset``)."""
+
+
+@dataclass(frozen=True)
+class Reached:
+    """Where one input partition stands at the end of a piece: ``next_offset`` is the first
+    input offset not reflected; a decider's partition also has the ``state`` that reflects
+    it and the ``checkpoint`` to write (``checkpoint.next`` is ``next_offset``)."""
+
+    tp: TP
+    next_offset: int
+    state: StatefulPartition | None = None
+    checkpoint: Checkpoint | None = None
+
+    @classmethod
+    def of(cls, tp: TP, state: StatefulPartition, checkpoint: Checkpoint) -> Reached:
+        return cls(tp, checkpoint.next, state, checkpoint)
+
+
+class Piece(ABC):
+    """One piece's outputs and its commit."""
+
+    @abstractmethod
+    async def produce(self, tp: TP, record: OutRecord) -> None:
+        """Add an output of input partition ``tp``'s work to the piece."""
+
+    @abstractmethod
+    async def commit(self, reached: Sequence[Reached], decided: int = 0) -> None:
+        """Make the piece's outputs and ``reached`` durable (see the module docstring);
+        ``decided``: the decisions in it, for the metrics."""
+
+
+class Committer(ABC):
+    """Opens pieces and the input partitions' means to commit them."""
+
+    transactional: bool
+    """Whether inputs are read ``read_committed`` (offsets jump over transaction markers)."""
+    piece_items: int
+    """About how many decisions a piece holds (``pool.CHECKPOINT_ITEMS`` and kin)."""
+
+    def open(self, tp: TP) -> None:  # noqa: B027 (at-least-once has nothing to open)
+        """Before input partition ``tp`` is read: fence its previous owner. Blocking."""
+
+    def close(self, tps: Sequence[TP] | None = None) -> None:  # noqa: B027
+        """Input partitions given up (None: all)."""
+
+    @abstractmethod
+    def begin(self, send: Send) -> Piece:
+        """A new piece; ``send`` is Faust's producer (at-least-once)."""
+
+
+class AcknowledgingCommitter(Committer):
+    """At-least-once: deliveries waited for in order, then RocksDB."""
+
+    transactional = False
+
+    def __init__(self, piece_items: int) -> None:
+        self.piece_items = piece_items
+
+    def begin(self, send: Send) -> Piece:
+        return _AcknowledgedPiece(send)
+
+
+class _AcknowledgedPiece(Piece):
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.pending: list[Awaitable[Any]] = []
+
+    async def produce(self, tp: TP, record: OutRecord) -> None:
+        self.pending.append(await self.send(record))
+
+    async def commit(self, reached: Sequence[Reached], decided: int = 0) -> None:
+        # 1. every output delivered (acks=all): a changelog never runs ahead of outputs
+        await _all(self.pending)
+        self.pending = []
+        states = [r for r in reached if r.state is not None and r.checkpoint is not None]
+        # 2. the changelog records and the checkpoints, delivered (partitions side by side)
+        sent = [[await self.send(x) for x in r.state.drain_changelog(r.checkpoint)]
+                for r in states if r.state is not None and r.checkpoint is not None]
+        for r, futures in zip(states, sent, strict=True):
+            assert r.state is not None and r.checkpoint is not None
+            offsets = [m.offset for m in await _all(futures)
+                       if getattr(m, "offset", None) is not None]
+            # 3. RocksDB: the state with its checkpoint, and where the changelog now ends
+            r.state.commit(replace(r.checkpoint, changelog=max(offsets) + 1 if offsets
+                                   else r.state.changelog_next))
+        # 4. a gatherer's items now pending go to the shards (write-ahead: its
+        # checkpoint lists them, so a kill before they arrive sends them again)
+        fanout = [x for r in states if r.state is not None
+                  for x in getattr(r.state, "drain_fanout", list)()]
+        await _all([await self.send(x) for x in fanout])
+        # 5. the input offsets: the agent acknowledges its batch to Faust after the piece
+        # (the router's, whose ``reached`` has no state, move only there)
+
+
+class TransactionalCommitter(Committer):
+    """Exactly-once: one transaction per input partition, then RocksDB."""
+
+    transactional = True
+
+    def __init__(self, txns: Transactions, metrics: WorkerMetrics, piece_items: int) -> None:
+        self.txns = txns
+        self.metrics = metrics
+        self.piece_items = piece_items
+
+    def open(self, tp: TP) -> None:
+        # the previous owner's open transaction is aborted and its later commits refused,
+        # so what is read next (changelog, committed offset) is all it will ever commit
+        self.txns.open(tp)
+
+    def close(self, tps: Sequence[TP] | None = None) -> None:
+        self.txns.close(None if tps is None else list(tps))
+
+    def begin(self, send: Send) -> Piece:
+        return _TransactionalPiece(self)
+
+
+class _TransactionalPiece(Piece):
+    def __init__(self, committer: TransactionalCommitter) -> None:
+        self.txns = committer.txns
+        self.metrics = committer.metrics
+
+    async def produce(self, tp: TP, record: OutRecord) -> None:
+        self.txns.get(tp).produce(record.topic, record.key, record.value, record.partition,
+                                  record.headers)
+
+    async def commit(self, reached: Sequence[Reached], decided: int = 0) -> None:
+        loop = asyncio.get_running_loop()
+        started = time.perf_counter()
+        jobs = []
+        for r in reached:
+            txn = self.txns.get(r.tp)
+            # 1. the outputs are in the partition's open transaction already (produce)
+            # 2. the changelog records and checkpoint join it, and a gatherer's items now
+            # pending go to the shards in the transaction of the checkpoint that lists them
+            if r.state is not None and r.checkpoint is not None:
+                for x in [*r.state.drain_changelog(r.checkpoint),
+                          *getattr(r.state, "drain_fanout", list)()]:
+                    txn.produce(x.topic, x.key, x.value, x.partition, x.headers)
+            # 3. commit with the input offset reached (partitions side by side)
+            jobs.append(loop.run_in_executor(None, txn.commit, {r.tp: r.next_offset}))
+        delivered = await asyncio.gather(*jobs)
+        if jobs:
+            self.metrics.transaction.observe(time.perf_counter() - started)
+            self.metrics.transaction_decisions.observe(decided / len(jobs))
+        # 4. RocksDB, a cache of the committed changelog: only now
+        for r, ends in zip(reached, delivered, strict=True):
+            if r.state is not None and r.checkpoint is not None:
+                changelog = (r.state.changelog_topic, r.tp[1])
+                r.state.commit(replace(r.checkpoint, changelog=ends.get(
+                    changelog, r.state.changelog_next)))
+
+
+def committer_for(txns: Transactions | None, metrics: WorkerMetrics, *, acknowledged_items: int,
+                  transaction_items: int) -> Committer:
+    """The committer of the guarantee in effect (``txns``: exactly-once)."""
+    if txns is None:
+        return AcknowledgingCommitter(acknowledged_items)
+    return TransactionalCommitter(txns, metrics, transaction_items)
+
+
+async def _all(futures: Sequence[Awaitable[Any]]) -> list[Any]:
+    return list(await asyncio.gather(*futures)) if futures else []

@@ -1,0 +1,207 @@
+"""The router: raw partitions -> the scoped topic keyed by scope (or the DLQ), in pieces.
+
+Raw topics are keyed however producers like; deduplication needs every item of a scope on
+one partition. :func:`route_raw` reads just enough of an item to find its scope and
+forwards the original bytes unchanged, with the raw position in headers.
+
+Each raw partition is forwarded in offset order from its position (``InOrder``), one
+piece per batch, committed by the worker's committer (``worker/commit.py``): under
+exactly-once the forwarded records and the raw offset after them are one transaction per
+raw partition, so a router that restarts (or loses the partition) forwards nothing twice
+and a fenced one forwards nothing more; at-least-once the records are delivered before
+the agent acknowledges the batch to Faust.
+
+A raw partition's position is the group's committed offset, looked up at assignment
+(:meth:`Router.assign`). Under exactly-once records of a partition not (or no longer)
+owned are skipped (they are their owner's, and must not move the position); at-least-once
+a record of a partition revoked while the batch was in flight is forwarded all the same:
+Faust acknowledges it, and skipping it lost records when the partition came back with its
+offset committed past them (long join/leave runs, 111 of 40k). A copy forwarded twice is
+decided once and replayed (same decision).
+
+Under event-time order the router also tells every scoped partition how far it has
+forwarded each raw partition (progress records after each batch, and on a timer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from confluent_kafka import KafkaException
+
+from ndd_stream.core.items import Invalid, ItemFormat, decode_object, order_time_ms, scope_of
+from ndd_stream.kafka.limits import dead_letter_limit
+from ndd_stream.worker.commit import Committer, Reached, Send
+from ndd_stream.worker.inorder import TP, InOrder, Message
+from ndd_stream.worker.merge import NO_TIME
+from ndd_stream.worker.records import (
+    H_DLQ_TRUNCATED,
+    H_EVENT_TIME,
+    OutRecord,
+    Progress,
+    Source,
+    dlq_headers,
+    event_time_ms,
+    header_map,
+)
+
+log = logging.getLogger("ndd_stream.worker")
+
+Committed = Callable[[Sequence[TP]], dict[TP, int]]
+"""The group's committed offsets of some partitions (-1: none). Blocking."""
+
+
+class Router:
+    """The router agent's state: positions, the raw partitions owned, progress sent."""
+
+    def __init__(self, committer: Committer, order: InOrder, routed: Callable[[Message],
+                 OutRecord], committed: Committed, send: Send, *, scoped_topic: str,
+                 scoped_partitions: int, ordered: bool,
+                 high: Callable[[TP], int | None]) -> None:
+        self.committer = committer
+        self.order = order
+        self.routed = routed
+        self.committed = committed
+        self.send = send
+        self.scoped_topic = scoped_topic
+        self.scoped_partitions = scoped_partitions
+        self.ordered = ordered
+        self.high = high  # where a raw partition ends, from the last fetch (None: unknown)
+        self.owned: set[TP] = set()
+        # a rebalance waits for the batch in flight before it closes producers
+        self.lock = asyncio.Lock()
+        # event-time order: per raw partition, (next offset, latest event time) forwarded,
+        # and what was last reported of it
+        self.forwarded: dict[TP, tuple[int, int]] = {}
+        self._reported: dict[TP, tuple[Progress, float]] = {}
+
+    async def route(self, messages: Sequence[Message]) -> None:
+        """Forward a batch in one piece and commit it; then report progress (plain
+        records: a repeat only confirms, and after the commit it never runs ahead of the
+        records it confirms). Raises on a failed commit (TransactionError)."""
+        async with self.lock:
+            mine = [m for m in messages if self._forwards((m.topic, m.partition))]
+            arranged = await self.order.arrange(mine)
+            piece = self.committer.begin(self.send)
+            next_offsets: dict[TP, int] = {}
+            forwarded = []
+            for m in arranged:
+                tp = (m.topic, m.partition)
+                record = self.routed(m)
+                await piece.produce(tp, record)
+                next_offsets[tp] = m.offset + 1
+                forwarded.append((m, record))
+            await piece.commit([Reached(tp, n) for tp, n in next_offsets.items()])
+        if self.ordered and forwarded:
+            await self.report_progress(self._note_forwarded(forwarded))
+
+    def _forwards(self, tp: TP) -> bool:
+        """Whether this worker forwards ``tp``'s records now (see the module docstring)."""
+        return tp in self.owned or not self.committer.transactional
+
+    def _note_forwarded(self, forwarded: Sequence[tuple[Message, OutRecord]]) -> set[TP]:
+        touched: set[TP] = set()
+        for m, record in forwarded:
+            tp = (m.topic, m.partition)
+            ms = event_time_ms(header_map(record.headers))
+            _, last_ms = self.forwarded.get(tp, (0, NO_TIME))
+            self.forwarded[tp] = (m.offset + 1, last_ms if ms is None else max(ms, last_ms))
+            touched.add(tp)
+        return touched
+
+    async def assign(self, tps: Sequence[TP]) -> None:
+        """The raw partitions this worker owns now: open them in the committer (fencing
+        their previous owners) side by side, close the others, and go on from the
+        committed offsets. All before a batch may run: a batch forwarded from Faust's own
+        idea of the position, then rewound to an offset looked up before its commit,
+        forwarded records twice. Raises when a partition cannot be opened or the offsets
+        are unknown."""
+        loop = asyncio.get_running_loop()
+        async with self.lock:
+            self.committer.close([tp for tp in self.owned if tp not in set(tps)])
+            self.owned = set()
+            self.order.keep(tps)
+            await asyncio.gather(*(loop.run_in_executor(None, self.committer.open, tp)
+                                   for tp in tps))
+            try:
+                committed = await loop.run_in_executor(None, self.committed, list(tps))
+            except KafkaException as exc:
+                if self.committer.transactional:  # there it is the one position
+                    raise
+                log.warning("committed offsets unknown (%s): gaps are closed when records "
+                            "arrive", exc, extra={"event": "committed_unknown"})
+                committed = {}
+            for tp in tps:
+                offset = committed.get(tp, -1)
+                if offset >= 0 or self.committer.transactional:
+                    offset = max(offset, 0)
+                    self.order.resume(tp, min(offset, self.order.next.get(tp, offset)))
+            self.owned = set(tps)
+
+    async def revoke(self, tps: Sequence[TP]) -> None:
+        async with self.lock:
+            self.owned.difference_update(tps)
+            self.order.keep(self.owned)
+            for tp in tps:
+                self.forwarded.pop(tp, None)
+                self._reported.pop(tp, None)
+            self.committer.close(list(tps))
+
+    async def report_progress(self, tps: set[TP], *, every_s: float = 0.0) -> None:
+        """Tell every scoped partition how far the router has forwarded these raw
+        partitions (after their records: one producer keeps a partition's order). With
+        ``every_s`` (the heartbeat): a partition with nothing more to forward is confirmed
+        every time (a scope steps over it only on a confirmation newer than the item it
+        holds back), another one re-sent when it changed or ``every_s`` passed."""
+        now = time.monotonic()
+        futures = []
+        for tp in sorted(tps):
+            next_offset, event_ms = self.forwarded.get(tp, (-1, NO_TIME))
+            if next_offset < 0:
+                next_offset = self.order.next.get(tp, 0)
+            progress = Progress(tp[0], tp[1], next_offset, event_ms, self.high(tp))
+            last = self._reported.get(tp)
+            idle = progress.high is not None and progress.next >= progress.high
+            if (every_s and not idle and last is not None and last[0] == progress
+                    and now - last[1] < every_s):
+                continue
+            self._reported[tp] = (progress, now)
+            for partition in range(self.scoped_partitions):
+                futures.append(await self.send(progress.record(self.scoped_topic, partition)))
+        for fut in futures:
+            await fut
+
+
+def route_raw(
+    value: bytes | None, key: bytes | None, source: Source, fmt: ItemFormat,
+    scoped_topic: str, dlq_topic: str, *, ordered: bool = False,
+    dead_letter_bytes: int | None = None,
+) -> tuple[OutRecord, Invalid | None]:
+    """Where a raw record goes next, and the rejection if it goes to the DLQ. ``ordered``
+    (event-time order) adds the item's event time as the ``ndd-event-time`` header;
+    ``dead_letter_bytes`` caps a dead letter below the DLQ topic's size limit."""
+    raw = value or b""
+    obj = decode_object(raw, fmt)
+    if isinstance(obj, Invalid):
+        headers = dlq_headers(obj.reason, obj.detail, source)
+        limit = dead_letter_limit(fmt.max_item_bytes)
+        if dead_letter_bytes is not None:
+            limit = min(limit, dead_letter_bytes)
+        if len(raw) > limit:
+            # The worker's producer could not send it (and a dead letter that cannot be
+            # sent would stop the worker): keep the head of the item and its length; the
+            # whole item stays in the raw topic (ndd-source-* headers say where).
+            headers.append((H_DLQ_TRUNCATED, str(len(raw)).encode()))
+            raw = raw[:limit]
+        return OutRecord(dlq_topic, key, raw, headers), obj
+    scope = scope_of(obj, fmt)
+    headers = source.headers()
+    if ordered:
+        fallback = source.timestamp_ms / 1000 if source.timestamp_ms else None
+        event_ms = order_time_ms(obj, fmt, fallback)
+        if event_ms is not None:
+            headers.append((H_EVENT_TIME, str(event_ms).encode()))
+    return OutRecord(scoped_topic, scope.encode("utf-8"), raw, headers), None

@@ -1,0 +1,231 @@
+"""Faust, the agent runtime, and the one place where the worker works around it.
+
+Faust runs the consumer group, fetches, produces the at-least-once outputs, and runs the
+timers and the web endpoints. It is not trusted with positions:
+
+- it acknowledges a batch of ``take_events`` in a ``finally``, so a worker stopped in the
+  middle of a batch would let Faust commit records never forwarded or decided
+  (:func:`held_batches` keeps every record until the agent is done with it; under
+  exactly-once nothing is acknowledged at all, so Faust commits nothing);
+- it chooses ``read_committed`` only with its own exactly-once, which this worker does not
+  use (``kafka/transactions.py`` says why), so the consumer is made to read committed
+  records here (:func:`read_committed`).
+
+Everything else the worker does is plain code in the other modules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import faust
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+from faust.transport.drivers import aiokafka as faust_aiokafka
+
+from ndd_stream.kafka.config import faust_broker_kwargs
+from ndd_stream.kafka.limits import WriteLimits
+from ndd_stream.settings import Settings
+from ndd_stream.worker.cluster import ClusterChanged, check_cluster
+from ndd_stream.worker.inorder import Message
+from ndd_stream.worker.logs import json_handler
+from ndd_stream.worker.lost import LostRecords
+from ndd_stream.worker.startup import producer_kwargs
+
+log = logging.getLogger("ndd_stream.worker")
+
+BATCH_MAX = 500  # records per take_events batch
+BATCH_WITHIN_S = 0.05  # ... or whatever arrived within this time
+# A record of the shards topic carries up to shardwire.BATCH_BYTES (256 KiB, ~50 news
+# items) and BATCH_ITEMS (64): at most this many per batch (8 MiB, at most 2,048 items, ~1,600
+# news items, so a checkpoint and a rebalance
+# never wait for tens of thousands), and this many buffered per shard partition before
+# Faust pauses its fetch (64 MiB; Faust's default, 4,096 records, would be 1 GiB). bench.e2e,
+# 3 pairs each against Faust's defaults: 8 and 32 gave ~7% fewer items/s; these 0.85-1.18x.
+SHARD_BATCH_MAX = 32
+SHARD_BUFFER_MAX = 256
+
+
+def make_app(s: Settings, limits: WriteLimits, web_port: int) -> faust.App:
+    """The Faust app: group membership, fetching, Faust's producer, timers, the web
+endpoints. Its consumer never commits what was not acknowledged (``held_batches``)
+and, under exactly-once, reads ``read_committed``."""
+    app = faust.App(
+        s.app_id,
+        **faust_broker_kwargs(s),
+        store="memory://",
+        datadir=str(s.data_dir / s.app_id / "faust"),
+        web_enabled=True,
+        web_bind=s.web_host,
+        web_port=web_port,
+        web_in_thread=False,
+        broker_session_timeout=s.session_timeout_s,
+        broker_heartbeat_interval=max(1.0, s.session_timeout_s / 5),
+        broker_commit_interval=1.0,
+        # exactly-once: Faust commits nothing (the transactions do): no warnings that
+        # it "has not committed" a partition after Faust's 5 minutes
+        broker_commit_livelock_soft_timeout=10 * 365 * 86400.0 if s.exactly_once()
+        else 300.0,
+        consumer_auto_offset_reset="earliest",
+        topic_allow_declare=False,
+        topic_disable_leader=True,
+        **producer_kwargs(s, limits),
+        consumer_max_fetch_size=max(4_194_304, 2 * s.max_item_bytes),
+        stream_wait_empty=False,
+        loghandlers=[json_handler()],
+    )
+    if s.exactly_once():
+        read_committed(app)
+    return app
+
+
+class _ReadCommittedThread(faust_aiokafka.AIOKafkaConsumerThread):
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        # read before start(), where aiokafka hands it to its fetcher
+        consumer._isolation_level = "read_committed"
+        return consumer
+
+
+class _ReadCommittedConsumer(faust_aiokafka.Consumer):
+    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
+        return _ReadCommittedThread(self, loop=self.loop, beacon=self.beacon)
+
+
+def read_committed(app: faust.App) -> None:
+    """Make ``app``'s consumer read only committed records (before the app starts)."""
+    app.transport.Consumer = _ReadCommittedConsumer  # type: ignore[misc]
+
+
+async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX, ack: bool = True,
+                       lost: LostRecords | None = None) -> AsyncIterator[list[Message]]:
+    """Batches of the stream's messages, acknowledged only once the agent is done with them.
+
+    The one place that works around Faust's acknowledgement: ``take_events`` acks a batch
+    in a ``finally``, so a worker stopped (cancelled) in the middle of a batch would let
+    Faust commit records it never forwarded or decided, and the next owner would start
+    past them. An extra reference on each message keeps them uncommitted until the loop
+    asks for the next batch (the body finished); a stopped worker's batch is delivered
+    again (at-least-once) and answered with the same decision (idempotent).
+
+    ``ack=False`` (exactly-once): never acknowledged, so Faust never commits these
+    partitions; their offsets move only in the transactions (worker/commit.py).
+
+    ``lost`` hears of every batch first: a record after a position that went out of range
+    ends a range of records the broker removed unread (worker/lost.py).
+    """
+    batches = stream.take_events(most, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
+    async for events in batches:
+        for event in events:
+            event.message.incref()
+        batch = [event.message for event in events]
+        if lost is not None:
+            await lost.delivered(batch)
+        yield batch
+        if ack:
+            for event in events:
+                event.ack()
+
+
+def fatal(message: str, code: int = 3) -> None:
+    """Log and end the process now with a non-zero code: the orchestrator restarts it.
+    State is safe: it is committed batch by batch, before offsets are acknowledged."""
+    log.critical(message, extra={"event": "fatal"})
+    for handler in logging.getLogger().handlers + log.handlers:
+        handler.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def broker_check_interval(timeout_s: float) -> float:
+    """How often the broker is probed: every 10 s, more often for short timeouts."""
+    return min(10.0, max(1.0, timeout_s / 4))
+
+
+async def run_agent(handle: Callable[[list[Any]], Awaitable[None]], what: str,
+                     stream: faust.StreamT, *, most: int = BATCH_MAX, ack: bool,
+                     lost: LostRecords | None = None, event: str = "decider_error") -> None:
+    """An agent's loop: each batch handled whole, or the worker exits. Faust would restart
+    the agent and leave the taken events unacknowledged, so the worker would stall
+    silently; state is committed piece by piece, so exiting loses nothing."""
+    async for messages in held_batches(stream, most, ack=ack, lost=lost):
+        try:
+            await handle(messages)
+        except Exception as exc:
+            log.exception("%s failed", what, extra={"event": event})
+            fatal(f"{what} crashed: {exc!r}")
+
+
+def execute(app: faust.App, settings: Settings) -> int:
+    """Run Faust's worker until SIGTERM/SIGINT; the process exit code (3: fatal)."""
+    # Faust's own handler goes to /dev/null: the JSON handler given to the app is the log.
+    worker = faust.Worker(app, loglevel=settings.log_level, quiet=True, logfile=os.devnull)
+    code = 0
+    try:
+        worker.execute_from_commandline()
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    crash = app.crash_reason
+    if code == 0 and crash is None:
+        return 0
+    # Faust ends a crashed app itself (code 1), often before the crash watch sees it: give
+    # the same CRITICAL line and exit code as every other fatal condition.
+    if crash is not None:
+        log.critical("worker crashed: %r", crash, extra={"event": "fatal"})
+    else:
+        log.critical("worker stopped (Faust exit code %d; the errors above say why); "
+                     "exit code 3", code, extra={"event": "fatal"})
+    for handler in logging.getLogger().handlers + log.handlers:
+        handler.flush()
+    return 3
+
+
+class BrokerWatch:
+    """The worker's timer on the broker: exit (code 3) once no broker has answered for
+    ``NDD_BROKER_TIMEOUT_S``, or at once when it is another cluster than the state's."""
+
+    def __init__(self, settings: Settings, admin: AdminClient) -> None:
+        self.settings = settings
+        self.admin = admin
+        self.unreachable_since: float | None = None  # start of the first failed check
+
+    def answers(self) -> bool:
+        """Whether a broker answers; raises ``ClusterChanged`` when it is another cluster."""
+        s = self.settings
+        try:
+            metadata = self.admin.list_topics(timeout=5.0)
+        except KafkaException:
+            return False
+        check_cluster(s.data_dir / s.app_id, metadata.cluster_id, s.bootstrap_servers())
+        return True
+
+    async def check(self) -> None:
+        # The outage is counted from the start of the first check that failed, so the
+        # worker never exits before no broker has answered for broker_timeout_s.
+        s, started = self.settings, time.monotonic()
+        try:
+            ok = await asyncio.get_running_loop().run_in_executor(None, self.answers)
+        except ClusterChanged as exc:
+            fatal(str(exc))
+        if ok:
+            if self.unreachable_since is not None:
+                log.warning("broker %s answers again after %.0fs", s.bootstrap_servers(),
+                            started - self.unreachable_since,
+                            extra={"event": "broker_reachable"})
+            self.unreachable_since = None
+            return
+        if self.unreachable_since is None:
+            self.unreachable_since = started
+        down = time.monotonic() - self.unreachable_since
+        if down >= s.broker_timeout_s:
+            fatal(f"no broker at {s.bootstrap_servers()} answered for {down:.0f}s "
+                  f"(NDD_BROKER_TIMEOUT_S={s.broker_timeout_s:g})")
+        log.error("broker %s does not answer (for %.0fs; exiting after %.0fs)",
+                  s.bootstrap_servers(), down, s.broker_timeout_s,
+                  extra={"event": "broker_unreachable"})

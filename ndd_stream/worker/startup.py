@@ -1,0 +1,183 @@
+"""Before the worker starts: pre-flight checks, and the names and limits it runs with.
+
+Everything here runs once, before Faust's app exists: a broker answers (or one line says
+it does not), the broker runs the guarantee asked for, the state directory belongs to this
+cluster, and the topic names and size limits are resolved from ``topics/news.yaml`` and
+the topics' own settings.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from dataclasses import replace
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from ndd_stream.core.items import ItemFormat
+from ndd_stream.kafka import topics as topic_defs
+from ndd_stream.kafka.config import librdkafka_config
+from ndd_stream.kafka.limits import (
+    NO_LIMITS,
+    WriteLimits,
+    producer_request_limit,
+    read_write_limits,
+)
+from ndd_stream.kafka.probe import unreachable_message, wait_for_broker
+from ndd_stream.kafka.transactions import (
+    TransactionError,
+    TransactionsUnsupported,
+    check_transactions,
+)
+from ndd_stream.settings import Settings
+from ndd_stream.worker.cluster import ClusterChanged, check_cluster
+from ndd_stream.worker.deciding import OutputTopics
+from ndd_stream.worker.logs import json_handler
+
+log = logging.getLogger("ndd_stream.worker")
+
+
+def preflight(settings: Settings) -> WriteLimits | None:
+    """The checks before any state is opened; the write limits of the topics, or None
+    when the worker must exit (code 3; one CRITICAL line said why)."""
+    if not broker_up(settings):
+        return None
+    if not can_run_guarantee(settings, topic_name(settings, "changelog")):
+        return None
+    (settings.data_dir / settings.app_id / "faust").mkdir(parents=True, exist_ok=True)
+    admin = AdminClient(librdkafka_config(settings))  # dropped on return: one client less
+    try:
+        check_cluster(settings.data_dir / settings.app_id,
+                      admin.list_topics(timeout=settings.broker_timeout_s).cluster_id,
+                      settings.bootstrap_servers())
+    except ClusterChanged as exc:
+        log.addHandler(json_handler())
+        log.critical("%s; exit code 3", exc, extra={"event": "fatal"})
+        return None
+    except KafkaException:
+        pass  # the broker went away again: the worker's own checks deal with it
+    return read_write_limits(admin, written_topics(settings))
+
+
+def topic_name(settings: Settings, key: str) -> str:
+    definitions = topic_defs.load_for(settings)
+    resolved, _ = topic_defs.resolve(settings, definitions)
+    for topic in resolved:
+        if topic.key == key:
+            return topic.name
+    raise KeyError(f"topic {key!r} is not defined or disabled")
+
+
+def output_topics(settings: Settings) -> OutputTopics:
+    return OutputTopics(
+        unique=settings.unique_topic, duplicate=settings.duplicate_topic,
+        dlq=settings.dlq_topic, decisions=settings.decisions_topic or None,
+        changelog=topic_name(settings, "changelog"),
+    )
+
+
+def producer_kwargs(settings: Settings, limits: WriteLimits = NO_LIMITS) -> dict[str, Any]:
+    """``faust.App(**...)`` producer arguments: every write acknowledged by all in-sync
+    replicas, a request large enough for any item forwarded whole, and record batches of
+    ``producer_batch_kb`` (never above the request size, nor above the smallest
+    ``max.message.bytes`` of the topics written: ``kafka/limits.py``). Why larger batches
+    than Faust's 16 KiB: a ~5 KB output record left three to a batch, so the worker built
+    and the broker took a produce request per few items (docs/BENCHMARK.md, "Through a broker")."""
+    request = producer_request_limit(settings.max_item_bytes)
+    batch = limits.batch_bytes(min(settings.producer_batch_kb << 10, request))
+    return {"producer_acks": -1, "producer_max_request_size": request,
+            "producer_max_batch_size": batch}
+
+
+def item_carriers(settings: Settings) -> list[str]:
+    """The topics an item travels through whole: it must fit each of them."""
+    carriers = [topic_name(settings, "scoped"), settings.unique_topic,
+                settings.duplicate_topic, settings.dlq_topic]
+    if settings.shards > 1:
+        carriers.append(topic_name(settings, "shards"))
+    return carriers
+
+
+def item_format_within(settings: Settings, limits: WriteLimits) -> ItemFormat:
+    """The item format, its size limit lowered to what every carrier topic takes."""
+    fmt = settings.item_format()
+    limit, source = limits.item_limit(fmt.max_item_bytes, item_carriers(settings))
+    if limit < fmt.max_item_bytes:
+        log.warning("items over %d bytes go to the DLQ (oversized): %s is smaller than "
+                    "NDD_MAX_ITEM_BYTES=%d", limit, source, fmt.max_item_bytes,
+                    extra={"event": "size_limit"})
+    return replace(fmt, max_item_bytes=limit, max_item_source=source)
+
+
+def written_topics(settings: Settings) -> list[str]:
+    """Every topic the worker writes (their ``max.message.bytes``: kafka/limits.py)."""
+    written = [*item_carriers(settings), topic_name(settings, "changelog")]
+    if settings.decisions_topic:
+        written.append(settings.decisions_topic)
+    if settings.shards > 1:
+        written.append(topic_name(settings, "shards_changelog"))
+    return written
+
+
+def broker_up(settings: Settings) -> bool:
+    """Before any state exists: wait (up to NDD_BROKER_TIMEOUT_S) for a broker to answer,
+    so a wrong address is one clear log line, not a page of client retries."""
+    handler = json_handler()  # Faust installs the worker's log handler only later
+    log.addHandler(handler)
+    try:
+        timeout = settings.broker_timeout_s
+        reason = wait_for_broker(settings, timeout, on_wait=lambda: log.warning(
+            "no Kafka broker answers at %s (NDD_BROKERS) yet; waiting up to %.0f s "
+            "(NDD_BROKER_TIMEOUT_S)", settings.bootstrap_servers(), timeout,
+            extra={"event": "broker_unreachable"}))
+        if reason is None:
+            return True
+        log.critical("%s; exit code 3", unreachable_message(settings, timeout, reason),
+                     extra={"event": "fatal"})
+        return False
+    finally:
+        log.removeHandler(handler)
+
+
+def free_port(host: str) -> int:
+    """NDD_WEB_PORT=0 means any free port (tests, several workers on one host)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host if host != "0.0.0.0" else "127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def transaction_conf(settings: Settings) -> dict[str, Any]:
+    """librdkafka settings of the transactional producers (exactly-once): as Faust's
+    producer (``producer_kwargs``), with a short linger so a piece's records batch."""
+    request = producer_request_limit(settings.max_item_bytes)
+    return librdkafka_config(settings, {
+        "acks": "all", "linger.ms": 5, "message.max.bytes": request,
+        "batch.size": min(settings.producer_batch_kb << 10, request)})
+
+
+def can_run_guarantee(settings: Settings, changelog: str) -> bool:
+    """Under exactly-once, whether the worker can run it; if not, one CRITICAL line says
+    why: never a silent fall back to at-least-once."""
+    if not settings.exactly_once():
+        return True
+    try:
+        check_transactions(librdkafka_config(settings), settings.app_id, changelog)
+        return True
+    except TransactionsUnsupported as exc:
+        reason = (f"the broker at {settings.bootstrap_servers()} has no transactions "
+                  f"({exc}): NDD_GUARANTEE=exactly-once needs them (Apache Kafka); set "
+                  "NDD_GUARANTEE=at-least-once for this broker")
+    except TransactionError as exc:
+        reason = (f"the broker at {settings.bootstrap_servers()} did not answer the check "
+                  f"that it runs transactions ({exc}), which NDD_GUARANTEE=exactly-once "
+                  "needs")
+    handler = json_handler()  # Faust installs the worker's log handler only later
+    log.addHandler(handler)
+    try:
+        log.critical("%s; exit code 3", reason, extra={"event": "fatal"})
+    finally:
+        handler.flush()
+        log.removeHandler(handler)
+    return False

@@ -1,0 +1,181 @@
+"""The committer's protocol without a broker (worker/commit.py): exactly-once on an
+in-memory log with transactions (harness.fakes.MemoryTransactions), killed at each step of
+a commit and resumed by a fresh worker; the router's pieces. Milliseconds each; the
+broker tests (test_exactly_once, test_reliability_crash) run the same code on Kafka."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from harness.fakes import Crash, MemoryLog, MemoryTransactions
+from harness.kafka import make_settings
+from test_worker_pool import SCOPED, TOPICS, _decisions, _lines, _scoped, _want
+
+from ndd_stream.kafka.transactions import TransactionError
+from ndd_stream.state.codec import decode_checkpoint
+from ndd_stream.worker.changelog import CHECKPOINT_KEY
+from ndd_stream.worker.commit import (
+    AcknowledgingCommitter,
+    Reached,
+    TransactionalCommitter,
+)
+from ndd_stream.worker.inorder import InOrder
+from ndd_stream.worker.metrics import WorkerMetrics
+from ndd_stream.worker.pool import DeciderPool
+from ndd_stream.worker.records import OutRecord
+from ndd_stream.worker.router import Router
+
+SETTINGS = make_settings()
+
+
+def _pool(log: MemoryLog, txns: MemoryTransactions, state: Path,
+          piece_items: int = 4) -> DeciderPool:
+    committer = TransactionalCommitter(txns, WorkerMetrics(), piece_items)
+    return DeciderPool(state, SETTINGS.detector_config(), SETTINGS.item_format(), TOPICS, log,
+                       WorkerMetrics(), scoped_topic=SCOPED, committer=committer)
+
+
+def _repeats(log: MemoryLog) -> int:
+    return sum(len(d) - 1 for d in _decisions(log).values())
+
+
+def test_pieces_commit_outputs_changelog_checkpoint_and_offset_together(
+        tmp_path: Path) -> None:
+    log, lines = MemoryLog(), _lines(12)
+    txns = MemoryTransactions(log)
+    scoped = _scoped(log, lines)
+    pool = _pool(log, txns, tmp_path)
+    assert asyncio.run(pool.process(scoped, log.send)) == 12
+    pool.close()
+    assert _decisions(log) == _want(lines)
+    assert txns.committed == {(SCOPED, 0): 12}
+    assert txns.commits == 3  # pieces of 4 decisions
+    checkpoints = [decode_checkpoint(r.value).next for r in log.topic("changelog")
+                   if r.key == CHECKPOINT_KEY]
+    assert checkpoints == [4, 8, 12]
+
+
+@pytest.mark.parametrize("before", [True, False], ids=["before-commit", "after-commit"])
+@pytest.mark.parametrize("at", [1, 2, 3])
+def test_a_kill_at_any_commit_repeats_and_loses_nothing(tmp_path: Path, at: int,
+                                                        before: bool) -> None:
+    """Killed just before the broker commits piece ``at`` (nothing of it is visible) or
+    just after (RocksDB not written yet): the next worker, on the same state directory or
+    on none, goes on from the committed changelog and offset."""
+    log, lines = MemoryLog(), _lines(14)
+    txns = MemoryTransactions(log)
+    scoped = _scoped(log, lines)
+    commits = 0
+
+    def crash(tp: tuple[str, int], is_before: bool) -> None:
+        nonlocal commits
+        if is_before == before and tp[0] == SCOPED:
+            commits += 1
+            if commits == at:
+                raise Crash
+
+    txns.crash = crash
+    first = _pool(log, txns, tmp_path / "first")
+    with pytest.raises(Crash):
+        asyncio.run(first.process(scoped, log.send))
+    first.close()  # the uncommitted RocksDB batch is dropped, as by a kill
+    txns.crash = lambda tp, is_before: None
+    for state in ("first", "other"):  # the restarted worker, and a new owner
+        again = _pool(log, MemoryTransactions(log) if state == "other" else txns,
+                      tmp_path / state)
+        start = (txns.committed.get((SCOPED, 0), 0))
+        asyncio.run(again.process(scoped[start:], log.send))
+        again.close()
+        assert {i: d[:1] for i, d in _decisions(log).items()} == _want(lines)
+        assert _repeats(log) == 0
+        if state == "first":
+            break
+
+
+def test_a_fenced_owner_commits_nothing(tmp_path: Path) -> None:
+    """A zombie (paused past its session) whose partition was opened by its new owner:
+    its next commit fails and shows nothing; the new owner decides every item once."""
+    log, lines = MemoryLog(), _lines(12)
+    txns = MemoryTransactions(log)
+    scoped = _scoped(log, lines)
+    zombie = _pool(log, txns, tmp_path / "zombie")
+    asyncio.run(zombie.process(scoped[:4], log.send))
+    owner_txns = MemoryTransactions(log)
+    owner_txns.epochs = txns.epochs  # one broker: the same transactional ids
+    owner_txns.committed = txns.committed
+    owner = _pool(log, owner_txns, tmp_path / "owner")
+    asyncio.run(owner.ensure(0))  # open: fences the zombie, reads the committed changelog
+    with pytest.raises(TransactionError, match="fenced"):
+        asyncio.run(zombie.process(scoped[4:8], log.send))
+    zombie.close()
+    asyncio.run(owner.process(scoped[4:], log.send))
+    owner.close()
+    assert _decisions(log) == _want(lines)
+
+
+def _router(log: MemoryLog, committer: TransactionalCommitter | AcknowledgingCommitter,
+            committed: dict[tuple[str, int], int]) -> Router:
+    def routed(m: object) -> OutRecord:
+        return OutRecord(SCOPED, b"k", m.value, [], 0)
+
+    def read(topic: str, partition: int, start: int, end: int) -> list[object]:
+        return list(log.logs[(topic, partition)][start:end])
+
+    return Router(committer, InOrder(read, WorkerMetrics(), "processed",  # type: ignore[arg-type]
+                                     transactional=committer.transactional),
+                  routed, lambda tps: {tp: committed.get(tp, -1) for tp in tps}, log.send,
+                  scoped_topic=SCOPED, scoped_partitions=1, ordered=False,
+                  high=lambda tp: None)
+
+
+def _crash_before(tp: tuple[str, int], before: bool) -> None:
+    if before:
+        raise Crash
+
+
+def test_the_router_forwards_each_raw_record_once_across_a_kill(tmp_path: Path) -> None:
+    log = MemoryLog()
+    for i in range(10):
+        log.append("raw", 0, b"k", b"%d" % i)
+    raw = log.logs[("raw", 0)]
+    txns = MemoryTransactions(log)
+    router = _router(log, TransactionalCommitter(txns, WorkerMetrics(), 4), txns.committed)
+
+    async def first() -> None:
+        await router.assign([("raw", 0)])
+        await router.route(raw[:4])
+        txns.crash = _crash_before
+        await router.route(raw[4:7])
+
+    with pytest.raises(Crash):
+        asyncio.run(first())
+    txns.crash = lambda tp, before: None
+    again = _router(log, TransactionalCommitter(txns, WorkerMetrics(), 4), txns.committed)
+
+    async def resumed() -> None:
+        await again.assign([("raw", 0)])
+        await again.route(raw[2:])  # Faust may deliver from anywhere: the position decides
+
+    asyncio.run(resumed())
+    assert [r.value for r in log.topic(SCOPED)] == [b"%d" % i for i in range(10)]
+    assert txns.committed == {("raw", 0): 10}
+
+
+def test_an_acknowledging_piece_delivers_outputs_before_the_changelog(
+        tmp_path: Path) -> None:
+    log = MemoryLog()
+    order: list[str] = []
+
+    async def send(record: OutRecord) -> object:
+        order.append(record.topic)
+        return await log.send(record)
+
+    async def run() -> None:
+        piece = AcknowledgingCommitter(4).begin(send)
+        await piece.produce((SCOPED, 0), OutRecord("unique", b"k", b"v", [], 0))
+        await piece.commit([Reached((SCOPED, 0), 1)])
+
+    asyncio.run(run())
+    assert order == ["unique"]  # no state: the router's piece, its offset is Faust's
