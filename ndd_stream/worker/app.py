@@ -121,12 +121,13 @@ class Service:
             self.shard_pool = DeciderPool(
                 state_dir, config, self._format, self.topics, self.reads, self.metrics,
                 scoped_topic=shards_name, dir_prefix="shard", committer=self.committer,
+                reopen_timeout_s=settings.broker_timeout_s,
                 factory=partial(_shard_partition, config=config, shards=settings.shards,
                                 changelog=shards_changelog, scoped_topic=self.scoped_name))
         self.pool = DeciderPool(
             state_dir, config, self._format, self.topics, self.reads, self.metrics,
             scoped_topic=self.scoped_name, order=order, factory=gather,
-            committer=self.committer,
+            committer=self.committer, reopen_timeout_s=settings.broker_timeout_s,
         )
         router_order = InOrder(partial(read_range, self.reads), self.metrics, "processed",
                                transactional=self.committer.transactional)
@@ -136,7 +137,8 @@ class Service:
         self.router = Router(
             self.committer, router_order,
             self._routed, self.reads.committed, self.send, scoped_topic=self.scoped_name,
-            scoped_partitions=settings.partitions, ordered=self.ordered, high=self._high)
+            scoped_partitions=settings.partitions, ordered=self.ordered, high=self._high,
+            reopen_timeout_s=settings.broker_timeout_s)
         self._catching_up: set[asyncio.Task[None]] = set()  # see assigned()
         self._wire()
 

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ndd_stream.kafka.transactions import TP, Transactions
+from ndd_stream.kafka.transactions import TP, TransactionError, Transactions
 from ndd_stream.state.codec import Checkpoint
 from ndd_stream.worker.deciding import StatefulPartition
 from ndd_stream.worker.metrics import WorkerMetrics
@@ -55,6 +55,17 @@ class Reached:
     @classmethod
     def of(cls, tp: TP, state: StatefulPartition, checkpoint: Checkpoint) -> Reached:
         return cls(tp, checkpoint.next, state, checkpoint)
+
+
+class PieceFailed(TransactionError):
+    """Some input partitions' transactions of a piece failed (nothing of theirs is
+    committed; the others' are): ``failed`` maps each to its error, a
+    ``kafka.transactions.ProducerFenced`` (a newer owner has it) or another
+    ``TransactionError`` (open it again and redo its work)."""
+
+    def __init__(self, failed: dict[TP, TransactionError]) -> None:
+        self.failed = failed
+        super().__init__("; ".join(str(e) for e in failed.values()))
 
 
 class Piece(ABC):
@@ -179,16 +190,24 @@ class _TransactionalPiece(Piece):
                     txn.produce(x.topic, x.key, x.value, x.partition, x.headers)
             # 3. commit with the input offset reached (partitions side by side)
             jobs.append(loop.run_in_executor(None, txn.commit, {r.tp: r.next_offset}))
-        delivered = await asyncio.gather(*jobs)
+        delivered = await asyncio.gather(*jobs, return_exceptions=True)
         if jobs:
             self.metrics.transaction.observe(time.perf_counter() - started)
             self.metrics.transaction_decisions.observe(decided / len(jobs))
-        # 4. RocksDB, a cache of the committed changelog: only now
+        failed: dict[TP, TransactionError] = {}
+        # 4. RocksDB, a cache of the committed changelog: only now, only what committed
         for r, ends in zip(reached, delivered, strict=True):
-            if r.state is not None and r.checkpoint is not None:
+            if isinstance(ends, TransactionError):
+                failed[r.tp] = ends
+                self.metrics.transaction_failures.labels(type(ends).__name__).inc()
+            elif isinstance(ends, BaseException):
+                raise ends
+            elif r.state is not None and r.checkpoint is not None:
                 changelog = (r.state.changelog_topic, r.tp[1])
                 r.state.commit(replace(r.checkpoint, changelog=ends.get(
                     changelog, r.state.changelog_next)))
+        if failed:
+            raise PieceFailed(failed)
 
 
 def committer_for(txns: Transactions | None, metrics: WorkerMetrics, *, acknowledged_items: int,

@@ -46,6 +46,11 @@ class WorkerMetrics:
             "ndd_transaction_commit_seconds",
             "Time from a piece's last decision to its transactions committed",
             buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0), registry=r)
+        self.transaction_failures = Counter(
+            "ndd_transaction_failures",
+            "Transactions that failed, by kind (ProducerFenced: the partition moved to a "
+            "newer owner; TransactionAborted: redone after the partition was opened again)",
+            ["kind"], registry=r)
         self.transaction_decisions = Histogram(
             "ndd_transaction_decisions", "Decisions per committed transaction",
             buckets=(1, 4, 16, 64, 128, 256, 512, 1024), registry=r)

@@ -38,9 +38,17 @@ from typing import Any
 from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.items import ItemFormat
 from ndd_stream.kafka.reads import Log, read_range
+from ndd_stream.kafka.transactions import ProducerFenced, TransactionError
 from ndd_stream.state.codec import Checkpoint
 from ndd_stream.state.pending import Pair, least_offset
-from ndd_stream.worker.commit import AcknowledgingCommitter, Committer, Piece, Reached, Send
+from ndd_stream.worker.commit import (
+    AcknowledgingCommitter,
+    Committer,
+    Piece,
+    PieceFailed,
+    Reached,
+    Send,
+)
 from ndd_stream.worker.deciding import (
     Outcome,
     OutputTopics,
@@ -52,6 +60,7 @@ from ndd_stream.worker.inorder import TP, InOrder, Message
 from ndd_stream.worker.lifecycle import BrokerLostData, Where, open_partition
 from ndd_stream.worker.merge import SourceId
 from ndd_stream.worker.metrics import WorkerMetrics, count_outcome, set_gauges
+from ndd_stream.worker.patience import patiently
 from ndd_stream.worker.records import Source
 from ndd_stream.worker.sequencing import OrderConfig, Sequencers, Work
 
@@ -91,6 +100,7 @@ class DeciderPool:
         clock: Callable[[], float] = time.monotonic,
         factory: Callable[[int, Path], StatefulPartition] | None = None,
         dir_prefix: str = "partition", committer: Committer | None = None,
+        reopen_timeout_s: float = 120.0,
     ) -> None:
         self.scoped_topic = scoped_topic
         self.metrics = metrics
@@ -105,6 +115,7 @@ class DeciderPool:
         self.lock = asyncio.Lock()
         self.committer = committer or AcknowledgingCommitter(CHECKPOINT_ITEMS)
         self.piece_items = self.committer.piece_items
+        self.reopen_timeout_s = reopen_timeout_s  # opening a partition again is tried so long
         self.order = InOrder(partial(read_range, log), metrics, "decided",
                              transactional=self.committer.transactional)
         self.clock = clock
@@ -136,7 +147,12 @@ class DeciderPool:
             self.owned = set(partitions)
             self.close([p for p in self.deciders if p not in self.owned])
         for partition in sorted(partitions):
-            await self.ensure(partition)
+            await self._ensure_patiently(partition)
+
+    async def _ensure_patiently(self, partition: int) -> Any:
+        """``ensure``, tried again while the cluster's routine events last."""
+        return await patiently(f"{self.dir_prefix} {partition}: opening",
+                               lambda: self.ensure(partition), self.reopen_timeout_s)
 
     async def revoke(self, partitions: Sequence[int]) -> None:
         """A rebalance takes ``partitions`` away: wait for the batch in flight (which stops
@@ -235,13 +251,52 @@ class DeciderPool:
                        until: Mapping[TP, int] | None = None) -> int:
         mine = [m for m in messages if self.owned is None or m.partition in self.owned]
         for partition in sorted({m.partition for m in mine}):
-            await self.ensure(partition)  # revoked ones are left to their new owner
+            await self._ensure_patiently(partition)  # revoked ones: their new owner's
         run = await self.order.arrange(mine, until)
         started = self.clock()
         try:
-            return await self._decide(run, send)
+            return await self._decide_redoing(run, send)
         finally:
             self._busy += self.clock() - started
+
+    async def _decide_redoing(self, run: Sequence[Message], send: Send) -> int:
+        """``_decide``; when a piece's commit fails for some partitions, the partitions
+        with work not committed are opened again from what they committed (fenced ones are
+        left to their new owner) and the records handed out since are decided again."""
+        while True:
+            handed = dict(self.order.next)
+            try:
+                return await self._decide(run, send)
+            except PieceFailed as exc:
+                until = await self._reopen(exc.failed, handed)
+                run = await self.order.arrange([], until)
+
+    async def _reopen(self, failed: Mapping[TP, TransactionError],
+                      handed: Mapping[TP, int]) -> dict[TP, int]:
+        """After a failed piece: close every partition whose state is behind what was
+        handed out (the failed ones, and those whose records after the piece are dropped
+        with it), open again those still owned; where each must be read up to again."""
+        behind = {p for p, d in self.deciders.items()
+                  if handed.get(self._tp(p), d.next_offset) > d.next_offset}
+        behind |= {tp[1] for tp in failed}
+        for tp, exc in failed.items():
+            fenced = isinstance(exc, ProducerFenced)
+            log.warning("%s[%d]: %s; %s", tp[0], tp[1], exc,
+                        "left to its new owner" if fenced else "opened again and redone",
+                        extra={"topic": tp[0], "partition": tp[1],
+                               "event": "fenced" if fenced else "transaction_aborted"})
+            if fenced and self.owned is not None:
+                self.owned.discard(tp[1])
+        self.close(sorted(behind))
+        until: dict[TP, int] = {}
+        for partition in sorted(behind):
+            if self.owned is not None and partition not in self.owned:
+                continue
+            decider = await self._ensure_patiently(partition)
+            end = handed.get(self._tp(partition), decider.next_offset)
+            if end > decider.next_offset:
+                until[self._tp(partition)] = end
+        return until
 
     async def _decide(self, run: Sequence[Message], send: Send) -> int:
         """Steps 1-4 for a run in offset order (through the sequencers, if any), in pieces

@@ -34,9 +34,11 @@ from confluent_kafka import KafkaException
 
 from ndd_stream.core.items import Invalid, ItemFormat, decode_object, order_time_ms, scope_of
 from ndd_stream.kafka.limits import dead_letter_limit
-from ndd_stream.worker.commit import Committer, Reached, Send
+from ndd_stream.kafka.transactions import ProducerFenced, TransactionError
+from ndd_stream.worker.commit import Committer, PieceFailed, Reached, Send
 from ndd_stream.worker.inorder import TP, InOrder, Message
 from ndd_stream.worker.merge import NO_TIME
+from ndd_stream.worker.patience import patiently
 from ndd_stream.worker.records import (
     H_DLQ_TRUNCATED,
     H_EVENT_TIME,
@@ -60,7 +62,7 @@ class Router:
     def __init__(self, committer: Committer, order: InOrder, routed: Callable[[Message],
                  OutRecord], committed: Committed, send: Send, *, scoped_topic: str,
                  scoped_partitions: int, ordered: bool,
-                 high: Callable[[TP], int | None]) -> None:
+                 high: Callable[[TP], int | None], reopen_timeout_s: float = 120.0) -> None:
         self.committer = committer
         self.order = order
         self.routed = routed
@@ -70,6 +72,7 @@ class Router:
         self.scoped_partitions = scoped_partitions
         self.ordered = ordered
         self.high = high  # where a raw partition ends, from the last fetch (None: unknown)
+        self.reopen_timeout_s = reopen_timeout_s  # opening a partition is tried so long
         self.owned: set[TP] = set()
         # a rebalance waits for the batch in flight before it closes producers
         self.lock = asyncio.Lock()
@@ -85,18 +88,50 @@ class Router:
         async with self.lock:
             mine = [m for m in messages if self._forwards((m.topic, m.partition))]
             arranged = await self.order.arrange(mine)
-            piece = self.committer.begin(self.send)
-            next_offsets: dict[TP, int] = {}
-            forwarded = []
-            for m in arranged:
-                tp = (m.topic, m.partition)
-                record = self.routed(m)
-                await piece.produce(tp, record)
-                next_offsets[tp] = m.offset + 1
-                forwarded.append((m, record))
-            await piece.commit([Reached(tp, n) for tp, n in next_offsets.items()])
+            while True:
+                handed = dict(self.order.next)
+                try:
+                    forwarded = await self._forward(arranged)
+                    break
+                except PieceFailed as exc:  # those partitions: opened again, redone
+                    arranged = await self.order.arrange([], await self._reopen(exc.failed,
+                                                                               handed))
         if self.ordered and forwarded:
             await self.report_progress(self._note_forwarded(forwarded))
+
+    async def _forward(self, arranged: Sequence[Message]) -> list[tuple[Message, OutRecord]]:
+        """One piece: the records forwarded and committed with the offsets after them."""
+        piece = self.committer.begin(self.send)
+        next_offsets: dict[TP, int] = {}
+        forwarded = []
+        for m in arranged:
+            tp = (m.topic, m.partition)
+            record = self.routed(m)
+            await piece.produce(tp, record)
+            next_offsets[tp] = m.offset + 1
+            forwarded.append((m, record))
+        await piece.commit([Reached(tp, n) for tp, n in next_offsets.items()])
+        return forwarded
+
+    async def _reopen(self, failed: dict[TP, TransactionError],
+                      handed: dict[TP, int]) -> dict[TP, int]:
+        """After a failed piece: a fenced partition is left to its new owner; another is
+        opened again at its committed offset. Where each must be read up to again."""
+        for tp, exc in failed.items():
+            fenced = isinstance(exc, ProducerFenced)
+            log.warning("%s[%d]: %s; %s", tp[0], tp[1], exc,
+                        "left to its new owner" if fenced else "opened again and redone",
+                        extra={"topic": tp[0], "partition": tp[1],
+                               "event": "fenced" if fenced else "transaction_aborted"})
+            self.committer.close([tp])
+            if fenced:
+                self.owned.discard(tp)
+                self.order.keep(self.owned)
+        again = [tp for tp in failed if tp in self.owned]
+        await patiently(f"raw partitions {again}: opening", lambda: self._open(again),
+                        self.reopen_timeout_s)
+        return {tp: handed[tp] for tp in again
+                if tp in handed and handed[tp] > self.order.next.get(tp, handed[tp])}
 
     def _forwards(self, tp: TP) -> bool:
         """Whether this worker forwards ``tp``'s records now (see the module docstring)."""
@@ -119,27 +154,34 @@ class Router:
         idea of the position, then rewound to an offset looked up before its commit,
         forwarded records twice. Raises when a partition cannot be opened or the offsets
         are unknown."""
-        loop = asyncio.get_running_loop()
         async with self.lock:
             self.committer.close([tp for tp in self.owned if tp not in set(tps)])
             self.owned = set()
             self.order.keep(tps)
-            await asyncio.gather(*(loop.run_in_executor(None, self.committer.open, tp)
-                                   for tp in tps))
-            try:
-                committed = await loop.run_in_executor(None, self.committed, list(tps))
-            except KafkaException as exc:
-                if self.committer.transactional:  # there it is the one position
-                    raise
-                log.warning("committed offsets unknown (%s): gaps are closed when records "
-                            "arrive", exc, extra={"event": "committed_unknown"})
-                committed = {}
-            for tp in tps:
-                offset = committed.get(tp, -1)
-                if offset >= 0 or self.committer.transactional:
-                    offset = max(offset, 0)
-                    self.order.resume(tp, min(offset, self.order.next.get(tp, offset)))
+            await patiently(f"raw partitions {list(tps)}: opening",
+                            lambda: self._open(tps), self.reopen_timeout_s)
             self.owned = set(tps)
+
+    async def _open(self, tps: Sequence[TP]) -> None:
+        """Open ``tps`` in the committer side by side, and go on from the committed
+        offsets (under exactly-once: exactly there)."""
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(*(loop.run_in_executor(None, self.committer.open, tp)
+                               for tp in tps))
+        try:
+            committed = await loop.run_in_executor(None, self.committed, list(tps))
+        except KafkaException as exc:
+            if self.committer.transactional:  # there it is the one position
+                raise
+            log.warning("committed offsets unknown (%s): gaps are closed when records "
+                        "arrive", exc, extra={"event": "committed_unknown"})
+            committed = {}
+        for tp in tps:
+            offset = committed.get(tp, -1)
+            if self.committer.transactional:
+                self.order.resume(tp, max(offset, 0))
+            elif offset >= 0:
+                self.order.resume(tp, min(offset, self.order.next.get(tp, offset)))
 
     async def revoke(self, tps: Sequence[TP]) -> None:
         async with self.lock:
