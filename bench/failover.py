@@ -48,6 +48,7 @@ class Workers:
 
     def __init__(self, settings: Any, work: Path, count: int) -> None:
         self.settings, self.work = settings, work
+        work.mkdir(parents=True, exist_ok=True)
         self.generation = [0] * count
         self.exits: list[int | None] = []
         self.procs = [self._start(k) for k in range(count)]

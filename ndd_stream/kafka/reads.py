@@ -79,6 +79,11 @@ class Log(ABC):
         offsets correctly (Apache Kafka; not the embedded demo broker)."""
         raise NotImplementedError
 
+    def log_start(self, topic: str, partition: int, timeout_s: float) -> int:
+        """The first offset ``topic[partition]`` still holds (0 where nothing was deleted
+        or the log cannot tell)."""
+        return 0
+
 
 def read_range(log: Log, topic: str, partition: int, start: int, end: int,
                timeout_s: float = 60.0) -> list[Fetched]:
@@ -165,6 +170,11 @@ class BrokerReads(Log):
             finally:
                 consumer.unassign()
 
+
+    def log_start(self, topic: str, partition: int, timeout_s: float) -> int:
+        with self._lock:
+            low, _ = watermarks(self._get(), topic, partition, time.monotonic() + timeout_s)
+        return low
 
     def read_to_end(self, topic: str, partition: int, start: int, timeout_s: float,
                     error: type[Exception]) -> tuple[list[Fetched], int]:

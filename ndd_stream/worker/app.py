@@ -40,7 +40,7 @@ from ndd_stream.worker.deciding import LayoutChanged, OutputTopics
 from ndd_stream.worker.gathering import GatherDecider
 from ndd_stream.worker.inorder import InOrder
 from ndd_stream.worker.lifecycle import BrokerLostData
-from ndd_stream.worker.lost import LostRecords, watch_fetch_resets
+from ndd_stream.worker.lost import LostRecords, RecordsLost, watch_fetch_resets
 from ndd_stream.worker.merge import SourceId
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import CHECKPOINT_ITEMS, TRANSACTION_ITEMS, DeciderPool
@@ -121,13 +121,14 @@ class Service:
             self.shard_pool = DeciderPool(
                 state_dir, config, self._format, self.topics, self.reads, self.metrics,
                 scoped_topic=shards_name, dir_prefix="shard", committer=self.committer,
-                reopen_timeout_s=settings.broker_timeout_s,
+                reopen_timeout_s=settings.broker_timeout_s, lost=self.lost.restore_gap,
                 factory=partial(_shard_partition, config=config, shards=settings.shards,
                                 changelog=shards_changelog, scoped_topic=self.scoped_name))
         self.pool = DeciderPool(
             state_dir, config, self._format, self.topics, self.reads, self.metrics,
             scoped_topic=self.scoped_name, order=order, factory=gather,
             committer=self.committer, reopen_timeout_s=settings.broker_timeout_s,
+            lost=self.lost.restore_gap,
         )
         router_order = InOrder(partial(read_range, self.reads), self.metrics, "processed",
                                transactional=self.committer.transactional)
@@ -243,7 +244,7 @@ class Service:
         for pool, topic, partitions in pools:
             try:
                 await pool.assign(partitions)
-            except (BrokerLostData, ChangelogError, LayoutChanged) as exc:
+            except (BrokerLostData, ChangelogError, LayoutChanged, RecordsLost) as exc:
                 fatal(str(exc))
             except Exception as exc:  # a transactional producer that cannot register
                 fatal(f"{topic}: opening partitions {partitions} failed: {exc}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ndd_stream.kafka.reads import Log
@@ -47,6 +47,8 @@ class Where:
     dir_prefix: str
     scoped_topic: str
     restore_timeout_s: float
+    # changelog records gone before a restore read them: (topic, partition, first, last)
+    lost: Callable[[str, int, int, int], None] | None = field(default=None)
 
 
 def open_partition(where: Where, partition: int) -> StatefulPartition:
@@ -59,6 +61,7 @@ def open_partition(where: Where, partition: int) -> StatefulPartition:
     decider = where.factory(partition, where.state_dir / f"{where.dir_prefix}-{partition}")
     where.metrics.restored.labels("local").inc(decider.restored)
     changelog = decider.changelog_topic
+    _check_log_start(where, changelog, partition, decider.changelog_next)
     read, lost = read_changelog(where.log, changelog, partition, decider.changelog_next,
                                 where.restore_timeout_s,
                                 committed=where.committer.transactional)
@@ -90,3 +93,13 @@ def open_partition(where: Where, partition: int) -> StatefulPartition:
              time.monotonic() - started,
              extra={"partition": partition, "event": "partition_ready"})
     return decider
+
+
+def _check_log_start(where: Where, changelog: str, partition: int, start: int) -> None:
+    """Report the changelog records the local state has not seen and the broker no longer
+    holds (retention, deleted records): a restore from ``start`` would skip them."""
+    if start <= 0 or where.lost is None:
+        return
+    first = where.log.log_start(changelog, partition, where.restore_timeout_s)
+    if first > start:
+        where.lost(changelog, partition, start, first - 1)

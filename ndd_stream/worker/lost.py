@@ -66,6 +66,10 @@ class LostRange:
                          dlq_headers(REASON, f"{self.describe()}; {why}", source))
 
 
+class RecordsLost(RuntimeError):
+    """Records were lost and ``NDD_ON_LOST_RECORDS=stop``: the worker exits 3."""
+
+
 class LostRecords:
     """Reports lost ranges: logs, counts, dead-letters, and stops when told to."""
 
@@ -131,6 +135,15 @@ class LostRecords:
                   extra={"topic": topic, "partition": partition, "offset": first,
                          "last_offset": last, "count": found.count, "event": "records_lost"})
         return found
+
+    def restore_gap(self, topic: str, partition: int, first: int, last: int) -> None:
+        """A changelog read at restore starts past what the local state reflects: its
+        records ``first..last`` are gone. Reported (the dead letter goes with the next
+        batch); raises :class:`RecordsLost` under ``stop``."""
+        found = self.note(topic, partition, first, last,
+                          "the changelog was read at restore; the window lacks them")
+        if found is not None and self.stop:
+            raise RecordsLost(f"{found.describe()} (NDD_ON_LOST_RECORDS=stop)")
 
     async def flush(self) -> None:
         """Send the dead letters noted so far and wait for their delivery."""

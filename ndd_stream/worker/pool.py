@@ -101,6 +101,7 @@ class DeciderPool:
         factory: Callable[[int, Path], StatefulPartition] | None = None,
         dir_prefix: str = "partition", committer: Committer | None = None,
         reopen_timeout_s: float = 120.0,
+        lost: Callable[[str, int, int, int], None] | None = None,
     ) -> None:
         self.scoped_topic = scoped_topic
         self.metrics = metrics
@@ -122,7 +123,7 @@ class DeciderPool:
         self.sequencers = Sequencers(order, self._now, metrics, scoped_topic)
         self.merges = self.sequencers.merges  # event-time order only
         self.where = Where(self.committer, self.factory, log, metrics, state_dir, dir_prefix,
-                           scoped_topic, restore_timeout_s)
+                           scoped_topic, restore_timeout_s, lost)
         self._touched: set[int] = set()
         self._revoking: set[int] = set()  # partitions a rebalance waits for (see _decide)
         self._busy = 0.0  # clock seconds spent deciding (see _now)

@@ -70,6 +70,9 @@ class MemoryLog(Log):
 
         yield read()
 
+    def log_start(self, topic: str, partition: int, timeout_s: float) -> int:
+        return self.first.get((topic, partition), 0)
+
     def read_to_end(self, topic: str, partition: int, start: int, timeout_s: float,
                     error: type[Exception]) -> tuple[list[Fetched], int]:
         """Everything in a MemoryLog is committed: read_committed, the end is its length."""
