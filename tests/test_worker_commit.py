@@ -13,7 +13,7 @@ from harness.fakes import Crash, MemoryLog, MemoryTransactions
 from harness.kafka import make_settings
 from test_worker_pool import SCOPED, TOPICS, _decisions, _lines, _scoped, _want
 
-from ndd_stream.kafka.transactions import TransactionError
+from ndd_stream.kafka.transactions import TransactionAborted
 from ndd_stream.state.codec import decode_checkpoint
 from ndd_stream.worker.changelog import CHECKPOINT_KEY
 from ndd_stream.worker.commit import (
@@ -107,12 +107,67 @@ def test_a_fenced_owner_commits_nothing(tmp_path: Path) -> None:
     owner_txns.committed = txns.committed
     owner = _pool(log, owner_txns, tmp_path / "owner")
     asyncio.run(owner.ensure(0))  # open: fences the zombie, reads the committed changelog
-    with pytest.raises(TransactionError, match="fenced"):
-        asyncio.run(zombie.process(scoped[4:8], log.send))
+    asyncio.run(zombie.process(scoped[4:8], log.send))  # fenced: left to the owner
+    assert 0 not in zombie.deciders and zombie.owned == set()
+    asyncio.run(zombie.process(scoped[8:], log.send))  # and nothing of it decided again
     zombie.close()
     asyncio.run(owner.process(scoped[4:], log.send))
     owner.close()
     assert _decisions(log) == _want(lines)
+
+
+@pytest.mark.parametrize("at", [1, 2, 3])
+def test_an_aborted_commit_is_redone_after_the_partition_opens_again(
+        tmp_path: Path, at: int) -> None:
+    """A leader or coordinator that moved: piece ``at``'s transaction aborts (nothing of
+    it visible). The pool opens the partition again from what it committed, decides the
+    records handed out since, and goes on: every item once, nothing lost."""
+    log, lines = MemoryLog(), _lines(14)
+    txns = MemoryTransactions(log)
+    scoped = _scoped(log, lines)
+    commits = 0
+
+    def abort(tp: tuple[str, int], before: bool) -> None:
+        nonlocal commits
+        if before and tp[0] == SCOPED:
+            commits += 1
+            if commits == at:
+                raise TransactionAborted(f"{tp}: commit: abortable: NOT_COORDINATOR")
+
+    txns.crash = abort
+    pool = _pool(log, txns, tmp_path)
+    asyncio.run(pool.process(scoped, log.send))
+    pool.close()
+    assert {i: d[:1] for i, d in _decisions(log).items()} == _want(lines)
+    assert _repeats(log) == 0
+    assert txns.committed == {(SCOPED, 0): 14}
+    assert txns.epochs[(SCOPED, 0)] == 2  # opened again: a new producer fenced the old
+
+
+def test_the_router_redoes_an_aborted_piece(tmp_path: Path) -> None:
+    log = MemoryLog()
+    for i in range(10):
+        log.append("raw", 0, b"k", b"%d" % i)
+    raw = log.logs[("raw", 0)]
+    txns = MemoryTransactions(log)
+    router = _router(log, TransactionalCommitter(txns, WorkerMetrics(), 4), txns.committed)
+    aborts = [True]
+
+    def abort_once(tp: tuple[str, int], before: bool) -> None:
+        if before and aborts:
+            aborts.pop()
+            raise TransactionAborted(f"{tp}: commit: abortable: NOT_COORDINATOR")
+
+    async def run() -> None:
+        await router.assign([("raw", 0)])
+        await router.route(raw[:4])
+        txns.crash = abort_once
+        await router.route(raw[4:7])
+        await router.route(raw[7:])
+
+    asyncio.run(run())
+    assert [r.value for r in log.topic(SCOPED)] == [b"%d" % i for i in range(10)]
+    assert txns.committed == {("raw", 0): 10}
 
 
 def _router(log: MemoryLog, committer: TransactionalCommitter | AcknowledgingCommitter,

@@ -286,7 +286,9 @@ class DeciderPool:
                         "left to its new owner" if fenced else "opened again and redone",
                         extra={"topic": tp[0], "partition": tp[1],
                                "event": "fenced" if fenced else "transaction_aborted"})
-            if fenced and self.owned is not None:
+            if fenced:
+                if self.owned is None:  # not told yet: owned were those open
+                    self.owned = set(self.deciders)
                 self.owned.discard(tp[1])
         self.close(sorted(behind))
         until: dict[TP, int] = {}

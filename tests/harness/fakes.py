@@ -23,6 +23,7 @@ from ndd_stream.kafka.reads import Fetched, Log
 from ndd_stream.kafka.transactions import (
     TP,
     PartitionTransactions,
+    ProducerFenced,
     TransactionError,
     Transactions,
 )
@@ -141,7 +142,7 @@ class MemoryPartitionTransactions(PartitionTransactions):
     def commit(self, offsets: Mapping[TP, int]) -> dict[TP, int]:
         records, self.records = self.records, []
         if self.txns.epochs[self.tp] != self.epoch:
-            raise TransactionError(f"{self.transactional_id}: fenced by a newer owner")
+            raise ProducerFenced(f"{self.transactional_id}: fenced by a newer owner")
         self.txns.crash(self.tp, True)
         ends: dict[TP, int] = {}
         for topic, partition, key, value, headers in records:
