@@ -257,6 +257,12 @@ class Settings(BaseSettings):
         "(ndd_lost_records_total), sends a lost_records record to the DLQ, and goes on; "
         "stop does the same, then exits with code 3.",
     )
+    fetch_stall_s: float = Field(
+        60.0, gt=0, le=3600,
+        description="records waiting on an owned partition and none delivered for this long "
+        "(no batch being handled): the fetch is restarted from the last record delivered, "
+        "and /health answers 503 until records flow again.",
+    )
     producer_batch_kb: int = Field(
         512, ge=16, le=65_536,
         description="KiB per partition the worker's producer puts in one record batch "
@@ -438,7 +444,8 @@ SETTING_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Kafka", ("brokers", "security_protocol", "sasl_mechanism", "sasl_username",
                "sasl_password", "ssl_cafile", "ssl_certfile", "ssl_keyfile",
                "ssl_check_hostname", "session_timeout_s", "broker_timeout_s",
-               "producer_batch_kb", "guarantee", "on_lost_records")),
+               "producer_batch_kb", "guarantee", "on_lost_records",
+               "fetch_stall_s")),
     ("Topics", ("app_id", "raw_topics", "raw_topic_pattern", "unique_topic",
                 "duplicate_topic", "dlq_topic", "decisions_topic", "topics_file",
                 "partitions")),

@@ -58,6 +58,7 @@ from ndd_stream.worker.runtime import (
 )
 from ndd_stream.worker.sequencing import OrderConfig
 from ndd_stream.worker.sharding import ShardPartition
+from ndd_stream.worker.stall import StallWatch
 from ndd_stream.worker.startup import (
     free_port,
     item_format_within,
@@ -87,6 +88,7 @@ class Service:
                                 stop=settings.on_lost_records == "stop", on_stop=fatal)
         self.lost.send = self.send
         watch_fetch_resets(self.lost)
+        self.stall = StallWatch(settings.fetch_stall_s)
         self.committer = committer_for(self.txns, self.metrics,
                                        acknowledged_items=CHECKPOINT_ITEMS,
                                        transaction_items=TRANSACTION_ITEMS)
@@ -275,15 +277,15 @@ class Service:
         ack = not self.committer.transactional
         app.agent(raw, name="ndd-router")(
             partial(run_agent, self.router.route, "router", ack=ack, lost=self.lost,
-                    event="router_error"))
+                    stall=self.stall, event="router_error"))
         app.agent(self._topic(self.scoped_name), name="ndd-decider")(
             partial(run_agent, partial(self._decide, self.pool), "decider", ack=ack,
-                    lost=self.lost))
+                    lost=self.lost, stall=self.stall))
         if self.shard_pool is not None and self.shards_name is not None:
             app.agent(self._topic(self.shards_name, maxsize=SHARD_BUFFER_MAX),
                       name="ndd-shard")(
                 partial(run_agent, partial(self._decide, self.shard_pool), "shard",
-                        most=SHARD_BATCH_MAX, ack=ack, lost=self.lost))
+                        most=SHARD_BATCH_MAX, ack=ack, lost=self.lost, stall=self.stall))
         if self.ordered:
             app.timer(interval=0.1)(self._release_held)
             app.timer(interval=max(0.01, s.order_idle_ms / 3000))(self._heartbeat)
@@ -293,6 +295,7 @@ class Service:
         app.page("/metrics")(_page(self._metrics_page))
         app.page("/health")(_page(self._health_page))
         app.timer(interval=2.0)(self._watch_crash)
+        app.timer(interval=min(5.0, s.fetch_stall_s / 4))(self._watch_fetch)
         app.timer(interval=broker_check_interval(s.broker_timeout_s))(self.watch.check)
         app.task(self._announce)
 
@@ -339,10 +342,19 @@ class Service:
 
     async def _health_page(self, web: Any, request: Any) -> Any:
         shards = self.shard_pool.deciders if self.shard_pool is not None else {}
-        return web.json({"status": "ok", "partitions": sorted(self.pool.deciders),
+        problem = self.stall.problem()
+        return web.json({"status": problem or "ok", "partitions": sorted(self.pool.deciders),
                          "shards": sorted(shards),
                          "window_documents": sum(d.window_documents() for d in [
-                             *self.pool.deciders.values(), *shards.values()])})
+                             *self.pool.deciders.values(), *shards.values()])},
+                        status=503 if problem else 200)
+
+    async def _watch_fetch(self) -> None:
+        """A fetch that stopped with records waiting is started again (worker/stall.py)."""
+        consumer = self.app.consumer
+        owned = [(tp.topic, tp.partition) for tp in consumer.assignment()]
+        for (topic, partition), offset in self.stall.stopped(owned, self._high).items():
+            await consumer.seek(faust.types.TP(topic, partition), offset)
 
     async def _watch_crash(self) -> None:
         if self.app.crash_reason is not None:

@@ -17,6 +17,7 @@ Everything else the worker does is plain code in the other modules.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -36,6 +37,7 @@ from ndd_stream.worker.cluster import ClusterChanged, check_cluster
 from ndd_stream.worker.inorder import Message
 from ndd_stream.worker.logs import json_handler
 from ndd_stream.worker.lost import LostRecords
+from ndd_stream.worker.stall import StallWatch
 from ndd_stream.worker.startup import producer_kwargs
 
 log = logging.getLogger("ndd_stream.worker")
@@ -104,7 +106,8 @@ def read_committed(app: faust.App) -> None:
 
 
 async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX, ack: bool = True,
-                       lost: LostRecords | None = None) -> AsyncIterator[list[Message]]:
+                       lost: LostRecords | None = None, stall: StallWatch | None = None
+                       ) -> AsyncIterator[list[Message]]:
     """Batches of the stream's messages, acknowledged only once the agent is done with them.
 
     The one place that works around Faust's acknowledgement: ``take_events`` acks a batch
@@ -118,13 +121,16 @@ async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX, ack: bool =
     partitions; their offsets move only in the transactions (worker/commit.py).
 
     ``lost`` hears of every batch first: a record after a position that went out of range
-    ends a range of records the broker removed unread (worker/lost.py).
+    ends a range of records the broker removed unread (worker/lost.py); so does ``stall``
+    (worker/stall.py: records flow).
     """
     batches = stream.take_events(most, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
     async for events in batches:
         for event in events:
             event.message.incref()
         batch = [event.message for event in events]
+        if stall is not None:
+            stall.delivered(batch)
         if lost is not None:
             await lost.delivered(batch)
         yield batch
@@ -150,13 +156,15 @@ def broker_check_interval(timeout_s: float) -> float:
 
 async def run_agent(handle: Callable[[list[Any]], Awaitable[None]], what: str,
                      stream: faust.StreamT, *, most: int = BATCH_MAX, ack: bool,
-                     lost: LostRecords | None = None, event: str = "decider_error") -> None:
+                     lost: LostRecords | None = None, stall: StallWatch | None = None,
+                     event: str = "decider_error") -> None:
     """An agent's loop: each batch handled whole, or the worker exits. Faust would restart
     the agent and leave the taken events unacknowledged, so the worker would stall
     silently; state is committed piece by piece, so exiting loses nothing."""
-    async for messages in held_batches(stream, most, ack=ack, lost=lost):
+    async for messages in held_batches(stream, most, ack=ack, lost=lost, stall=stall):
         try:
-            await handle(messages)
+            with stall.handling() if stall is not None else contextlib.nullcontext():
+                await handle(messages)
         except Exception as exc:
             log.exception("%s failed", what, extra={"event": event})
             fatal(f"{what} crashed: {exc!r}")

@@ -1,0 +1,88 @@
+"""A consumer that stopped fetching is noticed, restarted, and shown on /health.
+
+A partition *waits* when the broker holds records past the last one delivered from it (the
+consumer's high watermark, from its last fetch). When records wait and no record at all
+has been delivered for ``NDD_FETCH_STALL_S`` while no batch is being handled, the fetch has
+stopped (a fetcher left waiting on a broker that restarted): each waiting partition is
+sought to the offset after its last delivered record, which makes the consumer fetch it
+anew, and /health answers 503 until records flow again. A batch handled for that long (a
+commit retried while a coordinator moves) is not a stopped fetch; /health says so too.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+log = logging.getLogger("ndd_stream.worker")
+
+TP = tuple[str, int]
+
+
+class StallWatch:
+    """What the agents delivered and handled, and whether the fetch has stopped."""
+
+    def __init__(self, stall_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.stall_s = stall_s
+        self.clock = clock
+        self.last_offset: dict[TP, int] = {}
+        self.last_delivery = clock()
+        self.handling_since: float | None = None
+        self.stalled_since: float | None = None
+        self.restarts = 0
+
+    def delivered(self, messages: Iterable[Any]) -> None:
+        """A batch arrived: records flow."""
+        for m in messages:
+            tp = (m.topic, m.partition)
+            self.last_offset[tp] = max(m.offset, self.last_offset.get(tp, -1))
+            self.last_delivery = self.clock()
+            self.stalled_since = None
+
+    @contextmanager
+    def handling(self) -> Iterator[None]:
+        """While a batch is handled, silence is the handler's, not the fetch's."""
+        self.handling_since = self.clock()
+        try:
+            yield
+        finally:
+            self.handling_since = None
+            self.last_delivery = self.clock()
+
+    def waiting(self, owned: Iterable[TP], high: Callable[[TP], int | None]) -> dict[TP, int]:
+        """The owned partitions with records past the last delivered: where to fetch."""
+        out = {}
+        for tp in owned:
+            last, end = self.last_offset.get(tp), high(tp)
+            if last is not None and end is not None and end > last + 1:
+                out[tp] = last + 1
+        return out
+
+    def stopped(self, owned: Iterable[TP], high: Callable[[TP], int | None]) -> dict[TP, int]:
+        """The partitions to fetch anew when the fetch has stopped (else none)."""
+        now = self.clock()
+        if self.handling_since is not None or now - self.last_delivery < self.stall_s:
+            return {}
+        found = self.waiting(owned, high)
+        if found:
+            if self.stalled_since is None:
+                self.stalled_since = self.last_delivery
+            self.restarts += 1
+            log.warning("no record delivered for %.0fs while %d partition(s) wait: fetching "
+                        "them anew from %s", now - self.last_delivery, len(found),
+                        ", ".join(f"{t}[{p}]@{o}" for (t, p), o in sorted(found.items())),
+                        extra={"event": "fetch_stalled"})
+            self.last_delivery = now  # the next restart, if needed, after another wait
+        return found
+
+    def problem(self) -> str | None:
+        """What /health reports (None: healthy)."""
+        now = self.clock()
+        if self.stalled_since is not None:
+            return f"fetch stalled: no record delivered for {now - self.stalled_since:.0f}s"
+        if self.handling_since is not None and now - self.handling_since > self.stall_s:
+            return f"busy: one batch handled for {now - self.handling_since:.0f}s"
+        return None
