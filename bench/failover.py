@@ -172,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--seed", type=int, default=20261128)
     ap.add_argument("--json", type=Path, default=RESULTS / "failover.json")
+    ap.add_argument("--work", type=Path, default=None,
+                    help="keep the workers' logs and state here (default: a temporary folder)")
     args = ap.parse_args(argv)
     if not reuters_available(args.reuters):
         print(f"Reuters-21578 not found at {args.reuters}", file=sys.stderr)
@@ -186,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     plan += [f for f in args.fault for _ in range(args.runs)]
     results = []
     with tempfile.TemporaryDirectory(prefix="ndd-failover-") as tmp, \
-            KafkaCluster(log_dir=Path(tmp) / "cluster") as cluster:
+            KafkaCluster(log_dir=Path(args.work or tmp) / "cluster") as cluster:
+        tmp = str(args.work or tmp)
         for i, fault in enumerate(plan):
             res = run(cluster, Path(tmp), lines, fault, args.faults, args.down_s,
                       args.seed + i)

@@ -234,13 +234,18 @@ _PASSING = frozenset({
     KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,
     KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.NOT_ENOUGH_REPLICAS,
 })
-# not an unknown topic or partition: a topic deleted (a broker restarted empty) fails at once
+# not an unknown topic or partition: a topic deleted (a broker restarted empty) fails soon
+_UNKNOWN = frozenset({KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART})
+UNKNOWN_WAIT_S = 30.0
+"""How long a partition missing from the client's metadata (a leader being elected) is
+waited for by a watermark lookup before it counts as gone."""
 
 
 def watermarks(consumer: Consumer, topic: str, partition: int, deadline: float
                ) -> tuple[int, int]:
     """The partition's log start and end (ListOffsets), asked again while the cluster's
     routine events last, until ``deadline`` (``time.monotonic()``). Raises KafkaException."""
+    unknown_until = time.monotonic() + UNKNOWN_WAIT_S
     while True:
         try:
             low, high = consumer.get_watermark_offsets(
@@ -249,7 +254,9 @@ def watermarks(consumer: Consumer, topic: str, partition: int, deadline: float
             return int(low), int(high)
         except KafkaException as exc:
             err = exc.args[0] if exc.args else None
-            if (not isinstance(err, KafkaError) or not passing(err)
+            unknown = (isinstance(err, KafkaError) and err.code() in _UNKNOWN
+                       and time.monotonic() < unknown_until)
+            if (not isinstance(err, KafkaError) or not (passing(err) or unknown)
                     or time.monotonic() >= deadline):
                 raise
             time.sleep(0.5)

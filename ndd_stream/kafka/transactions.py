@@ -34,7 +34,6 @@ router's batch), so a producer needs no lock of its own; the registry takes one.
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import threading
 import time
 import uuid
@@ -220,8 +219,12 @@ class PartitionTransactions:
 
     def _abort(self) -> None:
         # fenced or fatal: the broker aborts it (the new owner's init, or the timeout)
-        with contextlib.suppress(KafkaException, TransactionAborted):
+        try:
             self._call(self._producer.abort_transaction, "abort")
+        except TransactionAborted:  # a call still inside: never touch the producer again
+            self._given_up = True
+        except KafkaException:
+            pass
 
     @property
     def given_up(self) -> bool:

@@ -15,6 +15,7 @@ startup.py. docs/ARCHITECTURE.md follows one item through these modules.
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
 import re
 from collections.abc import Awaitable, Callable, Sequence
@@ -398,6 +399,7 @@ def _shard_partition(partition: int, path: Path, *, config: DetectorConfig, shar
 
 def run_worker(settings: Settings) -> int:
     """Run until SIGTERM/SIGINT; returns the process exit code."""
+    faulthandler.enable()  # a crash in a client library leaves every thread's stack
     limits = preflight(settings)
     if limits is None:
         return 3

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from confluent_kafka import KafkaException
+
 from ndd_stream.kafka.reads import Log
 from ndd_stream.worker.changelog import read_changelog
 from ndd_stream.worker.commit import Committer
@@ -100,6 +102,11 @@ def _check_log_start(where: Where, changelog: str, partition: int, start: int) -
     holds (retention, deleted records): a restore from ``start`` would skip them."""
     if start <= 0 or where.lost is None:
         return
-    first = where.log.log_start(changelog, partition, where.restore_timeout_s)
+    try:
+        first = where.log.log_start(changelog, partition, min(60.0, where.restore_timeout_s))
+    except KafkaException as exc:  # only a report: the restore itself goes on
+        log.warning("%s[%d]: log start unknown (%s); not checked for lost records",
+                    changelog, partition, exc, extra={"event": "log_start_unknown"})
+        return
     if first > start:
         where.lost(changelog, partition, start, first - 1)
