@@ -306,11 +306,11 @@ def test_a_kill_while_a_batch_changelog_is_produced_loses_no_held_item(tmp_path:
     """kill -9 after some of a batch's changelog records reached the broker (documents
     without the checkpoint record that follows them) and before the state was committed:
     the restart must not resume past items still held (Faust's committed offset is past
-    them). A position record of an earlier worker (no order state) is safe too."""
+    them)."""
     lines = cross_channel_lines(120, seed=11)
     parts = by_partition(lines)
     want = _want(event_order(parts))
-    from ndd_stream.worker.changelog import CHECKPOINT_KEY, POSITION_KEY
+    from ndd_stream.worker.changelog import CHECKPOINT_KEY
 
     reference = MemoryLog()  # a document record as a worker writes it to the changelog
     forward_backlog(reference, parts, chunk=30, seed=4)
@@ -318,20 +318,16 @@ def test_a_kill_while_a_batch_changelog_is_produced_loses_no_held_item(tmp_path:
          len(reference.logs[(SCOPED, 0)]), 25, Clock())
     doc = next(r for r in reference.logs[("changelog", 0)]
                if r.key not in (CHECKPOINT_KEY, b"ndd-sentinel"))
-    for torn in ("documents", "legacy position"):
-        log = MemoryLog()
-        forward_backlog(log, parts, chunk=30, seed=4)
-        end = len(log.logs[(SCOPED, 0)])
-        state, clock = tmp_path / torn, Clock()
-        first = _pool(log, state, clock)
-        _run(first, log, 0, end // 2, 25, clock, last=False)
-        assert first.merges[0].held > 0  # the scenario needs items held at the kill
-        resume = first.deciders[0].next_offset
-        first.close()
-        log.append("changelog", 0, doc.key, doc.value)  # the torn batch: a document ...
-        if torn == "legacy position":  # ... or an older worker's position record
-            log.append("changelog", 0, POSITION_KEY, str(resume).encode())
-        again = _pool(log, state, clock)
-        # Faust resumes where it committed: the end of what the first worker consumed
-        _run(again, log, end // 2, end, 25, clock)
-        assert _decisions(log) == want, torn
+    log = MemoryLog()
+    forward_backlog(log, parts, chunk=30, seed=4)
+    end = len(log.logs[(SCOPED, 0)])
+    state, clock = tmp_path / "torn", Clock()
+    first = _pool(log, state, clock)
+    _run(first, log, 0, end // 2, 25, clock, last=False)
+    assert first.merges[0].held > 0  # the scenario needs items held at the kill
+    first.close()
+    log.append("changelog", 0, doc.key, doc.value)  # the torn batch: a document
+    again = _pool(log, state, clock)
+    # Faust resumes where it committed: the end of what the first worker consumed
+    _run(again, log, end // 2, end, 25, clock)
+    assert _decisions(log) == want

@@ -202,48 +202,30 @@ class Service:
 
     async def assigned(self, raw: list[tuple[str, int]], scoped: list[int],
                        shards: Sequence[int] = ()) -> None:
-        """A rebalance gave this worker these partitions: open the scoped ones, and start
-        both agents where the group's committed offsets say (one OffsetFetch for both).
+        """A rebalance gave this worker these partitions: the router resumes the raw ones
+        from their committed offsets (``Router.assign``), the pools open the stateful
+        ones (``lifecycle.open_partition``), each at its checkpoint.
 
-        The router forwards each raw partition from its committed offset (or from the
-        earliest record it already took, if lower): Faust may deliver a prefetched later
-        record first. The decider starts at its state's position, and decides the records
-        between it and a committed offset that is ahead (``DeciderPool.catch_up``: with no
-        later record, nothing else would reveal that gap).
-
-        The catch-up runs as a task, not in this callback: after a restart during a
-        backlog the gap is the whole backlog, and while a rebalance callback runs the
-        worker cannot hear of the next rebalance. The group gave the partition to another
-        worker while this one still decided it (two owners: thousands of outputs sent
-        twice, bench.order). As a task it takes the pool's lock like any batch, and a
-        revoke stops it at its next checkpoint.
+        At-least-once only, Faust resumes a stateful partition at the group's committed
+        offset, which can be past its checkpoint (Faust counts offsets it never delivered
+        as done): the records between are decided at once (``DeciderPool.catch_up``; with
+        no later record nothing else would reveal that gap). The catch-up runs as a task,
+        not in this callback: after a restart during a backlog the gap is the whole
+        backlog, and while a rebalance callback runs the worker cannot hear of the next
+        rebalance (two owners: thousands of outputs sent twice, bench.order). As a task it
+        takes the pool's lock like any batch, and a revoke stops it at its next checkpoint.
         """
         try:
             await self.router.assign(raw)
         except Exception as exc:  # a producer that cannot register, offsets unknown
             fatal(f"opening raw partitions {raw} failed: {exc!r}")
         if self.ordered:
-            try:
-                self.pool.expect(await asyncio.get_running_loop().run_in_executor(
-                    None, self.raw_sources))
-            except KafkaException as exc:
-                log.warning("raw partitions unknown (%s): each is waited for once heard of",
-                            exc, extra={"event": "metadata_unknown"})
-        # at-least-once: Faust resumes a scoped partition at the group's committed offset,
-        # which can be past its state's position (catch_up); exactly-once they are one
-        tps = [] if self.committer.transactional else [(self.scoped_name, p) for p in scoped]
-        if self.shards_name is not None and tps:
-            tps += [(self.shards_name, p) for p in shards]
-        try:
-            committed = await asyncio.get_running_loop().run_in_executor(
-                None, self.reads.committed, tps)
-        except KafkaException as exc:
-            log.warning("committed offsets unknown (%s): gaps are closed when records "
-                        "arrive", exc, extra={"event": "committed_unknown"})
-            committed = {}
+            await self._expect_sources()
         pools = [(self.pool, self.scoped_name, scoped)]
         if self.shard_pool is not None and self.shards_name is not None:
             pools.append((self.shard_pool, self.shards_name, list(shards)))
+        committed = await self._committed_ahead(
+            [(topic, p) for _, topic, partitions in pools for p in partitions])
         for pool, topic, partitions in pools:
             try:
                 await pool.assign(partitions)
@@ -257,6 +239,29 @@ class Service:
                     task = asyncio.ensure_future(self._catch_up(pool, topic, partition, offset))
                     self._catching_up.add(task)
                     task.add_done_callback(self._catching_up.discard)
+
+    async def _expect_sources(self) -> None:
+        """Event-time order: the raw partitions that exist, each waited for."""
+        try:
+            self.pool.expect(await asyncio.get_running_loop().run_in_executor(
+                None, self.raw_sources))
+        except KafkaException as exc:
+            log.warning("raw partitions unknown (%s): each is waited for once heard of",
+                        exc, extra={"event": "metadata_unknown"})
+
+    async def _committed_ahead(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """At-least-once: the group's committed offsets of the stateful partitions (the
+        catch-up's targets). Exactly-once none: there the committed offset is the
+        checkpoint's, moved in the same transaction."""
+        if self.committer.transactional or not tps:
+            return {}
+        try:
+            return await asyncio.get_running_loop().run_in_executor(
+                None, self.reads.committed, tps)
+        except KafkaException as exc:
+            log.warning("committed offsets unknown (%s): gaps are closed when records "
+                        "arrive", exc, extra={"event": "committed_unknown"})
+            return {}
 
     async def _catch_up(self, pool: DeciderPool, topic: str, partition: int,
                         offset: int) -> None:

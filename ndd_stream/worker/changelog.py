@@ -29,8 +29,6 @@ CHECKPOINT_KEY = b"ndd-checkpoint"
 (``state.codec.encode_checkpoint``: the first scoped offset not yet reflected, and the
 event-time order's state), so a worker that takes the partition over resumes exactly there
 instead of trusting the group's committed offset. One record: never half of it."""
-POSITION_KEY = b"ndd-position"
-"""The position record of earlier workers (the offset alone, decimal): read as a checkpoint."""
 
 
 class ChangelogError(RuntimeError):
@@ -68,9 +66,6 @@ def read_partition(log: Log, topic: str, partition: int, start: int,
             if key == CHECKPOINT_KEY:
                 checkpoint = decode_checkpoint(value)
                 continue
-            if key == POSITION_KEY:
-                checkpoint = Checkpoint(int(value))
-                continue
             if msg.value is None:  # a tombstone: its hour left the window
                 continue
             records.append((key, value))
@@ -90,8 +85,6 @@ def read_committed_partition(log: Log, topic: str, partition: int, start: int,
             continue
         if key == CHECKPOINT_KEY:
             checkpoint = decode_checkpoint(value)
-        elif key == POSITION_KEY:
-            checkpoint = Checkpoint(int(value))
         else:
             records.append((key, value))
     return ChangelogRead(records, end, checkpoint)

@@ -191,7 +191,7 @@ class _TransactionalPiece(Piece):
             # 3. commit with the input offset reached (partitions side by side)
             jobs.append(loop.run_in_executor(None, txn.commit, {r.tp: r.next_offset}))
         delivered = await asyncio.gather(*jobs, return_exceptions=True)
-        if jobs:
+        if jobs and any(r.state is not None for r in reached):  # a decider's piece
             self.metrics.transaction.observe(time.perf_counter() - started)
             self.metrics.transaction_decisions.observe(decided / len(jobs))
         failed: dict[TP, TransactionError] = {}
