@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 
 #: Distinct ``channel`` label values of ``ndd_items_total``; later channels count under
 #: ``OTHER_CHANNEL``. Channels come from the items, so without a bound a feed with
@@ -21,6 +28,9 @@ class WorkerMetrics:
 
     def __post_init__(self) -> None:
         r = self.registry
+        # process_resident_memory_bytes (against the container's memory limit) and
+        # process_start_time_seconds (restarts: a failed transaction exits the worker)
+        ProcessCollector(registry=r)
         self.items = Counter("ndd_items_total", "Items decided, by status, channel and partition "
                              f"(the first {CHANNEL_LABELS_MAX} channels by name, then "
                              f"{OTHER_CHANNEL})", ["status", "channel", "partition"], registry=r)
