@@ -402,6 +402,13 @@ def test_every_expression_names_only_series_a_worker_exports(live: Live) -> None
             "process_resident_memory_bytes"} <= exported
     exprs = {f"rule {r['alert']}": r["expr"] for r in rule_list(plain_rules())}
     exprs |= {f"dashboard query {i}": e for i, e in enumerate(dashboard_exprs())}
+    data = json.loads((ROOT / "deploy" / "grafana" / "ndd-stream.json").read_text())
+    variables = [v["query"] for v in data["templating"]["list"] if v["type"] == "query"]
+    assert variables
+    for query in variables:  # label_values(<series selector>, <label>)
+        found = re.fullmatch(r"label_values\((.+), *\w+\)", query)
+        assert found, query
+        exprs[f"variable {query}"] = found[1]
     unknown = {where: sorted(series_names(e) - exported) for where, e in exprs.items()
                if series_names(e) - exported}
     assert not unknown

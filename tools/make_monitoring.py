@@ -401,8 +401,9 @@ def dashboard() -> dict[str, Any]:
         (stat_panel("Partitions ready", "Scoped partitions with their window restored.",
                     "short", f"sum(ndd_assigned_partitions{{{sel}}})"),
          "ready partitions (ndd_assigned_partitions)"),
-        (series("Throughput by route", "Items decided per second by decision "
-                "(unique, near, exact, ...) and items sent to the dead-letter topic.", "ops",
+        (series("Throughput by route", "Items decided per second by status "
+                "(unique, near_duplicate, exact_duplicate) and items sent to the dead-letter "
+                "topic.", "ops",
                 query(f"sum by (status) (rate(ndd_items_total{{{sel}}}[$__rate_interval]))",
                       "{{status}}"),
                 query(f"sum(rate(ndd_dlq_total{{{sel}}}[$__rate_interval]))", "dlq", "B"),
@@ -475,16 +476,17 @@ def dashboard() -> dict[str, Any]:
         .with_variable(dash.DatasourceVariable("datasource").label("Data source")
                        .type("prometheus"))
         .with_variable(dash.QueryVariable("job").label("Job").datasource(ds)
-                       .query('label_values(ndd_items_total, job)')
+                       .query("label_values(ndd_assigned_partitions, job)")
                        .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
                        .include_all(True).multi(True).all_value(".*"))
         .with_variable(dash.QueryVariable("instance").label("Worker").datasource(ds)
-                       .query('label_values(ndd_items_total{job=~"$job"}, instance)')
+                       .query('label_values(ndd_assigned_partitions{job=~"$job"}, instance)')
                        .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
                        .include_all(True).multi(True).all_value(".*"))
     )
-    for panel, _ in panels:
-        builder = builder.with_panel(panel)
+    # ids in panel order: stable links (?viewPanel=N) across regenerations
+    for number, (panel, _) in enumerate(panels, start=1):
+        builder = builder.with_panel(panel.id(number))
     data: dict[str, Any] = json.loads(JSONEncoder(sort_keys=True, indent=2)
                                       .encode(builder.build()))
     return data
