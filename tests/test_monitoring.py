@@ -38,6 +38,7 @@ from typing import Any
 
 import pytest
 import yaml
+from harness import brokers
 from harness.kafka import Names, create_topics, wait_until, worker_settings
 from harness.scenarios import Feeder, news_lines
 from harness.worker import Process, WorkerProcess
@@ -216,6 +217,15 @@ def test_chart_rejects_a_memory_limit_it_cannot_read() -> None:
                       "resources": {"limits": {"memory": "2 gigs", "cpu": "1"}}})
 
 
+@pytest.mark.parametrize(("key", "value"), [("lagFor", "soon"), ("lagThreshold", 0),
+                                            ("memoryRatio", 1.5), ("commitSeconds", 0)])
+def test_chart_schema_rejects_rule_settings_prometheus_would_not_take(key: str,
+                                                                    value: Any) -> None:
+    helm = pytest.importorskip("helm_python", reason="pip install helm-python-sdk")
+    with pytest.raises(helm.HelmError, match=key):
+        render_chart({"prometheusRule": {"enabled": True, key: value}})
+
+
 def test_chart_dashboard_configmap_holds_the_dashboard() -> None:
     objects = render_chart({"grafanaDashboard": {"enabled": True,
                                                  "annotations": {"grafana_folder": "News"}}})
@@ -339,9 +349,11 @@ def live(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> It
     prometheus_bin = binary("prometheus")
     binary("promtool")
     tmp = tmp_path_factory.mktemp("monitoring")
-    # a long session: the frozen worker keeps its partitions, so it goes on where it was
+    # on Kafka a long session: the frozen worker keeps its partitions and goes on where it
+    # was (Tansu holds a group join for half the session: its short one, and a rebalance)
+    session = 90.0 if brokers.is_kafka() else brokers.session_timeout_s()
     settings = worker_settings(broker.bootstrap, Names("monitoring").suffix,
-                               data_dir=tmp / "data", session_timeout_s=90.0,
+                               data_dir=tmp / "data", session_timeout_s=session,
                                broker_timeout_s=300.0)
     create_topics(settings)
     worker = WorkerProcess(settings, tmp / "worker.log").start()
