@@ -31,6 +31,8 @@ _CI_REQUIRES = (
     "openssl CLI not available",
     "C kernels not built",
     "chromium not installed",
+    "promtool not installed",
+    "prometheus not installed",
     "could not import 'atheris'",
 )
 

@@ -1,4 +1,4 @@
-"""docker-compose.yml and deploy/prometheus.yml.
+"""docker-compose.yml, deploy/prometheus.yml and deploy/grafana/.
 
 No Docker engine is needed: `docker-compose config` (Debian's docker-compose package)
 parses, interpolates and validates the file against the Compose specification it
@@ -6,9 +6,10 @@ ships, and the resolved model is validated again, with jsonschema, against that
 specification file. Then the promises of the setup are asserted: single-node Kafka in
 KRaft mode from apache/kafka 4.x with a healthcheck, a one-shot `topics apply`, a `worker`
 that scales (no container_name, no fixed host port, its own anonymous state volume per
-replica), a loader of the bundled sample feed, and Prometheus behind a profile.
+replica), a loader of the bundled sample feed, and Prometheus with the alert rules and
+Grafana with the dashboard behind a profile.
 
-Needs: apt-get install -y docker-compose
+Needs: apt-get install -y docker-compose prometheus (promtool)
 """
 
 from __future__ import annotations
@@ -339,17 +340,52 @@ def test_prometheus_is_optional_and_scrapes_every_worker(raw: Obj, resolved: Obj
     prom = service(resolved, "prometheus")
     assert prom["profiles"] == ["monitoring"]
     assert "monitoring" not in json.dumps(
-        {k: v for k, v in raw["services"].items() if k != "prometheus"}
+        {k: v for k, v in raw["services"].items() if k not in ("prometheus", "grafana")}
     )
     assert not prom["image"].endswith(":latest")
     mounts = [str(v) for v in raw["services"]["prometheus"]["volumes"]]
-    assert mounts == ["./deploy/prometheus.yml:/etc/prometheus/prometheus.yml:ro"]
+    assert mounts == ["./deploy/prometheus.yml:/etc/prometheus/prometheus.yml:ro",
+                      "./deploy/alerts.yml:/etc/prometheus/alerts.yml:ro"]
     config = yaml.safe_load(PROMETHEUS.read_text(encoding="utf-8"))
     (job,) = config["scrape_configs"]
+    assert job["job_name"] == "ndd-stream"  # the job deploy/alerts.yml selects
     assert job["metrics_path"] == "/metrics"
     (sd,) = job["dns_sd_configs"]
     assert sd["names"] == ["worker"] and sd["type"] == "A"
     assert sd["port"] == Settings.model_fields["web_port"].default
+    assert config["rule_files"] == ["alerts.yml"]  # beside prometheus.yml, in and out
+
+
+def test_prometheus_config_and_its_rules_pass_promtool() -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not installed (apt-get install prometheus)")
+    proc = subprocess.run([promtool, "check", "config", str(PROMETHEUS)], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "alerts.yml" in proc.stdout and "SUCCESS: 1 rule files found" in proc.stdout
+
+
+def test_grafana_is_optional_and_shows_the_dashboard(raw: Obj, resolved: Obj) -> None:
+    grafana = service(resolved, "grafana")
+    assert grafana["profiles"] == ["monitoring"]
+    assert not grafana["image"].endswith(":latest")
+    (port,) = grafana["ports"]
+    assert str(port).startswith("127.0.0.1:") and str(port).split(":")[2].startswith("3000")
+    assert grafana["environment"]["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer"
+    mounts = {m.split(":")[1]: ROOT / m.split(":")[0]
+              for m in raw["services"]["grafana"]["volumes"]}
+    provisioning = mounts["/etc/grafana/provisioning"]
+    (source,) = yaml.safe_load(
+        (provisioning / "datasources" / "prometheus.yml").read_text())["datasources"]
+    assert source["type"] == "prometheus" and source["url"] == "http://prometheus:9090"
+    (provider,) = yaml.safe_load(
+        (provisioning / "dashboards" / "ndd-stream.yml").read_text())["providers"]
+    dashboards = [path for path, src in mounts.items()
+                  if path.startswith(provider["options"]["path"] + "/")]
+    assert dashboards == [grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]]
+    dashboard = json.loads(mounts[dashboards[0]].read_text())
+    assert dashboard["uid"] == "ndd-stream" and dashboard["panels"]
 
 
 # --- deploy/compose-external-kafka.yml ----------------------------------------------------

@@ -168,7 +168,7 @@ def test_every_object_is_valid_kubernetes(case: tuple[Obj, list[Obj], str]) -> N
     assert objects
     for obj in objects:
         if obj["apiVersion"].startswith("monitoring.coreos.com/"):
-            continue  # a CRD: checked structurally in test_service_monitor
+            continue  # CRDs: test_service_monitor, tests/test_monitoring.py (promtool)
         try:
             kv.validate(obj, KUBE_VERSION, strict=True)
         except kv.ValidationError as exc:  # pragma: no cover - shows the failing object
@@ -189,6 +189,13 @@ def test_kinds(case: tuple[Obj, list[Obj], str]) -> None:
     assert len(by_kind(objects, "Service")) == 2 + view  # headless + metrics (+ view)
     sm_enabled = bool(values.get("serviceMonitor", {}).get("enabled"))
     assert bool(by_kind(objects, "ServiceMonitor")) == sm_enabled
+    # alerts and dashboard (checked in tests/test_monitoring.py), off by default
+    rules_enabled = bool(values.get("prometheusRule", {}).get("enabled"))
+    assert bool(by_kind(objects, "PrometheusRule")) == rules_enabled
+    dashboard_enabled = bool(values.get("grafanaDashboard", {}).get("enabled"))
+    assert dashboard_enabled == any(
+        cm["metadata"]["name"] == f"{RELEASE}-ndd-stream-dashboard"
+        for cm in by_kind(objects, "ConfigMap"))
 
 
 # --- StatefulSet and pods ---------------------------------------------------------------

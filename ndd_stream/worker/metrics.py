@@ -6,7 +6,14 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 
 if TYPE_CHECKING:
     from ndd_stream.worker.deciding import Outcome, StatefulPartition
@@ -29,6 +36,9 @@ class WorkerMetrics:
 
     def __post_init__(self) -> None:
         r = self.registry
+        # process_resident_memory_bytes (against the container's memory limit) and
+        # process_start_time_seconds (restarts: a failed transaction exits the worker)
+        ProcessCollector(registry=r)
         self.items = Counter("ndd_items_total", "Items decided, by status, channel and partition "
                              f"(the first {CHANNEL_LABELS_MAX} channels by name, then "
                              f"{OTHER_CHANNEL})", ["status", "channel", "partition"], registry=r)

@@ -183,3 +183,23 @@ Fail early on values that would leak credentials or fight the chart:
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+A Kubernetes memory quantity (2Gi, 1500Mi, 2G, 2147483648) in bytes, for PromQL.
+*/}}
+{{- define "ndd-stream.bytes" -}}
+{{- $q := toString . -}}
+{{- $bytes := "" -}}
+{{- range $unit := list (list "Ki" 1024.0) (list "Mi" 1048576.0) (list "Gi" 1073741824.0) (list "Ti" 1099511627776.0) (list "k" 1000.0) (list "M" 1000000.0) (list "G" 1000000000.0) (list "T" 1000000000000.0) -}}
+{{- if and (not $bytes) (hasSuffix (index $unit 0) $q) -}}
+{{- $bytes = printf "%.0f" (mulf (float64 (trimSuffix (index $unit 0) $q)) (index $unit 1)) -}}
+{{- end -}}
+{{- end -}}
+{{- if not $bytes -}}
+{{- if not (regexMatch "^[0-9]+(\\.[0-9]+)?$" $q) -}}
+{{- fail (printf "resources.limits.memory %q: not a quantity the alert rules understand (use Ki, Mi, Gi, Ti, k, M, G, T or bytes)" $q) -}}
+{{- end -}}
+{{- $bytes = printf "%.0f" (float64 $q) -}}
+{{- end -}}
+{{- $bytes -}}
+{{- end -}}
