@@ -61,7 +61,7 @@ def cmd_view(args: argparse.Namespace, settings: Settings) -> int:
     if reason is not None:
         message = unreachable_message(settings, BROKER_WAIT_S, reason)
         sys.stderr.write(f"ndd-stream view: error: {message}\n")
-        return 3
+        return 2 if reason.refused else 3
     limits = Limits(decisions=args.keep_decisions, text_bytes=args.text_mb * 1024 * 1024)
     server = ViewServer(settings, host=args.host, port=args.port, limits=limits,
                         from_beginning=args.from_beginning, backfill=args.backfill)

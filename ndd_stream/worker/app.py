@@ -38,6 +38,7 @@ from ndd_stream.core import kernels
 from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.items import ItemFormat
 from ndd_stream.kafka import topics as topic_defs
+from ndd_stream.kafka.acls import worker_denied
 from ndd_stream.kafka.config import describe, faust_broker_kwargs, librdkafka_config
 from ndd_stream.kafka.limits import NO_LIMITS, WriteLimits, read_write_limits
 from ndd_stream.kafka.probe import unreachable_message, wait_for_broker
@@ -695,10 +696,12 @@ def _broker_up(settings: Settings) -> bool:
             "no Kafka broker answers at %s (NDD_BROKERS) yet; waiting up to %.0f s "
             "(NDD_BROKER_TIMEOUT_S)", settings.bootstrap_servers(), timeout,
             extra={"event": "broker_unreachable"}))
-        if reason is None:
+        # a broker that answers may still deny an ACL the worker needs: one line naming it
+        message = (unreachable_message(settings, timeout, reason) if reason is not None
+                   else worker_denied(settings))
+        if message is None:
             return True
-        log.critical("%s; exit code 3", unreachable_message(settings, timeout, reason),
-                     extra={"event": "fatal"})
+        log.critical("%s; exit code 3", message, extra={"event": "fatal"})
         return False
     finally:
         log.removeHandler(handler)

@@ -21,6 +21,7 @@ from typing import Any
 import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
+from ndd_stream.kafka.acls import transactions_denied
 from ndd_stream.kafka.config import librdkafka_config
 from ndd_stream.kafka.transactions import (
     TP,
@@ -59,9 +60,10 @@ def can_run_guarantee(settings: Settings, changelog: str) -> bool:
         check_transactions(librdkafka_config(settings), settings.app_id, changelog)
         return True
     except TransactionsUnsupported as exc:
-        reason = (f"the broker at {settings.bootstrap_servers()} has no transactions "
-                  f"({exc}): NDD_GUARANTEE=exactly-once needs them (Apache Kafka); set "
-                  "NDD_GUARANTEE=at-least-once for this broker")
+        reason = transactions_denied(settings, exc) or (
+            f"the broker at {settings.bootstrap_servers()} has no transactions "
+            f"({exc}): NDD_GUARANTEE=exactly-once needs them (Apache Kafka); set "
+            "NDD_GUARANTEE=at-least-once for this broker")
     except TransactionError as exc:
         reason = (f"the broker at {settings.bootstrap_servers()} did not answer the check "
                   f"that it runs transactions ({exc}), which NDD_GUARANTEE=exactly-once "
