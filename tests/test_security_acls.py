@@ -12,12 +12,15 @@ whose every fatal condition is exit 3, exits 3). One secured broker serves the m
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -27,12 +30,19 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from harness import brokers
-from harness.kafka import make_settings
+from harness.kafka import make_settings, wait_until
 from harness.scenarios import news_lines
-from harness.worker import WorkerProcess, events_named
+from harness.worker import Process, WorkerProcess, events_named
 
 from ndd_stream.cli.io_commands import topics_apply
-from ndd_stream.kafka.acls import Acl, producer_acls, reader_acls, topics_acls, worker_acls
+from ndd_stream.kafka.acls import (
+    Acl,
+    producer_acls,
+    reader_acls,
+    topics_acls,
+    view_acls,
+    worker_acls,
+)
 from ndd_stream.kafka.config import librdkafka_config
 from ndd_stream.kafka.secured import MECHANISM, SecuredKafka, make_ca
 from ndd_stream.settings import Settings
@@ -121,7 +131,7 @@ def _cli(env: dict[str, str], *args: str, timeout: float = 60.0) -> tuple[int, s
 
 def _one_line_naming(output: str, *parts: str) -> None:
     assert "Traceback" not in output, output
-    lines = [line for line in output.splitlines() if line.startswith("error:")]
+    lines = [line for line in output.splitlines() if "error:" in line]
     assert len(lines) == 1, output
     for part in parts:
         assert part in " ".join(output.split()), (part, output)
@@ -212,6 +222,33 @@ def test_worker_decides_with_exactly_the_documented_acls_through_kill_9(
         assert not repeated
     assert not events_named(log, "fatal"), process.log_tail()
     print(f"{guarantee}: {len(seen)} decided through a kill -9, {len(repeated)} repeated")
+    if guarantee == "exactly-once":
+        _view_shows(secured, base, tmp_path, len(seen))
+
+
+def _view_shows(secured: SecuredKafka, base: Settings, tmp_path: Path, decided: int) -> None:
+    """``view`` with exactly ``view_acls``: it follows every decision and its lag table
+    (end and committed offsets) without an error."""
+    viewer = Principal(secured, base, "viewer")
+    viewer.grant(view_acls(base))
+    view = Process([sys.executable, "-m", "ndd_stream.cli", "view", "--port", "0",
+                    "--backfill", "1000"], tmp_path / "view.log",
+                   env=viewer.env(PYTHONUNBUFFERED="1")).start()
+    status: dict[str, Any] = {}
+    try:
+        assert wait_until(lambda: "ndd-stream view: http" in view.log_text(), 60), view.log_tail()
+        url = re.search(r"(http://127\.0\.0\.1:\d+/)", view.log_text())
+        assert url is not None, view.log_tail()
+
+        def followed() -> bool:
+            with urllib.request.urlopen(url.group(1) + "api/status", timeout=5) as resp:
+                status.update(json.loads(resp.read()))
+            return status["decisions"] >= decided and status["lag_updated"] is not None
+
+        assert wait_until(followed, 60), (status, view.log_tail())
+    finally:
+        assert view.stop(30) == 0, view.log_tail()
+    assert status["follower_error"] is None and status["lag_error"] is None, status
 
 
 @pytest.mark.timeout(120)
@@ -308,7 +345,8 @@ def test_worker_without_one_documented_acl_exits_3_naming_it(
 def test_commands_without_one_documented_acl_exit_3_naming_it(
     secured: SecuredKafka, tmp_path: Path
 ) -> None:
-    """``topics apply``, ``produce`` and ``tail``, each ACL of theirs removed in turn."""
+    """``topics apply``, ``produce``, ``tail`` and ``view``, each ACL of theirs removed in
+    turn (the view: two of them)."""
     base = _base(secured, tmp_path)
     _admin_topics(secured, base)
     raw, unique = base.raw_topics[0], base.unique_topic
@@ -332,6 +370,10 @@ def test_commands_without_one_documented_acl_exit_3_naming_it(
          f"Read on topic '{unique}'"),
         (reader_acls(base, [unique]), ("group", f"{base.app_id}-", "Describe"),
          ["tail", unique, "--timeout", "10"], f"Describe on group '{base.app_id}-probe'"),
+        (view_acls(base), ("topic", unique, "Read"), ["view", "--port", "0"],
+         f"Read on topic '{unique}'"),
+        (view_acls(base), ("group", base.app_id, "Describe"), ["view", "--port", "0"],
+         f"Describe on group '{base.app_id}'"),
     ]
     for acls, without, args, named in cases:
         user.grant(acls, without=without)

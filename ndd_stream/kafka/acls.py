@@ -15,6 +15,7 @@ transactions check at the worker's start (``kafka/transactions.py``) names a ref
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -117,6 +118,21 @@ def reader_acls(settings: Settings, topics: Iterable[str]) -> list[Acl]:
                 prefixed=True)]
 
 
+def view_acls(settings: Settings) -> list[Acl]:
+    """What ``view`` needs: Read on the outputs; Describe on the raw and internal topics
+    and the worker's group (the lag table: end offsets and committed offsets); a
+    coordinator lookup for its own consumers' group ids."""
+    prefix = _internal(settings)
+    return [
+        *(Acl("topic", t, ("Read",), "decisions and texts") for t in _outputs(settings)),
+        *(Acl("topic", raw, ("Describe",), "lag") for raw in settings.raw_topics
+          if settings.raw_topic_pattern is None),
+        Acl("topic", prefix, ("Describe",), "lag of the scoped topic", prefixed=True),
+        Acl("group", settings.app_id, ("Describe",), "the worker's committed offsets (lag)"),
+        Acl("group", prefix, ("Describe",), "group coordinator lookup", prefixed=True),
+    ]
+
+
 def _probe_name(acl: Acl) -> str:
     """A name the ACL covers: a prefixed ACL is asked for a name under its prefix."""
     return f"{acl.name}probe" if acl.prefixed else acl.name
@@ -151,21 +167,41 @@ def missing(settings: Settings, acls: Sequence[Acl], *,
                 denied += [Denied(op, "topic", name) for op in acl.operations
                            if op.upper() not in allowed]
     groups = {_probe_name(a): a for a in acls if a.resource == "group"}
-    if groups:
-        futures = admin.describe_consumer_groups(sorted(groups),
-                                                 include_authorized_operations=True,
-                                                 request_timeout=timeout)
-        for name, future in futures.items():
-            acl = groups[name]
-            allowed = _allowed(future, timeout)
-            if allowed is None:
-                denied.append(Denied(acl.operations[0], "group", name))
-            elif allowed == "unknown":
+    for name, acl in sorted(groups.items()):
+        try:
+            allowed = _group_allowed(admin, name, timeout)
+        except (KafkaException, TimeoutError):
+            if denied:  # what is known already is the answer
                 continue
-            else:
-                denied += [Denied(op, "group", name) for op in acl.operations
-                           if op.upper() not in allowed]
+            raise
+        if allowed is None:
+            denied.append(Denied(acl.operations[0], "group", name))
+        elif allowed != "unknown":
+            denied += [Denied(op, "group", name) for op in acl.operations
+                       if op.upper() not in allowed]
     return denied
+
+
+#: A group coordinator that is still loading or moving: asked again.
+_RETRIABLE = (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+              KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+
+
+def _group_allowed(admin: AdminClient, name: str, timeout: float) -> set[str] | str | None:
+    """:func:`_allowed` of group ``name``, asked again while its coordinator is not ready
+    (the first group request of a fresh cluster meets a loading offsets topic)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        future = admin.describe_consumer_groups([name], include_authorized_operations=True,
+                                                request_timeout=timeout)[name]
+        try:
+            return _allowed(future, timeout)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            code = error.code() if isinstance(error, KafkaError) else None
+            if code not in _RETRIABLE or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
 
 
 def _allowed(future: object, timeout: float) -> set[str] | str | None:
@@ -226,6 +262,16 @@ def worker_denied(settings: Settings) -> str | None:
     if not denied:
         return None
     return denied_message(settings, denied, f"the worker (NDD_GUARANTEE={settings.guarantee})")
+
+
+def view_denied(settings: Settings) -> str | None:
+    """The line for the view's start when its principal lacks a right of
+    :func:`view_acls`, else None."""
+    try:
+        denied = missing(settings, view_acls(settings))
+    except (KafkaException, TimeoutError):
+        return None
+    return denied_message(settings, denied, "the view") if denied else None
 
 
 def transactions_denied(settings: Settings, exc: BaseException) -> str | None:
