@@ -397,6 +397,8 @@ def _bad_settings(good: Principal, case: str, tmp_path: Path) -> dict[str, str]:
 
     if case == "wrong password":
         env["NDD_SASL_PASSWORD"] = "not-" + good.password
+    elif case == "mechanism not enabled":
+        env["NDD_SASL_MECHANISM"] = "PLAIN"
     elif case == "unknown user":
         env["NDD_SASL_USERNAME"] = "nobody"
     elif case == "wrong CA":
@@ -420,6 +422,7 @@ def _bad_settings(good: Principal, case: str, tmp_path: Path) -> dict[str, str]:
 CREDENTIAL_CASES = {
     "wrong password": (2, "refused the login of user"),
     "unknown user": (2, "refused the login of user 'nobody'"),
+    "mechanism not enabled": (2, "refused the login of user"),
     "wrong CA": (2, "certificate at {bootstrap} is not trusted"),
     "no CA (system store)": (2, "certificate at {bootstrap} is not trusted"),
     "plaintext to the TLS port": (2, "speaks TLS and NDD_SECURITY_PROTOCOL=PLAINTEXT"),
