@@ -25,17 +25,7 @@ from confluent_kafka.admin import AdminClient
 from ndd_stream.kafka.config import librdkafka_config
 from ndd_stream.settings import Settings
 
-#: librdkafka's enum names (``DESCRIBE_CONFIGS``) as Kafka's documentation spells them.
-_SPELLING = {"DESCRIBE_CONFIGS": "DescribeConfigs", "ALTER_CONFIGS": "AlterConfigs",
-             "IDEMPOTENT_WRITE": "IdempotentWrite", "CLUSTER_ACTION": "ClusterAction"}
-
 RESOURCE_NAMES = {"topic": "topic", "group": "group", "transactional_id": "transactional id"}
-
-
-def spelled(operation: str) -> str:
-    """``DESCRIBE_CONFIGS`` -> ``DescribeConfigs``."""
-    key = operation.upper()
-    return _SPELLING.get(key, key.capitalize())
 
 
 @dataclass(frozen=True)
@@ -48,10 +38,6 @@ class Acl:
     operations: tuple[str, ...]
     why: str
     prefixed: bool = False
-
-    def describe(self) -> str:
-        what = f"prefix `{self.name}`" if self.prefixed else f"`{self.name}`"
-        return f"{RESOURCE_NAMES[self.resource]} {what}: {', '.join(self.operations)}"
 
 
 @dataclass(frozen=True)
