@@ -12,7 +12,9 @@ process exit code, so ``ndd_stream.cli`` only maps argparse onto them:
         -> tail(settings, a.topic, not a.from_end, a.max_messages, a.timeout)
 
 Exit codes: 0 success, 1 the cluster differs from the definitions or data was lost,
-2 bad input or configuration (no such file or topic), 3 the cluster did not answer.
+2 bad input or configuration (no such file or topic; a login or TLS certificate the
+broker refuses, a client speaking the wrong protocol), 3 the cluster did not answer or
+denies an ACL the command needs (kafka/acls.py, docs/DEPLOYMENT.md).
 """
 
 from __future__ import annotations
@@ -26,11 +28,26 @@ from rich.markup import escape
 from rich.table import Table
 
 from ndd_stream.cli.errors import file_error
+from ndd_stream.kafka.acls import (
+    Acl,
+    Denied,
+    denied_message,
+    missing,
+    producer_acls,
+    reader_acls,
+    topics_acls,
+)
 from ndd_stream.kafka.config import KafkaConfigError
 from ndd_stream.kafka.probe import broker_error, unreachable_message
 from ndd_stream.kafka.produce import ProduceCounts, produce_file
 from ndd_stream.kafka.tail import print_tail
-from ndd_stream.kafka.topics import ApplyReport, TopicDefinitionError, apply, definitions_path
+from ndd_stream.kafka.topics import (
+    ApplyReport,
+    TopicDefinitionError,
+    apply,
+    definitions_path,
+    resolve,
+)
 from ndd_stream.kafka.topics import load_definitions as _load_definitions
 from ndd_stream.settings import Settings
 
@@ -38,6 +55,7 @@ EXIT_OK = 0
 EXIT_MISMATCH = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
+EXIT_DENIED = 3
 
 _ACTION_STYLE = {
     "created": "green",
@@ -70,6 +88,12 @@ def topics_apply(
     try:
         path = definitions_path(settings)
         definitions = _load_definitions(path)
+        if _refused(settings, console):
+            return EXIT_USAGE
+        names = [t.name for t in resolve(settings, definitions,
+                                         replication_factor=replication_factor)[0]]
+        if _denied(settings, console, topics_acls(names), "topics apply"):
+            return EXIT_DENIED
         report = apply(
             settings,
             definitions,
@@ -85,6 +109,13 @@ def topics_apply(
         return EXIT_UNREACHABLE
     console.print(render_report(report, title=f"topics from {path}"))
     console.print(_summary(report))
+    refused = [Denied("Create", "topic", s.name) for s in report.statuses
+               if s.action == "error" and any("AUTHORIZATION_FAILED" in n for n in s.notes)]
+    if refused:
+        console.print(f"[bold red]error:[/] "
+                      f"{escape(denied_message(settings, refused, 'topics apply'))}",
+                      soft_wrap=True)
+        return EXIT_DENIED
     if report.errors:
         return EXIT_UNREACHABLE
     if report.missing or (report.mismatches and not create_only):
@@ -151,8 +182,11 @@ def produce(
     if rate is not None and rate <= 0:
         console.print("[bold red]error:[/] --rate must be positive")
         return EXIT_USAGE
-    if _unreachable(settings, console, max(2.0, min(5.0, flush_timeout))):
-        return EXIT_UNREACHABLE
+    failed = _unreachable(settings, console, max(2.0, min(5.0, flush_timeout)))
+    if failed is not None:
+        return failed
+    if _denied(settings, console, producer_acls(target), "produce"):
+        return EXIT_DENIED
     try:
         counts = produce_file(settings, path, target, rate=rate, flush_timeout=flush_timeout)
     except KafkaConfigError as exc:
@@ -177,6 +211,7 @@ def _produce_summary(counts: ProduceCounts, topic: str) -> str:
         f" ({counts.lines} lines, {counts.blank} blank skipped, {counts.malformed} malformed,"
         f" {counts.unkeyed} without channel, {counts.untimed} without timestamp,"
         f" {counts.failed} failed, {counts.pending} unconfirmed)"
+        + (f"; first failure: {escape(counts.first_error)}" if counts.first_error else "")
     )
 
 
@@ -199,8 +234,11 @@ def tail(
     console = console or Console()
     target = topic or settings.unique_topic
     try:
-        if _unreachable(settings, console, max(2.0, min(5.0, timeout or 5.0))):
-            return EXIT_UNREACHABLE
+        failed = _unreachable(settings, console, max(2.0, min(5.0, timeout or 5.0)))
+        if failed is not None:
+            return failed
+        if _denied(settings, console, reader_acls(settings, [target]), "tail"):
+            return EXIT_DENIED
         seen = print_tail(
             settings,
             [target],
@@ -222,14 +260,41 @@ def tail(
     return EXIT_OK
 
 
-def _unreachable(settings: Settings, console: Console, seconds: float = 5.0) -> bool:
-    """Say so in one line when no broker answers (instead of client retries for minutes)."""
+def _unreachable(settings: Settings, console: Console, seconds: float = 5.0) -> int | None:
+    """Say so in one line when no broker answers (instead of client retries for minutes)
+    or one refuses the login or the TLS handshake; the exit code then, else None."""
     try:
-        reason = broker_error(settings, seconds)
+        problem = broker_error(settings, seconds)
     except KafkaConfigError:
-        return False  # the command itself reports it, as a usage error
-    if reason is None:
-        return False
-    console.print(f"[bold red]error:[/] {escape(unreachable_message(settings, seconds, reason))}",
+        return None  # the command itself reports it, as a usage error
+    if problem is None:
+        return None
+    console.print(f"[bold red]error:[/] {escape(unreachable_message(settings, seconds, problem))}",
                   soft_wrap=True)
+    return EXIT_USAGE if problem.refused else EXIT_UNREACHABLE
+
+
+def _denied(settings: Settings, console: Console, acls: list[Acl], what: str) -> bool:
+    """Say so in one line when the broker denies the principal a right of ``acls``."""
+    try:
+        denied = missing(settings, acls)
+    except (KafkaException, KafkaConfigError, TimeoutError):
+        return False  # the command's own requests report it
+    if not denied:
+        return False
+    console.print(f"[bold red]error:[/] {escape(denied_message(settings, denied, what))}",
+                  soft_wrap=True)
+    return True
+
+
+def _refused(settings: Settings, console: Console) -> bool:
+    """Say so in one line when a broker refuses the login or the TLS handshake (known
+    within a second); an absent broker is left to the command's own timeout."""
+    try:
+        problem = broker_error(settings, 1.5)
+    except KafkaConfigError:
+        return False
+    if problem is None or not problem.refused:
+        return False
+    console.print(f"[bold red]error:[/] {escape(problem.reason)}", soft_wrap=True)
     return True

@@ -47,6 +47,7 @@ def cmd_view(args: argparse.Namespace, settings: Settings) -> int:
     """Serve until Ctrl-C/SIGTERM. Bad options: UsageError (exit 2); no broker at start:
     one line, exit 3. A broker lost later is shown on the page while the view retries."""
     from ndd_stream.cli.errors import UsageError
+    from ndd_stream.kafka.acls import view_denied
     from ndd_stream.kafka.probe import broker_error, unreachable_message
     from ndd_stream.view.model import Limits
     from ndd_stream.view.server import ViewServer
@@ -61,6 +62,10 @@ def cmd_view(args: argparse.Namespace, settings: Settings) -> int:
     if reason is not None:
         message = unreachable_message(settings, BROKER_WAIT_S, reason)
         sys.stderr.write(f"ndd-stream view: error: {message}\n")
+        return 2 if reason.refused else 3
+    denied = view_denied(settings)
+    if denied is not None:
+        sys.stderr.write(f"ndd-stream view: error: {denied}\n")
         return 3
     limits = Limits(decisions=args.keep_decisions, text_bytes=args.text_mb * 1024 * 1024)
     server = ViewServer(settings, host=args.host, port=args.port, limits=limits,

@@ -10,7 +10,8 @@ starts ``kafka.Kafka``. It is ready once an admin request is answered, not when 
 opens, and it stops with SIGTERM (a controlled shutdown), then SIGKILL.
 
 ``python -m ndd_stream.kafka.apache fetch`` fills the cache; ``... run`` starts a broker
-in the foreground and prints its address (Ctrl-C stops it).
+in the foreground and prints its address (Ctrl-C stops it); ``... run --sasl-ssl DIR``
+one that enforces SASL_SSL and ACLs (``secured.py``).
 """
 
 from __future__ import annotations
@@ -309,6 +310,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--heap-mb", type=int, default=512)
     run.add_argument("--nodes", type=int, default=1,
                      help="3: a KRaft cluster of three nodes, replication 3, min.insync 2")
+    run.add_argument("--sasl-ssl", metavar="DIR", type=Path, default=None,
+                     help="one node that enforces security (kafka/secured.py): SASL_SSL with "
+                     "SCRAM-SHA-512, a CA made into DIR, StandardAuthorizer, no ACL no access; "
+                     "prints the administrator's NDD_* settings")
     args = parser.parse_args(argv)
     if args.command == "fetch":
         try:
@@ -319,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         fetch()
+        if args.sasl_ssl is not None:
+            return _run_secured(args.sasl_ssl, args.heap_mb)
         if args.nodes > 1:
             from ndd_stream.kafka.apache_cluster import KafkaCluster
 
@@ -337,6 +344,21 @@ def main(argv: list[str] | None = None) -> int:
     except BrokerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _run_secured(folder: Path, heap_mb: int) -> int:
+    from ndd_stream.kafka.secured import ADMIN, MECHANISM, SecuredKafka
+
+    with SecuredKafka(folder, heap_mb=heap_mb) as broker:
+        print(f"Apache Kafka {KAFKA_VERSION} (SASL_SSL) ready; its administrator:\n"
+              f"NDD_BROKERS={broker.bootstrap}\nNDD_SECURITY_PROTOCOL=SASL_SSL\n"
+              f"NDD_SASL_MECHANISM={MECHANISM}\nNDD_SASL_USERNAME={ADMIN}\n"
+              f"NDD_SASL_PASSWORD={broker.admin_password}\nNDD_SSL_CAFILE={broker.tls.ca}",
+              flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            assert broker._proc is not None
+            broker._proc.wait()
     return 0
 
 

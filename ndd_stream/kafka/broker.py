@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import IO, Self
+from typing import IO, Any, Self
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -180,10 +180,15 @@ class EmbeddedBroker:
         )
         self._paused = False
 
+    def client_config(self) -> dict[str, Any]:
+        """librdkafka settings of a client with every right on this broker (a secured
+        broker adds its protocol and its administrator's login)."""
+        return {"bootstrap.servers": self.bootstrap}
+
     def _wait_ready(self) -> None:
         admin = AdminClient(
             {
-                "bootstrap.servers": self.bootstrap,
+                **self.client_config(),
                 "socket.connection.setup.timeout.ms": 1000,
                 "reconnect.backoff.ms": 50,
                 "reconnect.backoff.max.ms": 250,

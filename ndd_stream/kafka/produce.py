@@ -40,6 +40,7 @@ class ProduceCounts:
     malformed: int = 0
     unkeyed: int = 0
     untimed: int = 0
+    first_error: str | None = None  # why the first failed delivery failed
 
     @property
     def pending(self) -> int:
@@ -136,6 +137,7 @@ def produce_file(
             counts.delivered += 1
         else:
             counts.failed += 1
+            counts.first_error = counts.first_error or err.str()
 
     started = time.monotonic()
     for line in iter_lines(path):

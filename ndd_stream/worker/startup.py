@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient
 
 from ndd_stream.core.items import ItemFormat
 from ndd_stream.kafka import topics as topic_defs
+from ndd_stream.kafka.acls import transactions_denied, worker_denied
 from ndd_stream.kafka.config import librdkafka_config
 from ndd_stream.kafka.limits import (
     NO_LIMITS,
@@ -132,10 +133,12 @@ def broker_up(settings: Settings) -> bool:
             "no Kafka broker answers at %s (NDD_BROKERS) yet; waiting up to %.0f s "
             "(NDD_BROKER_TIMEOUT_S)", settings.bootstrap_servers(), timeout,
             extra={"event": "broker_unreachable"}))
-        if reason is None:
+        # a broker that answers may still deny an ACL the worker needs: one line naming it
+        message = (unreachable_message(settings, timeout, reason) if reason is not None
+                   else worker_denied(settings))
+        if message is None:
             return True
-        log.critical("%s; exit code 3", unreachable_message(settings, timeout, reason),
-                     extra={"event": "fatal"})
+        log.critical("%s; exit code 3", message, extra={"event": "fatal"})
         return False
     finally:
         log.removeHandler(handler)
@@ -166,9 +169,10 @@ def can_run_guarantee(settings: Settings, changelog: str) -> bool:
         check_transactions(librdkafka_config(settings), settings.app_id, changelog)
         return True
     except TransactionsUnsupported as exc:
-        reason = (f"the broker at {settings.bootstrap_servers()} has no transactions "
-                  f"({exc}): NDD_GUARANTEE=exactly-once needs them (Apache Kafka); set "
-                  "NDD_GUARANTEE=at-least-once for this broker")
+        reason = transactions_denied(settings, exc) or (
+            f"the broker at {settings.bootstrap_servers()} has no transactions "
+            f"({exc}): NDD_GUARANTEE=exactly-once needs them (Apache Kafka); set "
+            "NDD_GUARANTEE=at-least-once for this broker")
     except TransactionError as exc:
         reason = (f"the broker at {settings.bootstrap_servers()} did not answer the check "
                   f"that it runs transactions ({exc}), which NDD_GUARANTEE=exactly-once "

@@ -88,8 +88,10 @@ Fail early on values that would leak credentials or fight the chart:
 {{- end }}
 {{- end }}
 
-{{/* NDD_* environment shared by the workers and the topics Job. */}}
+{{/* NDD_* environment shared by the workers and the topics Job. The context may carry
+"saslSecret": the topics Job's own login (topics.sasl.existingSecret, job-topics.yaml). */}}
 {{- define "ndd-stream.env" -}}
+{{- $saslSecret := .saslSecret | default .Values.kafka.sasl.existingSecret }}
 - name: NDD_BROKERS
   value: {{ .Values.kafka.brokers | quote }}
 - name: NDD_SECURITY_PROTOCOL
@@ -100,12 +102,12 @@ Fail early on values that would leak credentials or fight the chart:
 - name: NDD_SASL_USERNAME
   valueFrom:
     secretKeyRef:
-      name: {{ .Values.kafka.sasl.existingSecret }}
+      name: {{ $saslSecret }}
       key: {{ .Values.kafka.sasl.usernameKey }}
 - name: NDD_SASL_PASSWORD
   valueFrom:
     secretKeyRef:
-      name: {{ .Values.kafka.sasl.existingSecret }}
+      name: {{ $saslSecret }}
       key: {{ .Values.kafka.sasl.passwordKey }}
 {{- end }}
 {{- if hasSuffix "SSL" .Values.kafka.securityProtocol }}
