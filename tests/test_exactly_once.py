@@ -115,7 +115,8 @@ def test_zombie_commits_nothing_for_partitions_it_lost(
 ) -> None:
     """A worker paused (SIGSTOP) past its session while its partitions move to another
     worker, then resumed: the new owner's registration fenced its producers, so it commits
-    nothing more (it exits, code 3), and no output comes out twice."""
+    nothing more for those partitions (it leaves them to their owner), and no output comes
+    out twice."""
     # a short session, so that the group gives up on the paused worker within the test
     first = make_settings(partitions=4, guarantee="exactly-once", session_timeout_s=8.0)
     second = make_settings(partitions=4, guarantee="exactly-once", session_timeout_s=8.0,
