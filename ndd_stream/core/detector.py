@@ -25,6 +25,8 @@ import numpy.typing as npt
 
 from ndd_stream.core.bitmaps import Bitmap, auto_bits
 from ndd_stream.core.document import Decision, Document, Policy, Status
+from ndd_stream.core.engine import FlatIndex
+from ndd_stream.core.engine import available as engine_available
 from ndd_stream.core.kernels import DEFAULT_DENSE_FRACTION, available_cores, probe_keys
 from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.novelty import figures as figures_of
@@ -32,6 +34,7 @@ from ndd_stream.core.order import FrequencyBook, OrderVersion
 from ndd_stream.core.postings import PostingIndex
 from ndd_stream.core.qgrams import Codes, fmix64, signature, sorted_unique
 from ndd_stream.core.similarity import (
+    FULL_PREFIX_BELOW,
     extended_prefix,
     intersection_size,
     min_overlap,
@@ -273,6 +276,8 @@ class Detector:
     ) -> tuple[BestMatch | None, _Probe | None]:
         """(shared q-grams, document) of the best match or None, and the probe (None when
         the window is empty)."""
+        if isinstance(window.index, FlatIndex):
+            return self._flat_match(window, window.index, hour, sig)
         t = self.config.threshold
         versions = window.live_versions()
         if not versions:
@@ -315,6 +320,26 @@ class Detector:
             if sim >= t and sim > best_sim:
                 best, best_sim = (shared, cand), sim
         return best, probe
+
+    def _flat_match(self, window: ScopeWindow, index: FlatIndex, hour: int, sig: Codes
+                    ) -> tuple[BestMatch | None, _Probe | None]:
+        """As :meth:`_best_match`, in one call into the flat index."""
+        if not window.docs:
+            return None, None
+        t = self.config.threshold
+        mixed = fmix64(sig)
+        probe = _Probe(mixed, {}, None, None)
+        lo_hour = hour - self.config.window_hours
+        oldest = window.oldest_live_hour()
+        if oldest is not None and oldest > lo_hour:
+            lo_hour = oldest
+        found = index.best(mixed, sig, min_overlap(int(sig.size), t), (lo_hour, hour),
+                           size_bounds(sig.size, t))
+        self.stats.candidates += found.candidates
+        self.stats.verified += found.verified
+        if found.number < 0:
+            return None, probe
+        return (found.shared, window.docs[found.number - window.doc_base]), probe
 
     def _short_match(self, window: ScopeWindow, hour: int, nf: str) -> ShortDoc | None:
         for h in range(hour - self.config.window_hours, hour + 1):
@@ -370,6 +395,10 @@ class Detector:
                 nf, ShortDoc(identity, channel, timestamp, number)
             )
             return
+        if isinstance(window.index, FlatIndex):
+            self._add_flat(window, window.index, identity, channel, timestamp, hour, nf, sig,
+                           figs, probe, number)
+            return
         version: OrderVersion = self._book.current
         length = extended_prefix(sig.size, self.config.threshold)
         bitmap: Bitmap | None = None
@@ -399,6 +428,24 @@ class Detector:
             bitmap,
         )
         self._book.count(mixed)
+
+    def _add_flat(self, window: ScopeWindow, index: FlatIndex, identity: str, channel: str,
+                  timestamp: float, hour: int, nf: str, sig: Codes, figs: str | None,
+                  probe: _Probe | None, number: int) -> None:
+        """:meth:`_add_to_window` into the flat index: every q-gram in full mode, else the
+        extended prefix under the current order (learned only then)."""
+        mixed = probe.mixed if probe is not None else fmix64(sig)
+        t = self.config.threshold
+        length = extended_prefix(sig.size, t)
+        if index.full:
+            keys = mixed
+        else:
+            keys = self._book.current.prefix(mixed, length)
+            self._book.count(mixed)
+        window.add_flat(
+            WindowDoc(identity, channel, timestamp, hour, int(sig.size), -1, nf, figs, number),
+            keys, sig, min_overlap(int(sig.size), t), int(sig.size) - length,
+        )
 
     # -- the most complete version --------------------------------------------------
 
@@ -441,11 +488,14 @@ class Detector:
     def _window(self, scope: str) -> ScopeWindow:
         window = self._windows.get(scope)
         if window is None:
-            threads = self.config.count_threads or available_cores()
+            index: PostingIndex | FlatIndex
+            if engine_available() and self.config.threshold >= FULL_PREFIX_BELOW:
+                index = FlatIndex(self.config.threshold)
+            else:
+                threads = self.config.count_threads or available_cores()
+                index = PostingIndex(threads, self.config.dense_fraction)
             window = self._windows[scope] = ScopeWindow(
-                scope, self.config.window_hours, self.config.effective_bitmap_bits,
-                PostingIndex(threads, self.config.dense_fraction),
-            )
+                scope, self.config.window_hours, self.config.effective_bitmap_bits, index)
         return window
 
     def _count(self, decision: Decision) -> None:
