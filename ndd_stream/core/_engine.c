@@ -28,16 +28,22 @@
 
 #include <structmember.h>
 
-#define NCLS 6
-#define CHUNK_WORDS(c) (4u << (c))
-#define CHUNK_CAP(c) (CHUNK_WORDS(c) - 2u)
-#define CH_N(pool, o) ((pool)[(o) + 1] & 0xffffffu)
-#define CH_CLS(pool, o) ((pool)[(o) + 1] >> 24)
+/* A posting block of class c: 4 << c words, a header (class, first live posting, postings)
+ * and CAP(c) document numbers, ascending. */
+#define BLOCK_WORDS(c) (4u << (c))
+#define CAP(c) (BLOCK_WORDS(c) - 3u)
+#define NCLS 28
 #define MIN_TABLE 1024
+/* A key held by at least 1/DENSE_SHARE of the window's documents (and DENSE_MIN) is also a
+ * bitmap row, counted by carry-save adders: a posting costs about a word operation, a row
+ * 1/64 of one per window document. Rows are dropped below half that share. */
+#define DENSE_SHARE 32
+#define DENSE_MIN 64
 
 typedef struct {
     uint64_t key;
-    uint32_t head, tail; /* chunk offsets in the pool; head == 0: an empty slot */
+    uint32_t off; /* its block in the pool; 0: an empty slot */
+    int32_t row;  /* its dense row, -1 when none */
 } eslot_t;
 
 typedef struct {
@@ -47,9 +53,15 @@ typedef struct {
 } edoc_t;
 
 typedef struct {
-    int64_t pos;           /* number - base */
+    int64_t pos;           /* number - the call's aligned base */
     int64_t ub, denom;     /* upper bound of the overlap, max(|A|, |B|) */
 } ecand_t;
+
+typedef struct {
+    uint64_t *w;     /* w[i]: documents 64 * (wfirst + i) .. + 63 */
+    int64_t wfirst;
+    size_t nw, cap;  /* words held (the rest of the window's are 0), allocated */
+} erow_t;
 
 typedef struct {
     PyObject_HEAD
@@ -60,25 +72,34 @@ typedef struct {
     uint32_t *pool;
     size_t plen, pcap;
     uint32_t freel[NCLS];
-    edoc_t *docs; /* docs[i] is document dfirst + i */
+    erow_t *rows;
+    size_t nrows, rcap;
+    int32_t freerow;    /* a free row (its nw holds the next), -1 none */
+    edoc_t *docs;       /* docs[i] is document dfirst + i */
     int64_t dfirst;
     size_t dn, dcap;
     int64_t base, end;  /* live documents: base .. end - 1 */
     uint64_t *sigs;     /* sigs[i] is arena offset sfirst + i */
     int64_t sfirst;
     size_t slen, scap;
-    uint32_t *counts;
+    uint32_t *counts;   /* per document from the aligned base, zero between calls */
     uint32_t *touched;
     size_t ccap;        /* capacity of counts and touched */
-    uint32_t *heads;    /* per query key: its list's slot (scratch) */
+    uint32_t *heads;    /* per query key: its slot (scratch) */
     size_t hcap;
+    const uint64_t **dense; /* the rows a query counts (scratch) */
+    size_t dncap;
+    uint64_t *slices;   /* bit-sliced counts of the dense rows (scratch) */
+    size_t slcap;
     ecand_t *cands;
     size_t kcap;
-    int64_t postings;   /* postings held, expired ones not yet freed included */
+    int64_t postings;   /* postings held, expired ones not yet trimmed included */
     int64_t swept;      /* base at the last sweep */
 } EngineObject;
 
-/* -- the pool ---------------------------------------------------------------------------- */
+static uint32_t SPREAD[256][8]; /* SPREAD[b][i]: bit i of b */
+
+/* -- memory ------------------------------------------------------------------------------ */
 
 static int
 grow(void **p, size_t *cap, size_t need, size_t item)
@@ -89,68 +110,137 @@ grow(void **p, size_t *cap, size_t need, size_t item)
     while (c < need)
         c *= 2;
     void *q = realloc(*p, c * item);
-    if (q == NULL) {
-        PyErr_NoMemory();
+    if (q == NULL)
         return -1;
-    }
     *p = q;
     *cap = c;
     return 0;
 }
 
-/* A chunk of class ``c`` with no postings; 0 with MemoryError set when out of memory. */
+/* A block of class ``c`` with no postings; 0 when out of memory (nothing set). */
 static uint32_t
-chunk_new(EngineObject *e, unsigned c)
+block_new(EngineObject *e, unsigned c)
 {
     uint32_t o = e->freel[c];
     if (o) {
-        e->freel[c] = e->pool[o];
+        e->freel[c] = e->pool[o + 1];
     } else {
-        if (e->plen + CHUNK_WORDS(c) > UINT32_MAX) {
-            PyErr_SetString(PyExc_MemoryError, "posting pool over 2**32 words");
+        if (e->plen + BLOCK_WORDS(c) > UINT32_MAX)
             return 0;
-        }
-        if (grow((void **)&e->pool, &e->pcap, e->plen + CHUNK_WORDS(c), 4))
+        if (grow((void **)&e->pool, &e->pcap, e->plen + BLOCK_WORDS(c), 4))
             return 0;
         o = (uint32_t)e->plen;
-        e->plen += CHUNK_WORDS(c);
+        e->plen += BLOCK_WORDS(c);
     }
-    e->pool[o] = 0;
-    e->pool[o + 1] = (uint32_t)c << 24;
+    e->pool[o] = c;
+    e->pool[o + 1] = 0;
+    e->pool[o + 2] = 0;
     return o;
 }
 
 static void
-chunk_free(EngineObject *e, uint32_t o)
+block_free(EngineObject *e, uint32_t o)
 {
-    unsigned c = CH_CLS(e->pool, o);
-    e->pool[o] = e->freel[c];
+    unsigned c = e->pool[o];
+    e->pool[o + 1] = e->freel[c];
     e->freel[c] = o;
 }
 
-/* Free the head chunks of ``s`` whose documents all expired; the last chunk is emptied
- * instead. Returns whether postings remain. */
-static int
+/* The smallest class holding ``n`` postings. */
+static unsigned
+class_for(size_t n)
+{
+    unsigned c = 0;
+    while (CAP(c) < n)
+        c++;
+    return c;
+}
+
+/* Skip the expired postings at the head of ``s``'s block; returns the live ones. */
+static uint32_t
 trim(EngineObject *e, eslot_t *s)
 {
-    uint32_t *pool = e->pool;
-    uint32_t o = s->head;
-    for (;;) {
-        uint32_t n = CH_N(pool, o);
-        if (n && (int64_t)pool[o + 2 + n - 1] >= e->base)
-            break;
-        e->postings -= n;
-        if (o == s->tail) {
-            pool[o + 1] &= 0xff000000u;
-            s->head = o;
-            return 0;
+    uint32_t *b = e->pool + s->off;
+    uint32_t lo = b[1], hi = b[2];
+    if (lo < hi && (int64_t)b[3 + lo] < e->base) {
+        while (lo < hi) { /* the first live posting */
+            uint32_t mid = lo + (hi - lo) / 2;
+            if ((int64_t)b[3 + mid] < e->base)
+                lo = mid + 1;
+            else
+                hi = mid;
         }
-        uint32_t next = pool[o];
-        chunk_free(e, o);
-        o = next;
+        e->postings -= lo - b[1];
+        b[1] = lo;
     }
-    s->head = o;
-    return 1;
+    return b[2] - b[1];
+}
+
+static void
+row_free(EngineObject *e, eslot_t *s)
+{
+    erow_t *r = &e->rows[s->row];
+    free(r->w);
+    r->w = NULL;
+    r->nw = (size_t)e->freerow;
+    e->freerow = s->row;
+    s->row = -1;
+}
+
+/* Set the bit of document ``number`` in row ``r``. */
+static int
+row_set(erow_t *r, int64_t number)
+{
+    size_t i = (size_t)((number >> 6) - r->wfirst);
+    if (i >= r->nw) {
+        if (grow((void **)&r->w, &r->cap, i + 1, 8))
+            return -1;
+        memset(r->w + r->nw, 0, (i + 1 - r->nw) * 8);
+        r->nw = i + 1;
+    }
+    r->w[i] |= (uint64_t)1 << (number & 63);
+    return 0;
+}
+
+/* Give ``s`` (live postings trimmed) a row of its documents. */
+static int
+row_make(EngineObject *e, eslot_t *s)
+{
+    int32_t k;
+    if (e->freerow >= 0) {
+        k = e->freerow;
+        e->freerow = (int32_t)e->rows[k].nw;
+    } else {
+        if (grow((void **)&e->rows, &e->rcap, e->nrows + 1, sizeof(erow_t)))
+            return -1;
+        k = (int32_t)e->nrows++;
+    }
+    erow_t *r = &e->rows[k];
+    r->w = NULL;
+    r->nw = r->cap = 0;
+    r->wfirst = e->base >> 6;
+    s->row = k;
+    const uint32_t *b = e->pool + s->off;
+    for (uint32_t j = b[1]; j < b[2]; j++)
+        if (row_set(r, b[3 + j]))
+            return -1;
+    return 0;
+}
+
+/* Drop the words of ``r`` before the window's first. */
+static void
+row_compact(EngineObject *e, erow_t *r)
+{
+    int64_t dead = (e->base >> 6) - r->wfirst;
+    if (dead <= 0)
+        return;
+    if ((size_t)dead >= r->nw) {
+        r->nw = 0;
+    } else {
+        memmove(r->w, r->w + dead, (r->nw - (size_t)dead) * 8);
+        r->nw -= (size_t)dead;
+    }
+    r->wfirst += dead;
 }
 
 /* -- the table --------------------------------------------------------------------------- */
@@ -161,7 +251,7 @@ find(const EngineObject *e, uint64_t key)
     size_t i = (size_t)key & e->mask;
     for (;;) {
         eslot_t *s = &e->tab[i];
-        if (s->head == 0 || s->key == key)
+        if (s->off == 0 || s->key == key)
             return s;
         i = (i + 1) & e->mask;
     }
@@ -173,35 +263,54 @@ rehash(EngineObject *e, size_t cap)
     eslot_t *old = e->tab;
     size_t oldcap = old ? e->mask + 1 : 0;
     eslot_t *tab = calloc(cap, sizeof(eslot_t));
-    if (tab == NULL) {
-        PyErr_NoMemory();
+    if (tab == NULL)
         return -1;
-    }
     e->tab = tab;
     e->mask = cap - 1;
     for (size_t i = 0; i < oldcap; i++)
-        if (old[i].head)
+        if (old[i].off)
             *find(e, old[i].key) = old[i];
     free(old);
     return 0;
 }
 
-/* Drop expired postings of every key, and the keys left with none; then a table sized
- * for the keys that remain. */
+/* Drop expired postings of every key and the keys left with none, shrink blocks and rows
+ * to what is live, drop the rows of keys no longer dense; then a table sized for the keys
+ * that remain (which also closes the holes the dropped keys left in probe runs). */
 static int
 sweep(EngineObject *e)
 {
-    size_t kept = 0;
-    size_t cap = e->mask + 1;
+    size_t kept = 0, cap = e->mask + 1;
+    int64_t live = e->end - e->base;
     for (size_t i = 0; i < cap; i++) {
         eslot_t *s = &e->tab[i];
-        if (!s->head)
+        if (!s->off)
             continue;
-        if (trim(e, s)) {
-            kept++;
-        } else {
-            chunk_free(e, s->head);
-            s->head = 0;
+        uint32_t n = trim(e, s);
+        if (n == 0) {
+            block_free(e, s->off);
+            if (s->row >= 0)
+                row_free(e, s);
+            s->off = 0;
+            continue;
+        }
+        kept++;
+        if (s->row >= 0) {
+            if ((int64_t)n * DENSE_SHARE * 2 < live)
+                row_free(e, s);
+            else
+                row_compact(e, &e->rows[s->row]);
+        }
+        unsigned c = e->pool[s->off], want = class_for(n);
+        if (want < c) {
+            uint32_t o = block_new(e, want);
+            if (!o)
+                return -1;
+            uint32_t *old = e->pool + s->off, *b = e->pool + o;
+            memcpy(b + 3, old + 3 + old[1], (size_t)n * 4);
+            b[2] = n;
+            block_free(e, s->off);
+            s->off = o;
         }
     }
     e->used = kept;
@@ -211,7 +320,7 @@ sweep(EngineObject *e)
         want *= 2;
     if (want > cap)
         want = cap;
-    return rehash(e, want); /* also closes the holes the dropped keys left in probe runs */
+    return rehash(e, want);
 }
 
 /* -- documents --------------------------------------------------------------------------- */
@@ -254,15 +363,22 @@ engine_init(EngineObject *e, PyObject *args, PyObject *kw)
     }
     e->t = t;
     e->full = full;
-    e->plen = 4; /* offsets 0..3 unused: a chunk offset of 0 means none */
-    if (grow((void **)&e->pool, &e->pcap, 1 << 16, 4) || rehash(e, MIN_TABLE))
+    e->freerow = -1;
+    e->plen = 4; /* offsets 0..3 unused: a block offset of 0 means none */
+    if (grow((void **)&e->pool, &e->pcap, 1 << 16, 4) || rehash(e, MIN_TABLE)) {
+        PyErr_NoMemory();
         return -1;
+    }
     return 0;
 }
 
 static void
 engine_dealloc(EngineObject *e)
 {
+    for (size_t i = 0; i < e->nrows; i++)
+        if (e->rows[i].w != NULL)
+            free(e->rows[i].w);
+    free(e->rows);
     free(e->tab);
     free(e->pool);
     free(e->docs);
@@ -270,6 +386,8 @@ engine_dealloc(EngineObject *e)
     free(e->counts);
     free(e->touched);
     free(e->heads);
+    free(e->dense);
+    free(e->slices);
     free(e->cands);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
@@ -279,6 +397,33 @@ PyDoc_STRVAR(add_doc,
 "``keys`` (distinct mixed codes, uint64): its hour, |signature|, min_overlap(size, t) and "
 "how many of its q-grams are not in ``keys``; ``sig`` (its sorted codes, uint64) is kept "
 "for verification in prefix mode, ignored (may be None) in full mode. Returns its number.");
+
+/* Append ``number`` to the postings of ``s``; -1 when out of memory. */
+static int
+append(EngineObject *e, eslot_t *s, uint32_t number)
+{
+    uint32_t *b = e->pool + s->off;
+    unsigned c = b[0];
+    if (b[2] == CAP(c)) {
+        uint32_t live = b[2] - b[1];
+        if (live * 2 <= CAP(c)) { /* expired head: slide the live ones down */
+            memmove(b + 3, b + 3 + b[1], (size_t)live * 4);
+        } else {
+            uint32_t o = block_new(e, c + 1);
+            if (!o)
+                return -1;
+            b = e->pool + s->off;
+            memcpy(e->pool + o + 3, b + 3 + b[1], (size_t)live * 4);
+            block_free(e, s->off);
+            s->off = o;
+        }
+        b = e->pool + s->off;
+        b[1] = 0;
+        b[2] = live;
+    }
+    b[3 + b[2]++] = number;
+    return 0;
+}
 
 static PyObject *
 engine_add(EngineObject *e, PyObject *args)
@@ -311,42 +456,46 @@ engine_add(EngineObject *e, PyObject *args)
             while ((e->used + m) * 2 > cap)
                 cap *= 2;
             if (rehash(e, cap))
-                goto done;
+                goto nomem;
         }
         if (grow((void **)&e->docs, &e->dcap, e->dn + 1, sizeof(edoc_t)))
-            goto done;
+            goto nomem;
         int64_t off = 0;
         if (!e->full) {
             if (grow((void **)&e->sigs, &e->scap, e->slen + (size_t)size, 8))
-                goto done;
+                goto nomem;
             memcpy(e->sigs + e->slen, sb.buf, (size_t)size * 8);
             off = e->sfirst + (int64_t)e->slen;
             e->slen += (size_t)size;
         }
         uint32_t number = (uint32_t)e->end;
+        int64_t dense_at = (e->end + 1 - e->base) / DENSE_SHARE;
+        if (dense_at < DENSE_MIN)
+            dense_at = DENSE_MIN;
+        /* A failure part way leaves some keys with this number: the engine is then unusable
+         * (as after any MemoryError in a decision, the process restarts from the store). */
         for (size_t i = 0; i < m; i++) {
             eslot_t *s = find(e, k[i]);
-            if (!s->head) {
-                uint32_t o = chunk_new(e, 0);
+            if (!s->off) {
+                uint32_t o = block_new(e, 0);
                 if (!o)
-                    goto done; /* the document is not counted: numbering stays */
+                    goto nomem;
                 s->key = k[i];
-                s->head = s->tail = o;
+                s->off = o;
+                s->row = -1;
                 e->used++;
             }
-            uint32_t tl = s->tail;
-            uint32_t n = CH_N(e->pool, tl);
-            unsigned c = CH_CLS(e->pool, tl);
-            if (n == CHUNK_CAP(c)) {
-                uint32_t o = chunk_new(e, c + 1 < NCLS ? c + 1 : NCLS - 1);
-                if (!o)
-                    goto done;
-                e->pool[tl] = o;
-                s->tail = tl = o;
-                n = 0;
+            if (append(e, s, number))
+                goto nomem;
+            if (s->row >= 0) {
+                if (row_set(&e->rows[s->row], number))
+                    goto nomem;
+            } else if (e->full) {
+                const uint32_t *b = e->pool + s->off;
+                if ((int64_t)(b[2] - b[1]) >= dense_at && (int64_t)trim(e, s) >= dense_at
+                        && row_make(e, s))
+                    goto nomem;
             }
-            e->pool[tl + 2 + n] = number;
-            e->pool[tl + 1]++;
         }
         e->postings += (int64_t)m;
         edoc_t *d = &e->docs[e->dn++];
@@ -357,7 +506,10 @@ engine_add(EngineObject *e, PyObject *args)
         d->unidx = unidx;
         e->end++;
         result = PyLong_FromLongLong((long long)number);
+        goto done;
     }
+nomem:
+    PyErr_NoMemory();
 done:
     PyBuffer_Release(&kb);
     if (sb.obj)
@@ -381,7 +533,7 @@ engine_release(EngineObject *e, PyObject *args)
     e->base = number;
     compact(e);
     if ((e->base - e->swept) * 4 > e->end - e->base + 4096 && sweep(e))
-        return NULL;
+        return PyErr_NoMemory();
     Py_RETURN_NONE;
 }
 
@@ -432,6 +584,88 @@ static PyStructSequence_Desc match_desc = {
     "ndd_stream.core._kernels.Match", "The outcome of Engine.best.", match_fields, 5,
 };
 
+static inline void
+csa(uint64_t *h, uint64_t *l, uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t u = a ^ b;
+    *h = (a & b) | (u & c);
+    *l = u ^ c;
+}
+
+/* Add the k rows ``x`` (W words each) into the bit-sliced counter S (B slices of W words,
+ * S[b * W + w]: bit b of the counts of words w): sixteen rows at a time by a carry-save
+ * adder tree (Harley-Seal), the carries of sixteen rippled into the upper slices. */
+static void
+count_rows(const uint64_t *const *x, size_t k, size_t W, uint64_t *S, int B)
+{
+    size_t g = 0;
+    for (; g + 16 <= k; g += 16) {
+        const uint64_t *const *y = x + g;
+        for (size_t w = 0; w < W; w++) {
+            uint64_t ones = S[w], twos = S[W + w], fours = S[2 * W + w], eights = S[3 * W + w];
+            uint64_t twosA, twosB, foursA, foursB, eightsA, eightsB, sixteens;
+            csa(&twosA, &ones, ones, y[0][w], y[1][w]);
+            csa(&twosB, &ones, ones, y[2][w], y[3][w]);
+            csa(&foursA, &twos, twos, twosA, twosB);
+            csa(&twosA, &ones, ones, y[4][w], y[5][w]);
+            csa(&twosB, &ones, ones, y[6][w], y[7][w]);
+            csa(&foursB, &twos, twos, twosA, twosB);
+            csa(&eightsA, &fours, fours, foursA, foursB);
+            csa(&twosA, &ones, ones, y[8][w], y[9][w]);
+            csa(&twosB, &ones, ones, y[10][w], y[11][w]);
+            csa(&foursA, &twos, twos, twosA, twosB);
+            csa(&twosA, &ones, ones, y[12][w], y[13][w]);
+            csa(&twosB, &ones, ones, y[14][w], y[15][w]);
+            csa(&foursB, &twos, twos, twosA, twosB);
+            csa(&eightsB, &fours, fours, foursA, foursB);
+            csa(&sixteens, &eights, eights, eightsA, eightsB);
+            S[w] = ones;
+            S[W + w] = twos;
+            S[2 * W + w] = fours;
+            S[3 * W + w] = eights;
+            uint64_t c = sixteens;
+            for (int b = 4; b < B && c; b++) {
+                uint64_t t = S[b * W + w] & c;
+                S[b * W + w] ^= c;
+                c = t;
+            }
+        }
+    }
+    for (; g < k; g++) {
+        const uint64_t *y = x[g];
+        for (size_t w = 0; w < W; w++) {
+            uint64_t c = y[w];
+            for (int b = 0; b < B && c; b++) {
+                uint64_t t = S[b * W + w] & c;
+                S[b * W + w] ^= c;
+                c = t;
+            }
+        }
+    }
+}
+
+/* cnt[64 w + i] += the count in S of bit i of word w: a byte of a slice at a time. */
+static void
+spread_add(const uint64_t *S, size_t W, int B, uint32_t *cnt)
+{
+    for (int b = 0; b < B; b++) {
+        const uint64_t *s = S + (size_t)b * W;
+        for (size_t w = 0; w < W; w++) {
+            uint64_t bits = s[w];
+            uint32_t *c = cnt + 64 * w;
+            while (bits) {
+                int j = __builtin_ctzll(bits) >> 3;
+                unsigned by = (unsigned)(bits >> (8 * j)) & 0xffu;
+                bits &= ~((uint64_t)0xff << (8 * j));
+                const uint32_t *sp = SPREAD[by];
+                uint32_t *cj = c + 8 * j;
+                for (int i = 0; i < 8; i++)
+                    cj[i] += sp[i] << b;
+            }
+        }
+    }
+}
+
 PyDoc_STRVAR(best_doc,
 "best(keys, sig, need, hour_lo, hour_hi, size_lo, size_hi) -> Match\n\nThe best match of a "
 "query with mixed codes ``keys`` and sorted codes ``sig`` (uint64; |sig| = its size) that "
@@ -450,19 +684,28 @@ engine_best(EngineObject *e, PyObject *args)
         goto done;
     {
         size_t live = (size_t)(e->end - e->base);
-        size_t m = (size_t)kb.len / 8;
-        if (grow((void **)&e->heads, &e->hcap, m + 1, 4))
-            goto done;
-        if (live > e->ccap) {
+        int64_t abase = e->base & ~(int64_t)63;
+        int64_t wb = e->base >> 6;
+        size_t W = live ? (size_t)(((e->end - 1) >> 6) - wb + 1) : 0;
+        size_t span = W * 64, m = (size_t)kb.len / 8;
+        int B = 1;
+        while (((size_t)1 << B) <= m)
+            B++;
+        if (B < 5)
+            B = 5;
+        if (grow((void **)&e->heads, &e->hcap, m + 1, 4)
+                || grow((void **)&e->dense, &e->dncap, m + 1, sizeof(uint64_t *))
+                || grow((void **)&e->slices, &e->slcap, (size_t)B * W + 1, 8)
+                || grow((void **)&e->cands, &e->kcap, live + 1, sizeof(ecand_t)))
+            goto nomem;
+        if (span + 64 > e->ccap) {
             size_t old = e->ccap;
-            if (grow((void **)&e->counts, &e->ccap, live, 4))
-                goto done;
+            if (grow((void **)&e->counts, &e->ccap, span + 64, 4))
+                goto nomem;
             memset(e->counts + old, 0, (e->ccap - old) * 4);
             void *t = realloc(e->touched, e->ccap * 4);
-            if (t == NULL) {
-                PyErr_NoMemory();
-                goto done;
-            }
+            if (t == NULL)
+                goto nomem;
             e->touched = t;
         }
         const uint64_t *k = kb.buf, *qs = sb.buf;
@@ -479,74 +722,69 @@ engine_best(EngineObject *e, PyObject *args)
             if (i + AHEAD < m)
                 PREFETCH(&e->tab[(size_t)k[i + AHEAD] & e->mask]);
             eslot_t *s = find(e, k[i]);
-            if (s->head) {
+            if (s->off) {
                 e->heads[nh++] = (uint32_t)(s - e->tab);
-                PREFETCH(&e->pool[s->head]);
+                PREFETCH(&e->pool[s->off]);
             }
         }
-        /* 2. ScanCount: each posting adds one to its document's count */
-        uint32_t *cnt = e->counts, *touched = e->touched, *pool = e->pool;
-        int64_t base = e->base;
-        size_t nt = 0;
+        /* 2. ScanCount over the sparse keys; the dense ones' rows set aside */
+        uint32_t *cnt = e->counts, *touched = e->touched;
+        size_t nt = 0, nd = 0;
         for (size_t h = 0; h < nh; h++) {
             eslot_t *s = &e->tab[e->heads[h]];
-            if (h + 1 < nh)
-                PREFETCH(&pool[e->tab[e->heads[h + 1]].head + 2]);
-            uint32_t o = s->head;
-            uint32_t n = CH_N(pool, o);
-            if (!n || (int64_t)pool[o + 1 + n] < base) {
-                if (!trim(e, s))
-                    continue;
-                o = s->head;
-                n = CH_N(pool, o);
-            }
-            /* the head chunk may hold expired documents */
-            const uint32_t *p = pool + o + 2;
-            for (uint32_t j = 0; j < n; j++) {
-                int64_t x = (int64_t)p[j] - base;
-                if (x >= 0) {
-                    if (e->full)
-                        cnt[x]++;
-                    else if (cnt[x]++ == 0)
-                        touched[nt++] = (uint32_t)x;
-                    npost++;
-                }
-            }
-            o = pool[o];
-            while (o) {
-                uint32_t next = pool[o];
-                if (next)
-                    PREFETCH(&pool[next]);
-                n = CH_N(pool, o);
-                p = pool + o + 2;
-                npost += n;
-                if (e->full) {
-                    for (uint32_t j = 0; j < n; j++)
-                        cnt[p[j] - (uint32_t)base]++;
-                } else {
-                    for (uint32_t j = 0; j < n; j++) {
-                        uint32_t x = p[j] - (uint32_t)base;
-                        if (cnt[x]++ == 0)
-                            touched[nt++] = x;
+            uint32_t n = trim(e, s);
+            if (n == 0)
+                continue;
+            if (s->row >= 0 && (size_t)n * DENSE_SHARE >= live) {
+                erow_t *r = &e->rows[s->row];
+                size_t need_w = (size_t)(wb - r->wfirst) + W;
+                if (r->nw < need_w) {
+                    if (grow((void **)&r->w, &r->cap, need_w, 8)) {
+                        failed = 1;
+                        break;
                     }
+                    memset(r->w + r->nw, 0, (need_w - r->nw) * 8);
+                    r->nw = need_w;
                 }
-                o = next;
+                e->dense[nd++] = r->w + (wb - r->wfirst);
+                continue;
+            }
+            const uint32_t *p = e->pool + s->off + 3 + e->pool[s->off + 1];
+            npost += n;
+            if (e->full) {
+                for (uint32_t j = 0; j < n; j++)
+                    cnt[p[j] - (uint32_t)abase]++;
+            } else {
+                for (uint32_t j = 0; j < n; j++) {
+                    uint32_t x = p[j] - (uint32_t)abase;
+                    if (cnt[x]++ == 0)
+                        touched[nt++] = x;
+                }
             }
         }
-        /* 3. the best match */
-        const edoc_t *docs = e->docs + (base - e->dfirst);
+        /* 3. the dense rows, added bit-sliced then spread into the counts */
+        if (nd && !failed) {
+            memset(e->slices, 0, (size_t)B * W * 8);
+            count_rows(e->dense, nd, W, e->slices, B);
+            spread_add(e->slices, W, B, cnt);
+            npost += (int64_t)(nd * W);
+        }
+        /* 4. the best match */
+        const edoc_t *docs = e->docs + (abase - e->dfirst); /* docs[x]: number abase + x */
         double t = e->t;
-        if (e->full) {
-            for (size_t x = 0; x < live; x++) {
+        size_t first = (size_t)(e->base - abase);
+        if (failed) {
+            memset(cnt, 0, span * 4);
+        } else if (e->full) {
+            for (size_t x = first; x < first + live; x++) {
                 int64_t c = cnt[x];
                 if (c < need)
                     continue;
-                cnt[x] = 0;
                 const edoc_t *d = &docs[x];
                 if (c < d->need || d->hour < h0 || d->hour > h1 || d->size < s0
                         || d->size > s1)
                     continue;
-                ncand++; /* reaches the pair's overlap: a match unless its hour is out */
+                ncand++; /* reaches the pair's overlap: a match */
                 int64_t denom = qsize > d->size ? qsize : d->size;
                 if ((double)c / (double)denom >= t
                         && (best < 0 || above(c, denom, bshared, bdenom))) {
@@ -555,27 +793,13 @@ engine_best(EngineObject *e, PyObject *args)
                     bdenom = denom;
                 }
             }
-            memset(cnt, 0, live * 4);
+            memset(cnt, 0, span * 4);
         } else {
             size_t nk = 0;
-            if (e->kcap < nt) {
-                size_t cap = e->kcap ? e->kcap : 64;
-                while (cap < nt)
-                    cap *= 2;
-                ecand_t *c = realloc(e->cands, cap * sizeof(ecand_t));
-                if (c == NULL)
-                    failed = 1;
-                else {
-                    e->cands = c;
-                    e->kcap = cap;
-                }
-            }
             for (size_t i = 0; i < nt; i++) {
                 uint32_t x = touched[i];
                 int64_t c = cnt[x];
                 cnt[x] = 0;
-                if (failed)
-                    continue;
                 const edoc_t *d = &docs[x];
                 int64_t o = need > d->need ? need : d->need;
                 if (c + d->unidx < o || d->hour < h0 || d->hour > h1 || d->size < s0
@@ -592,39 +816,35 @@ engine_best(EngineObject *e, PyObject *args)
                 nk++;
             }
             ncand = (int64_t)nk;
-            if (!failed) {
-                qsort(e->cands, nk, sizeof(ecand_t), cand_order);
-                for (size_t i = 0; i < nk; i++) {
-                    const ecand_t *c = &e->cands[i];
-                    if (best >= 0) {
-                        if (above(bshared, bdenom, c->ub, c->denom))
-                            break; /* sorted: no later candidate can reach the best */
-                        if (!above(c->ub, c->denom, bshared, bdenom) && c->pos > best)
-                            continue; /* at best a tie, lost to the earlier document */
-                    }
-                    const edoc_t *d = &docs[c->pos];
-                    int64_t sh = overlap(qs, qsize, e->sigs + (d->sig - e->sfirst), d->size);
-                    nver++;
-                    if ((double)sh / (double)c->denom < t)
-                        continue;
-                    if (best < 0 || above(sh, c->denom, bshared, bdenom)
-                            || (!above(bshared, bdenom, sh, c->denom) && c->pos < best)) {
-                        best = c->pos;
-                        bshared = sh;
-                        bdenom = c->denom;
-                    }
+            qsort(e->cands, nk, sizeof(ecand_t), cand_order);
+            for (size_t i = 0; i < nk; i++) {
+                const ecand_t *c = &e->cands[i];
+                if (best >= 0) {
+                    if (above(bshared, bdenom, c->ub, c->denom))
+                        break; /* sorted: no later candidate can reach the best */
+                    if (!above(c->ub, c->denom, bshared, bdenom) && c->pos > best)
+                        continue; /* at best a tie, lost to the earlier document */
+                }
+                const edoc_t *d = &docs[c->pos];
+                int64_t sh = overlap(qs, qsize, e->sigs + (d->sig - e->sfirst), d->size);
+                nver++;
+                if ((double)sh / (double)c->denom < t)
+                    continue;
+                if (best < 0 || above(sh, c->denom, bshared, bdenom)
+                        || (!above(bshared, bdenom, sh, c->denom) && c->pos < best)) {
+                    best = c->pos;
+                    bshared = sh;
+                    bdenom = c->denom;
                 }
             }
         }
         Py_END_ALLOW_THREADS
-        if (failed) {
-            PyErr_NoMemory();
-            goto done;
-        }
+        if (failed)
+            goto nomem;
         result = PyStructSequence_New(&MatchType);
         if (result == NULL)
             goto done;
-        long long vals[5] = {best < 0 ? -1 : best + e->base, best < 0 ? 0 : bshared, ncand, nver,
+        long long vals[5] = {best < 0 ? -1 : best + abase, best < 0 ? 0 : bshared, ncand, nver,
                              npost};
         for (int i = 0; i < 5; i++) {
             PyObject *v = PyLong_FromLongLong(vals[i]);
@@ -634,7 +854,10 @@ engine_best(EngineObject *e, PyObject *args)
             }
             PyStructSequence_SET_ITEM(result, i, v);
         }
+        goto done;
     }
+nomem:
+    PyErr_NoMemory();
 done:
     PyBuffer_Release(&kb);
     PyBuffer_Release(&sb);
@@ -646,7 +869,11 @@ engine_nbytes(EngineObject *e, void *closure)
 {
     (void)closure;
     size_t n = (e->mask + 1) * sizeof(eslot_t) + e->pcap * 4 + e->dcap * sizeof(edoc_t)
-               + e->scap * 8 + e->ccap * 8 + e->hcap * 4 + e->kcap * sizeof(ecand_t);
+               + e->scap * 8 + e->ccap * 8 + e->hcap * 4 + e->kcap * sizeof(ecand_t)
+               + e->rcap * sizeof(erow_t) + e->dncap * sizeof(uint64_t *) + e->slcap * 8;
+    for (size_t i = 0; i < e->nrows; i++)
+        if (e->rows[i].w != NULL)
+            n += e->rows[i].cap * 8;
     return PyLong_FromSize_t(n);
 }
 
@@ -688,6 +915,9 @@ PyTypeObject ndd_EngineType = {
 int
 ndd_engine_ready(PyObject *module)
 {
+    for (int b = 0; b < 256; b++)
+        for (int i = 0; i < 8; i++)
+            SPREAD[b][i] = (uint32_t)(b >> i) & 1u;
     if (PyType_Ready(&ndd_EngineType) < 0)
         return -1;
     if (MatchType.tp_name == NULL && PyStructSequence_InitType2(&MatchType, &match_desc) < 0)

@@ -34,7 +34,6 @@ from ndd_stream.core.order import FrequencyBook, OrderVersion
 from ndd_stream.core.postings import PostingIndex
 from ndd_stream.core.qgrams import Codes, fmix64, signature, sorted_unique
 from ndd_stream.core.similarity import (
-    FULL_PREFIX_BELOW,
     extended_prefix,
     intersection_size,
     min_overlap,
@@ -489,7 +488,7 @@ class Detector:
         window = self._windows.get(scope)
         if window is None:
             index: PostingIndex | FlatIndex
-            if engine_available() and self.config.threshold >= FULL_PREFIX_BELOW:
+            if engine_available():
                 index = FlatIndex(self.config.threshold)
             else:
                 threads = self.config.count_threads or available_cores()
