@@ -33,6 +33,16 @@ def numpy_only() -> Iterator[None]:
         kernels.IMPLEMENTATION, kernels._C = saved
 
 
+def add(index: FlatIndex, book: FrequencyBook, mixed: Codes, sig: Codes, hour: int,
+        threshold: float) -> int:
+    """Index as the detector does: every mixed code in full mode, else the extended prefix
+    under the current order."""
+    length = extended_prefix(sig.size, threshold)
+    keys = mixed if index.full else book.current.prefix(mixed, length)
+    book.count(mixed)
+    return index.add(keys, sig, hour, min_overlap(sig.size, threshold), int(sig.size) - length)
+
+
 def brute_best(query: Codes, docs: list[tuple[int, int, Codes]], first: int, t: float,
                hours: tuple[int, int]) -> tuple[int, int]:
     """(number, shared) of the highest doc_q >= t among docs[first:] in the hours, ties to
@@ -51,13 +61,15 @@ def brute_best(query: Codes, docs: list[tuple[int, int, Codes]], first: int, t: 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32), threshold=st.sampled_from([0.2, 0.3, 0.49, 0.5, 0.7, 0.9]),
-       n=st.integers(1, 400), universe=st.sampled_from([40, 300, 5000]))
-def test_best_equals_brute_force(seed: int, threshold: float, n: int, universe: int) -> None:
+       n=st.integers(1, 400), universe=st.sampled_from([40, 300, 5000]),
+       dense=st.sampled_from([0.0, 0.01, 1 / 16, 1.0]))
+def test_best_equals_brute_force(seed: int, threshold: float, n: int, universe: int,
+                                 dense: float) -> None:
     """Random signatures over a small universe (most keys dense: bitmap rows), edits of
     earlier ones (near duplicates), hours moving on (expiry, sweeps, trimmed lists) and a
     query window narrower than the index's: every best() is the brute-force best match."""
     rnd = random.Random(seed)
-    index = FlatIndex(threshold)
+    index = FlatIndex(threshold, dense)
     book = FrequencyBook(bits=12)
     docs: list[tuple[int, int, Codes]] = []
     base, hour = 0, 0
@@ -77,15 +89,11 @@ def test_best_equals_brute_force(seed: int, threshold: float, n: int, universe: 
             index.release_before(base)
         mixed = fmix64(sig)
         lo_hour = hour - rnd.choice([0, 1, 3, 100])
-        found = index.best(mixed, sig, min_overlap(sig.size, threshold), (lo_hour, hour),
+        found = index.best(mixed, sig, min_overlap(sig.size, threshold), 0, (lo_hour, hour),
                            size_bounds(sig.size, threshold))
         assert (found.number, found.shared) == brute_best(sig, docs, base, threshold,
                                                           (lo_hour, hour))
-        length = extended_prefix(sig.size, threshold)
-        keys = mixed if index.full else book.current.prefix(mixed, length)
-        book.count(mixed)
-        number = index.add(keys, sig, hour, min_overlap(sig.size, threshold),
-                           int(sig.size) - length)
+        number = add(index, book, mixed, sig, hour, threshold)
         assert number == len(docs)
         docs.append((number, hour, sig))
 
@@ -146,11 +154,8 @@ def test_best_equals_brute_force_across_sweeps(threshold: float) -> None:
         base = max(base, i - rnd.randint(250, 350))
         index.release_before(base)
         if i % 7 == 0:
-            found = index.best(mixed, sig, min_overlap(sig.size, threshold), (0, 0),
+            found = index.best(mixed, sig, min_overlap(sig.size, threshold), 0, (0, 0),
                                size_bounds(sig.size, threshold))
             assert (found.number, found.shared) == brute_best(sig, docs, base, threshold, (0, 0))
-        length = extended_prefix(sig.size, threshold)
-        keys = mixed if index.full else book.current.prefix(mixed, length)
-        book.count(mixed)
-        index.add(keys, sig, 0, min_overlap(sig.size, threshold), int(sig.size) - length)
+        add(index, book, mixed, sig, 0, threshold)
         docs.append((i, 0, sig))

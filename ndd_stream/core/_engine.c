@@ -26,6 +26,7 @@
  */
 #include "_kernels.h"
 
+#include <math.h>
 #include <structmember.h>
 
 /* A posting block of class c: 4 << c words, a header (class, first live posting, postings)
@@ -34,10 +35,10 @@
 #define CAP(c) (BLOCK_WORDS(c) - 3u)
 #define NCLS 28
 #define MIN_TABLE 1024
-/* A key held by at least 1/DENSE_SHARE of the window's documents (and DENSE_MIN) is also a
- * bitmap row, counted by carry-save adders: a posting costs about a word operation, a row
- * 1/64 of one per window document. Rows are dropped below half that share. */
-#define DENSE_SHARE 32
+/* A key held by at least ``dense`` of the window's documents (the dense_fraction setting)
+ * and DENSE_MIN is also a bitmap row, counted by carry-save adders: a posting costs about a
+ * word operation, a row about a sixteenth of one per 64 window documents. Rows are dropped
+ * below half that share. */
 #define DENSE_MIN 64
 
 typedef struct {
@@ -66,7 +67,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     int full;
-    double t;
+    double t, share; /* threshold, dense_fraction */
     eslot_t *tab;
     size_t mask, used;
     uint32_t *pool;
@@ -296,7 +297,7 @@ sweep(EngineObject *e)
         }
         kept++;
         if (s->row >= 0) {
-            if ((int64_t)n * DENSE_SHARE * 2 < live)
+            if ((double)n * 2 < e->share * (double)live)
                 row_free(e, s);
             else
                 row_compact(e, &e->rows[s->row]);
@@ -348,15 +349,16 @@ compact(EngineObject *e)
 static int
 engine_init(EngineObject *e, PyObject *args, PyObject *kw)
 {
-    static char *names[] = {"threshold", "full", NULL};
-    double t;
+    static char *names[] = {"threshold", "full", "dense_fraction", NULL};
+    double t, dense;
     int full;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "dp", names, &t, &full))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "dpd", names, &t, &full, &dense))
         return -1;
-    if (!(t > 0.0 && t <= 1.0)) {
-        PyErr_SetString(PyExc_ValueError, "threshold must be in (0, 1]");
+    if (!(t > 0.0 && t <= 1.0) || !(dense >= 0.0 && dense <= 1.0)) {
+        PyErr_SetString(PyExc_ValueError, "threshold must be in (0, 1], dense_fraction in [0, 1]");
         return -1;
     }
+    e->share = dense;
     if (e->tab != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Engine already initialised");
         return -1;
@@ -469,9 +471,10 @@ engine_add(EngineObject *e, PyObject *args)
             e->slen += (size_t)size;
         }
         uint32_t number = (uint32_t)e->end;
-        int64_t dense_at = (e->end + 1 - e->base) / DENSE_SHARE;
-        if (dense_at < DENSE_MIN)
-            dense_at = DENSE_MIN;
+        /* dense_fraction 0: never */
+        double at = e->share > 0.0 ? e->share * (double)(e->end + 1 - e->base) : 1e300;
+        int64_t dense_at = at < (double)DENSE_MIN ? DENSE_MIN
+                           : at > 4e9 ? INT64_MAX : (int64_t)ceil(at);
         /* A failure part way leaves some keys with this number: the engine is then unusable
          * (as after any MemoryError in a decision, the process restarts from the store). */
         for (size_t i = 0; i < m; i++) {
@@ -667,17 +670,20 @@ spread_add(const uint64_t *S, size_t W, int B, uint32_t *cnt)
 }
 
 PyDoc_STRVAR(best_doc,
-"best(keys, sig, need, hour_lo, hour_hi, size_lo, size_hi) -> Match\n\nThe best match of a "
-"query with mixed codes ``keys`` and sorted codes ``sig`` (uint64; |sig| = its size) that "
-"needs ``need`` shared q-grams, among the live documents whose hour and size lie in the "
-"inclusive ranges: the highest doc_q >= threshold, ties to the lowest number.");
+"best(keys, sig, need, unindexed, hour_lo, hour_hi, size_lo, size_hi) -> Match\n\nThe best "
+"match of a query with sorted codes ``sig`` (uint64; |sig| = its size) that needs ``need`` "
+"shared q-grams, among the live documents whose hour and size lie in the inclusive ranges: "
+"the highest doc_q >= threshold, ties to the lowest number. ``keys`` (uint64) are looked "
+"up: in full mode its distinct mixed codes; in prefix mode, for each order version of the "
+"window, its prefix under that version as the documents of that version were indexed, "
+"leaving ``unindexed`` of its q-grams out.");
 
 static PyObject *
 engine_best(EngineObject *e, PyObject *args)
 {
     Py_buffer kb = {0}, sb = {0};
-    long long need, h0, h1, s0, s1;
-    if (!PyArg_ParseTuple(args, "y*y*LLLLL", &kb, &sb, &need, &h0, &h1, &s0, &s1))
+    long long need, uq, h0, h1, s0, s1;
+    if (!PyArg_ParseTuple(args, "y*y*LLLLLL", &kb, &sb, &need, &uq, &h0, &h1, &s0, &s1))
         return NULL;
     PyObject *result = NULL;
     if (ndd_check(&kb, 8, "keys") || ndd_check(&sb, 8, "sig"))
@@ -735,7 +741,7 @@ engine_best(EngineObject *e, PyObject *args)
             uint32_t n = trim(e, s);
             if (n == 0)
                 continue;
-            if (s->row >= 0 && (size_t)n * DENSE_SHARE >= live) {
+            if (s->row >= 0 && (double)n >= e->share * (double)live) {
                 erow_t *r = &e->rows[s->row];
                 size_t need_w = (size_t)(wb - r->wfirst) + W;
                 if (r->nw < need_w) {
@@ -802,12 +808,13 @@ engine_best(EngineObject *e, PyObject *args)
                 cnt[x] = 0;
                 const edoc_t *d = &docs[x];
                 int64_t o = need > d->need ? need : d->need;
-                if (c + d->unidx < o || d->hour < h0 || d->hour > h1 || d->size < s0
-                        || d->size > s1)
+                int64_t u = uq > d->unidx ? uq : d->unidx;
+                if (c + u < o || d->hour < h0 || d->hour > h1 || d->size < s0 || d->size > s1)
                     continue;
+                /* the shared q-grams the count missed are outside one of the prefixes */
                 int64_t small = qsize < d->size ? qsize : d->size;
                 int64_t denom = qsize > d->size ? qsize : d->size;
-                int64_t ub = c + d->unidx < small ? c + d->unidx : small;
+                int64_t ub = c + d->unidx + uq < small ? c + d->unidx + uq : small;
                 if ((double)ub / (double)denom < t)
                     continue;
                 e->cands[nk].pos = x;
@@ -903,7 +910,7 @@ PyTypeObject ndd_EngineType = {
     .tp_name = "ndd_stream.core._kernels.Engine",
     .tp_basicsize = sizeof(EngineObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Engine(threshold, full): the flat index of one scope window (core.engine).",
+    .tp_doc = "Engine(threshold, full, dense_fraction): the flat index of one scope window (core.engine).",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)engine_init,
     .tp_dealloc = (destructor)engine_dealloc,

@@ -87,7 +87,7 @@ class DetectorConfig:
     # Threads one decision's index count may use (C kernels only); None = the cores this
     # process may run on (kernels.available_cores). Speed only: counts are the same.
     count_threads: int | None = None
-    # A key held by at least this share of a block's documents is also a bitmap row,
+    # A key held by at least this share of the window's documents is also a bitmap row,
     # counted by carry-save adders (C kernels only; 0 = never). Speed only.
     dense_fraction: float = DEFAULT_DENSE_FRACTION
     # Which version of a story a reader keeps (core.stories): "first" routes every near
@@ -327,13 +327,15 @@ class Detector:
             return None, None
         t = self.config.threshold
         mixed = fmix64(sig)
+        size = int(sig.size)
         probe = _Probe(mixed, {}, None, None)
         lo_hour = hour - self.config.window_hours
         oldest = window.oldest_live_hour()
         if oldest is not None and oldest > lo_hour:
             lo_hour = oldest
-        found = index.best(mixed, sig, min_overlap(int(sig.size), t), (lo_hour, hour),
-                           size_bounds(sig.size, t))
+        # the whole signature: prefix-mode counts need no order at probe time
+        found = index.best(mixed, sig, min_overlap(size, t), 0, (lo_hour, hour),
+                           size_bounds(size, t))
         self.stats.candidates += found.candidates
         self.stats.verified += found.verified
         if found.number < 0:
@@ -489,7 +491,7 @@ class Detector:
         if window is None:
             index: PostingIndex | FlatIndex
             if engine_available():
-                index = FlatIndex(self.config.threshold)
+                index = FlatIndex(self.config.threshold, self.config.dense_fraction)
             else:
                 threads = self.config.count_threads or available_cores()
                 index = PostingIndex(threads, self.config.dense_fraction)

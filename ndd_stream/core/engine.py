@@ -41,12 +41,15 @@ def available() -> bool:
 class FlatIndex:
     """Document numbers from 0 in :meth:`add` order; ``release_before`` expires a front."""
 
-    def __init__(self, threshold: float) -> None:
+    def __init__(self, threshold: float,
+                 dense_fraction: float = kernels.DEFAULT_DENSE_FRACTION) -> None:
+        """``dense_fraction``: a q-gram held by at least this share of the window's
+        documents is also counted as a bitmap row (full mode; 0: never). Speed only."""
         if not available():
             raise RuntimeError("the C engine is not built (ndd_stream.core.kernels)")
         self.threshold = threshold
         self.full = threshold < FULL_PREFIX_BELOW
-        self._c = kernels._C.Engine(threshold, self.full)  # type: ignore[attr-defined]
+        self._c = kernels._C.Engine(threshold, self.full, dense_fraction)  # type: ignore[attr-defined]
 
     def add(self, keys: Codes, sig: Codes, hour: int, needed: int, unindexed: int) -> int:
         """Index the next document under ``keys`` (its distinct mixed codes: all of them in
@@ -57,13 +60,16 @@ class FlatIndex:
                                None if self.full else np.ascontiguousarray(sig, dtype=np.uint64),
                                hour, int(sig.size), needed, unindexed))
 
-    def best(self, mixed: Codes, sig: Codes, needed: int, hours: tuple[int, int],
-             sizes: tuple[int, int]) -> EngineMatch:
-        """The best match of a query (``mixed``: fmix64 of its signature ``sig``; ``needed``:
-        min_overlap(|sig|, t)) among the live documents whose hour and size lie in the
-        inclusive ranges: the highest doc_q >= threshold, ties to the lowest number."""
-        found = self._c.best(np.ascontiguousarray(mixed, dtype=np.uint64),
-                             np.ascontiguousarray(sig, dtype=np.uint64), needed,
+    def best(self, keys: Codes, sig: Codes, needed: int, unindexed: int,
+             hours: tuple[int, int], sizes: tuple[int, int]) -> EngineMatch:
+        """The best match of a query with signature ``sig`` (``needed``: min_overlap(|sig|,
+        t)) among the live documents whose hour and size lie in the inclusive ranges: the
+        highest doc_q >= threshold, ties to the lowest number. ``keys``: the query's mixed
+        codes looked up, leaving ``unindexed`` of its q-grams out (0: all of them, which
+        keeps prefix-mode counts independent of the order each document was indexed
+        under)."""
+        found = self._c.best(np.ascontiguousarray(keys, dtype=np.uint64),
+                             np.ascontiguousarray(sig, dtype=np.uint64), needed, unindexed,
                              hours[0], hours[1], sizes[0], min(sizes[1], 2**62))
         return EngineMatch(*found)
 

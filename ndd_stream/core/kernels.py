@@ -155,9 +155,9 @@ def available_cores() -> int:
 
 
 DEFAULT_DENSE_FRACTION = 1 / 16
-"""The default of the ``dense_fraction`` setting: a key whose postings in a block reach
-this share of the block's documents is also held as a bitmap row and counted by carry-save
-adders (C only; 0 = never)."""
+"""The default of the ``dense_fraction`` setting: a key held by this share of the window's
+documents (of a block's, in the LSM index) is also held as a bitmap row and counted by
+carry-save adders (C only; 0 = never)."""
 DENSE_MIN_SPAN = 64  # blocks spanning fewer documents keep posting lists only
 
 

@@ -36,7 +36,7 @@ class WindowDoc:
     timestamp: float
     hour: int
     size: int  # |signature|
-    version: int  # order version of its indexed prefix
+    version: int  # order version of its indexed prefix (-1: none, the flat index)
     nf: str  # normal form, to recompute the signature on verification
     # its figures (core.novelty.figures), None when unknown (a state record of layout v1)
     figures: str | None = None
@@ -104,12 +104,11 @@ class ScopeWindow:
 
     def _release_expired_front(self, oldest: int) -> None:
         drop = 0
-        flat = isinstance(self.index, FlatIndex)
         for doc in self.docs:
             if doc.hour >= oldest:
                 break
             drop += 1
-            if flat:  # no order versions to track
+            if doc.version < 0:  # the flat index: no order versions
                 continue
             self.versions[doc.version] -= 1
             if self.versions[doc.version] <= 0:
