@@ -761,10 +761,10 @@ engine_best(EngineObject *e, PyObject *args)
                 for (uint32_t j = 0; j < n; j++)
                     cnt[p[j] - (uint32_t)abase]++;
             } else {
-                for (uint32_t j = 0; j < n; j++) {
+                for (uint32_t j = 0; j < n; j++) { /* no branch: first touches are random */
                     uint32_t x = p[j] - (uint32_t)abase;
-                    if (cnt[x]++ == 0)
-                        touched[nt++] = x;
+                    touched[nt] = x;
+                    nt += cnt[x]++ == 0;
                 }
             }
         }

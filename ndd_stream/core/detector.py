@@ -30,7 +30,12 @@ from ndd_stream.core.engine import available as engine_available
 from ndd_stream.core.kernels import DEFAULT_DENSE_FRACTION, available_cores, probe_keys
 from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.novelty import figures as figures_of
-from ndd_stream.core.order import FrequencyBook, OrderVersion
+from ndd_stream.core.order import (
+    EARLY_SNAPSHOTS_AT,
+    SNAPSHOTS_AT,
+    FrequencyBook,
+    OrderVersion,
+)
 from ndd_stream.core.postings import PostingIndex
 from ndd_stream.core.qgrams import Codes, fmix64, signature, sorted_unique
 from ndd_stream.core.similarity import (
@@ -161,7 +166,8 @@ class Detector:
             lambda text: normal_form(text, case_sensitive=self.config.case_sensitive)
         )
         self._windows: dict[str, ScopeWindow] = {}
-        self._book = FrequencyBook(bits=self.config.order_bits)
+        self._book = FrequencyBook(bits=self.config.order_bits, snapshots_at=(
+            EARLY_SNAPSHOTS_AT if engine_available() else SNAPSHOTS_AT))
         self._cache: OrderedDict[tuple[str, int], Codes] = OrderedDict()
         self.stats = DetectorStats()
 
