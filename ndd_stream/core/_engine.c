@@ -99,6 +99,7 @@ typedef struct {
 } EngineObject;
 
 static uint32_t SPREAD[256][8]; /* SPREAD[b][i]: bit i of b */
+static uint64_t LANES[256][2];  /* bit i of b in 16-bit lane i % 4 of word i / 4 */
 
 /* -- memory ------------------------------------------------------------------------------ */
 
@@ -595,61 +596,78 @@ csa(uint64_t *h, uint64_t *l, uint64_t a, uint64_t b, uint64_t c)
     *l = u ^ c;
 }
 
-/* Add the k rows ``x`` (W words each) into the bit-sliced counter S (B slices of W words,
- * S[b * W + w]: bit b of the counts of words w): sixteen rows at a time by a carry-save
- * adder tree (Harley-Seal), the carries of sixteen rippled into the upper slices. */
+/* Sixteen rows into the low four slices (ones .. eights) by a carry-save adder tree
+ * (Harley-Seal); the carries of sixteen into ``c16``. Separate restrict pointers, so the
+ * compiler vectorises over words. */
 static void
-count_rows(const uint64_t *const *x, size_t k, size_t W, uint64_t *S, int B)
+csa16(const uint64_t *const *x, size_t W, uint64_t *restrict s1, uint64_t *restrict s2,
+      uint64_t *restrict s4, uint64_t *restrict s8, uint64_t *restrict c16)
 {
-    size_t g = 0;
-    for (; g + 16 <= k; g += 16) {
-        const uint64_t *const *y = x + g;
-        for (size_t w = 0; w < W; w++) {
-            uint64_t ones = S[w], twos = S[W + w], fours = S[2 * W + w], eights = S[3 * W + w];
-            uint64_t twosA, twosB, foursA, foursB, eightsA, eightsB, sixteens;
-            csa(&twosA, &ones, ones, y[0][w], y[1][w]);
-            csa(&twosB, &ones, ones, y[2][w], y[3][w]);
-            csa(&foursA, &twos, twos, twosA, twosB);
-            csa(&twosA, &ones, ones, y[4][w], y[5][w]);
-            csa(&twosB, &ones, ones, y[6][w], y[7][w]);
-            csa(&foursB, &twos, twos, twosA, twosB);
-            csa(&eightsA, &fours, fours, foursA, foursB);
-            csa(&twosA, &ones, ones, y[8][w], y[9][w]);
-            csa(&twosB, &ones, ones, y[10][w], y[11][w]);
-            csa(&foursA, &twos, twos, twosA, twosB);
-            csa(&twosA, &ones, ones, y[12][w], y[13][w]);
-            csa(&twosB, &ones, ones, y[14][w], y[15][w]);
-            csa(&foursB, &twos, twos, twosA, twosB);
-            csa(&eightsB, &fours, fours, foursA, foursB);
-            csa(&sixteens, &eights, eights, eightsA, eightsB);
-            S[w] = ones;
-            S[W + w] = twos;
-            S[2 * W + w] = fours;
-            S[3 * W + w] = eights;
-            uint64_t c = sixteens;
-            for (int b = 4; b < B && c; b++) {
-                uint64_t t = S[b * W + w] & c;
-                S[b * W + w] ^= c;
-                c = t;
-            }
-        }
+    const uint64_t *restrict y0 = x[0], *restrict y1 = x[1], *restrict y2 = x[2],
+                   *restrict y3 = x[3], *restrict y4 = x[4], *restrict y5 = x[5],
+                   *restrict y6 = x[6], *restrict y7 = x[7], *restrict y8 = x[8],
+                   *restrict y9 = x[9], *restrict y10 = x[10], *restrict y11 = x[11],
+                   *restrict y12 = x[12], *restrict y13 = x[13], *restrict y14 = x[14],
+                   *restrict y15 = x[15];
+    for (size_t w = 0; w < W; w++) {
+        uint64_t ones = s1[w], twos = s2[w], fours = s4[w], eights = s8[w];
+        uint64_t twosA, twosB, foursA, foursB, eightsA, eightsB, sixteens;
+        csa(&twosA, &ones, ones, y0[w], y1[w]);
+        csa(&twosB, &ones, ones, y2[w], y3[w]);
+        csa(&foursA, &twos, twos, twosA, twosB);
+        csa(&twosA, &ones, ones, y4[w], y5[w]);
+        csa(&twosB, &ones, ones, y6[w], y7[w]);
+        csa(&foursB, &twos, twos, twosA, twosB);
+        csa(&eightsA, &fours, fours, foursA, foursB);
+        csa(&twosA, &ones, ones, y8[w], y9[w]);
+        csa(&twosB, &ones, ones, y10[w], y11[w]);
+        csa(&foursA, &twos, twos, twosA, twosB);
+        csa(&twosA, &ones, ones, y12[w], y13[w]);
+        csa(&twosB, &ones, ones, y14[w], y15[w]);
+        csa(&foursB, &twos, twos, twosA, twosB);
+        csa(&eightsB, &fours, fours, foursA, foursB);
+        csa(&sixteens, &eights, eights, eightsA, eightsB);
+        s1[w] = ones;
+        s2[w] = twos;
+        s4[w] = fours;
+        s8[w] = eights;
+        c16[w] = sixteens;
     }
-    for (; g < k; g++) {
-        const uint64_t *y = x[g];
+}
+
+/* Add the bitmap ``c`` (W words) into slices ``from`` .. B-1 of S, carries rippled. */
+static void
+ripple(uint64_t *restrict S, size_t W, int from, int B, uint64_t *restrict c)
+{
+    for (int b = from; b < B; b++) {
+        uint64_t *restrict s = S + (size_t)b * W;
         for (size_t w = 0; w < W; w++) {
-            uint64_t c = y[w];
-            for (int b = 0; b < B && c; b++) {
-                uint64_t t = S[b * W + w] & c;
-                S[b * W + w] ^= c;
-                c = t;
-            }
+            uint64_t t = s[w] & c[w];
+            s[w] ^= c[w];
+            c[w] = t;
         }
     }
 }
 
-/* cnt[64 w + i] += the count in S of bit i of word w: a byte of a slice at a time. */
+/* Add the k rows ``x`` (W words each) into the bit-sliced counter S (B >= 5 slices of W
+ * words, S[b * W + w]: bit b of the counts of word w); ``carry``: W words of scratch. */
 static void
-spread_add(const uint64_t *S, size_t W, int B, uint32_t *cnt)
+count_rows(const uint64_t *const *x, size_t k, size_t W, uint64_t *S, int B, uint64_t *carry)
+{
+    size_t g = 0;
+    for (; g + 16 <= k; g += 16) {
+        csa16(x + g, W, S, S + W, S + 2 * W, S + 3 * W, carry);
+        ripple(S, W, 4, B, carry);
+    }
+    for (; g < k; g++) {
+        memcpy(carry, x[g], W * 8);
+        ripple(S, W, 0, B, carry);
+    }
+}
+
+/* cnt[64 w + i] += the count in S of bit i of word w: a byte of a slice at a time (any B). */
+static void
+spread_bytes(const uint64_t *S, size_t W, int B, uint32_t *cnt)
 {
     for (int b = 0; b < B; b++) {
         const uint64_t *s = S + (size_t)b * W;
@@ -664,6 +682,34 @@ spread_add(const uint64_t *S, size_t W, int B, uint32_t *cnt)
                 uint32_t *cj = c + 8 * j;
                 for (int i = 0; i < 8; i++)
                     cj[i] += sp[i] << b;
+            }
+        }
+    }
+}
+
+/* As spread_bytes for B <= 16: the B bytes of eight documents summed into eight 16-bit
+ * lanes (two words), then added to their counts. */
+static void
+spread_add(const uint64_t *S, size_t W, int B, uint32_t *cnt)
+{
+    if (B > 16) {
+        spread_bytes(S, W, B, cnt);
+        return;
+    }
+    for (size_t w = 0; w < W; w++) {
+        for (int j = 0; j < 8; j++) {
+            uint64_t lo = 0, hi = 0;
+            for (int b = 0; b < B; b++) {
+                unsigned by = (unsigned)(S[(size_t)b * W + w] >> (8 * j)) & 0xffu;
+                lo += LANES[by][0] << b;
+                hi += LANES[by][1] << b;
+            }
+            if (!(lo | hi))
+                continue;
+            uint32_t *c = cnt + 64 * w + 8 * j;
+            for (int i = 0; i < 4; i++) {
+                c[i] += (uint32_t)(lo >> (16 * i)) & 0xffffu;
+                c[4 + i] += (uint32_t)(hi >> (16 * i)) & 0xffffu;
             }
         }
     }
@@ -701,7 +747,7 @@ engine_best(EngineObject *e, PyObject *args)
             B = 5;
         if (grow((void **)&e->heads, &e->hcap, m + 1, 4)
                 || grow((void **)&e->dense, &e->dncap, m + 1, sizeof(uint64_t *))
-                || grow((void **)&e->slices, &e->slcap, (size_t)B * W + 1, 8)
+                || grow((void **)&e->slices, &e->slcap, (size_t)(B + 1) * W + 1, 8)
                 || grow((void **)&e->cands, &e->kcap, live + 1, sizeof(ecand_t)))
             goto nomem;
         if (span + 64 > e->ccap) {
@@ -770,8 +816,11 @@ engine_best(EngineObject *e, PyObject *args)
         }
         /* 3. the dense rows, added bit-sliced then spread into the counts */
         if (nd && !failed) {
+            B = 5; /* enough bits for nd rows (at most the query's keys: allocated above) */
+            while (((size_t)1 << B) <= nd)
+                B++;
             memset(e->slices, 0, (size_t)B * W * 8);
-            count_rows(e->dense, nd, W, e->slices, B);
+            count_rows(e->dense, nd, W, e->slices, B, e->slices + (size_t)B * W);
             spread_add(e->slices, W, B, cnt);
             npost += (int64_t)(nd * W);
         }
@@ -923,8 +972,10 @@ int
 ndd_engine_ready(PyObject *module)
 {
     for (int b = 0; b < 256; b++)
-        for (int i = 0; i < 8; i++)
+        for (int i = 0; i < 8; i++) {
             SPREAD[b][i] = (uint32_t)(b >> i) & 1u;
+            LANES[b][i / 4] |= (uint64_t)((b >> i) & 1) << (16 * (i % 4));
+        }
     if (PyType_Ready(&ndd_EngineType) < 0)
         return -1;
     if (MatchType.tp_name == NULL && PyStructSequence_InitType2(&MatchType, &match_desc) < 0)

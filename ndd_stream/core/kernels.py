@@ -154,7 +154,7 @@ def available_cores() -> int:
     return max(1, min(cores, quota) if quota else cores)
 
 
-DEFAULT_DENSE_FRACTION = 1 / 16
+DEFAULT_DENSE_FRACTION = 1 / 64
 """The default of the ``dense_fraction`` setting: a key held by this share of the window's
 documents (of a block's, in the LSM index) is also held as a bitmap row and counted by
 carry-save adders (C only; 0 = never)."""
