@@ -3,12 +3,14 @@
  *
  * Documents are numbered in arrival order. A hash table (open addressing, linear probing)
  * maps each indexed q-gram, as its 64-bit mixed code (fmix64 of the q-gram code, a
- * bijection, so keys are exact), to an append-only posting list of document numbers held
- * in chunks of a shared pool (4 to 128 words, each chunk of a key twice the previous one
- * up to the largest, so a rare key costs one small chunk and a frequent one few links).
- * Expiry moves ``base``: a list's expired head chunks are freed when it is next read, and a
- * sweep rebuilds the table once a quarter of the window has expired since the last one, so
- * keys never read again do not keep their postings.
+ * bijection, so keys are exact), to an append-only list of document numbers (one malloc'd
+ * block, grown by half: a key's postings are one sequential read). A key held by a
+ * ``dense_fraction`` share of the window is a bitmap row over the window's documents
+ * instead, added into bit-sliced counters by carry-save adders (sixteen rows at a time)
+ * and spread into the counts eight documents at a time. Expiry moves ``base``: a list's
+ * expired head is skipped (binary search) when it is next read, and a sweep, once a
+ * quarter of the window has expired since the last one, trims every list, shrinks lists
+ * and rows, turns rows of keys no longer dense back into lists and drops empty keys.
  *
  * Two modes, fixed at creation:
  * - full (threshold < 0.5): every q-gram of a document is indexed, so the count of a
@@ -29,22 +31,22 @@
 #include <math.h>
 #include <structmember.h>
 
-/* A posting block of class c: 4 << c words, a header (class, first live posting, postings)
- * and CAP(c) document numbers, ascending. */
-#define BLOCK_WORDS(c) (4u << (c))
-#define CAP(c) (BLOCK_WORDS(c) - 3u)
-#define NCLS 28
+/* A key's posting list: a malloc'd block of a header (capacity, first live posting,
+ * postings, dense row or NO_ROW) and document numbers, ascending. A dense key's postings
+ * live in its row instead: its block is a header only. */
+#define HDR 4
+#define NO_ROW 0xffffffffu
 #define MIN_TABLE 1024
-/* A key held by at least ``dense`` of the window's documents (the dense_fraction setting)
- * and DENSE_MIN is also a bitmap row, counted by carry-save adders: a posting costs about a
- * word operation, a row about a sixteenth of one per 64 window documents. Rows are dropped
- * below half that share. */
+/* A key held by at least ``share`` of the window's documents (the dense_fraction setting)
+ * and DENSE_MIN is a bitmap row instead of a list, counted by carry-save adders: a posting
+ * costs about a word operation, a row a few per 64 window documents. A row whose key falls
+ * below half that share turns back into a list at the next sweep. */
 #define DENSE_MIN 64
+#define ROW_STEP 64 /* words a row grows by: 4,096 documents */
 
 typedef struct {
     uint64_t key;
-    uint32_t off; /* its block in the pool; 0: an empty slot */
-    int32_t row;  /* its dense row, -1 when none */
+    uint32_t *b; /* its block; NULL: an empty slot */
 } eslot_t;
 
 typedef struct {
@@ -59,9 +61,9 @@ typedef struct {
 } ecand_t;
 
 typedef struct {
-    uint64_t *w;     /* w[i]: documents 64 * (wfirst + i) .. + 63 */
+    uint64_t *w;     /* w[i]: documents 64 * (wfirst + i) .. + 63; NULL: a free row */
     int64_t wfirst;
-    size_t nw, cap;  /* words held (the rest of the window's are 0), allocated */
+    size_t nw, cap;  /* words held (the window's later ones are 0), allocated */
 } erow_t;
 
 typedef struct {
@@ -70,12 +72,10 @@ typedef struct {
     double t, share; /* threshold, dense_fraction */
     eslot_t *tab;
     size_t mask, used;
-    uint32_t *pool;
-    size_t plen, pcap;
-    uint32_t freel[NCLS];
     erow_t *rows;
     size_t nrows, rcap;
-    int32_t freerow;    /* a free row (its nw holds the next), -1 none */
+    uint32_t *freerows; /* indices of free rows */
+    size_t nfree, fcap;
     edoc_t *docs;       /* docs[i] is document dfirst + i */
     int64_t dfirst;
     size_t dn, dcap;
@@ -94,7 +94,8 @@ typedef struct {
     size_t slcap;
     ecand_t *cands;
     size_t kcap;
-    int64_t postings;   /* postings held, expired ones not yet trimmed included */
+    int64_t postings;   /* postings in lists, expired ones not yet trimmed included */
+    int64_t listwords;  /* words allocated to lists */
     int64_t swept;      /* base at the last sweep */
 } EngineObject;
 
@@ -119,55 +120,56 @@ grow(void **p, size_t *cap, size_t need, size_t item)
     return 0;
 }
 
-/* A block of class ``c`` with no postings; 0 when out of memory (nothing set). */
-static uint32_t
-block_new(EngineObject *e, unsigned c)
+/* An empty list with room for ``cap`` postings; NULL when out of memory. */
+static uint32_t *
+block_new(EngineObject *e, uint32_t cap)
 {
-    uint32_t o = e->freel[c];
-    if (o) {
-        e->freel[c] = e->pool[o + 1];
-    } else {
-        if (e->plen + BLOCK_WORDS(c) > UINT32_MAX)
-            return 0;
-        if (grow((void **)&e->pool, &e->pcap, e->plen + BLOCK_WORDS(c), 4))
-            return 0;
-        o = (uint32_t)e->plen;
-        e->plen += BLOCK_WORDS(c);
-    }
-    e->pool[o] = c;
-    e->pool[o + 1] = 0;
-    e->pool[o + 2] = 0;
-    return o;
+    uint32_t *b = malloc((HDR + (size_t)cap) * 4);
+    if (b == NULL)
+        return NULL;
+    b[0] = cap;
+    b[1] = b[2] = 0;
+    b[3] = NO_ROW;
+    e->listwords += HDR + cap;
+    return b;
 }
 
 static void
-block_free(EngineObject *e, uint32_t o)
+block_free(EngineObject *e, uint32_t *b)
 {
-    unsigned c = e->pool[o];
-    e->pool[o + 1] = e->freel[c];
-    e->freel[c] = o;
+    e->listwords -= HDR + b[0];
+    e->postings -= b[2] - b[1];
+    free(b);
 }
 
-/* The smallest class holding ``n`` postings. */
-static unsigned
-class_for(size_t n)
+/* ``s``'s block with room for ``cap`` postings, its live ones moved to the front. */
+static int
+block_resize(EngineObject *e, eslot_t *s, uint32_t cap)
 {
-    unsigned c = 0;
-    while (CAP(c) < n)
-        c++;
-    return c;
+    uint32_t *b = s->b, live = b[2] - b[1];
+    if (b[1])
+        memmove(b + HDR, b + HDR + b[1], (size_t)live * 4);
+    b[1] = 0;
+    b[2] = live;
+    uint32_t *nb = realloc(b, (HDR + (size_t)cap) * 4);
+    if (nb == NULL)
+        return -1;
+    e->listwords += (int64_t)cap - nb[0];
+    nb[0] = cap;
+    s->b = nb;
+    return 0;
 }
 
-/* Skip the expired postings at the head of ``s``'s block; returns the live ones. */
+/* Skip the expired postings at the head of ``s``'s list; returns the live ones. */
 static uint32_t
 trim(EngineObject *e, eslot_t *s)
 {
-    uint32_t *b = e->pool + s->off;
+    uint32_t *b = s->b;
     uint32_t lo = b[1], hi = b[2];
-    if (lo < hi && (int64_t)b[3 + lo] < e->base) {
+    if (lo < hi && (int64_t)b[HDR + lo] < e->base) {
         while (lo < hi) { /* the first live posting */
             uint32_t mid = lo + (hi - lo) / 2;
-            if ((int64_t)b[3 + mid] < e->base)
+            if ((int64_t)b[HDR + mid] < e->base)
                 lo = mid + 1;
             else
                 hi = mid;
@@ -178,15 +180,20 @@ trim(EngineObject *e, eslot_t *s)
     return b[2] - b[1];
 }
 
-static void
+/* Free ``s``'s row (its list must hold its postings again, or the key go). */
+static int
 row_free(EngineObject *e, eslot_t *s)
 {
-    erow_t *r = &e->rows[s->row];
+    uint32_t k = s->b[3];
+    erow_t *r = &e->rows[k];
     free(r->w);
     r->w = NULL;
-    r->nw = (size_t)e->freerow;
-    e->freerow = s->row;
-    s->row = -1;
+    r->nw = r->cap = 0;
+    s->b[3] = NO_ROW;
+    if (grow((void **)&e->freerows, &e->fcap, e->nfree + 1, 4))
+        return -1;
+    e->freerows[e->nfree++] = k;
+    return 0;
 }
 
 /* Set the bit of document ``number`` in row ``r``. */
@@ -195,8 +202,14 @@ row_set(erow_t *r, int64_t number)
 {
     size_t i = (size_t)((number >> 6) - r->wfirst);
     if (i >= r->nw) {
-        if (grow((void **)&r->w, &r->cap, i + 1, 8))
-            return -1;
+        if (i >= r->cap) { /* a step at a time: rows are many and long */
+            size_t cap = i + ROW_STEP;
+            uint64_t *w = realloc(r->w, cap * 8);
+            if (w == NULL)
+                return -1;
+            r->w = w;
+            r->cap = cap;
+        }
         memset(r->w + r->nw, 0, (i + 1 - r->nw) * 8);
         r->nw = i + 1;
     }
@@ -204,45 +217,89 @@ row_set(erow_t *r, int64_t number)
     return 0;
 }
 
-/* Give ``s`` (live postings trimmed) a row of its documents. */
+/* Turn ``s``'s list (trimmed) into a row; its block keeps the header only. */
 static int
 row_make(EngineObject *e, eslot_t *s)
 {
-    int32_t k;
-    if (e->freerow >= 0) {
-        k = e->freerow;
-        e->freerow = (int32_t)e->rows[k].nw;
+    uint32_t k;
+    if (e->nfree) {
+        k = e->freerows[--e->nfree];
     } else {
         if (grow((void **)&e->rows, &e->rcap, e->nrows + 1, sizeof(erow_t)))
             return -1;
-        k = (int32_t)e->nrows++;
+        k = (uint32_t)e->nrows++;
+        e->rows[k].w = NULL;
     }
     erow_t *r = &e->rows[k];
     r->w = NULL;
     r->nw = r->cap = 0;
     r->wfirst = e->base >> 6;
-    s->row = k;
-    const uint32_t *b = e->pool + s->off;
+    const uint32_t *b = s->b;
     for (uint32_t j = b[1]; j < b[2]; j++)
-        if (row_set(r, b[3 + j]))
+        if (row_set(r, b[HDR + j]))
             return -1;
-    return 0;
+    e->postings -= b[2] - b[1];
+    s->b[1] = s->b[2] = 0;
+    s->b[3] = k;
+    return block_resize(e, s, 0);
 }
 
-/* Drop the words of ``r`` before the window's first. */
+/* Live documents of row ``r`` (popcount from the window's first). */
+static int64_t
+row_count(const EngineObject *e, const erow_t *r)
+{
+    int64_t n = 0;
+    size_t from = (size_t)((e->base >> 6) - r->wfirst);
+    for (size_t i = from; i < r->nw; i++)
+        n += __builtin_popcountll(r->w[i]);
+    if (from < r->nw) /* the first word's expired documents */
+        n -= __builtin_popcountll(r->w[from] & (((uint64_t)1 << (e->base & 63)) - 1));
+    return n;
+}
+
+/* Turn ``s``'s row back into a list of its live documents. */
+static int
+row_to_list(EngineObject *e, eslot_t *s, uint32_t n)
+{
+    erow_t *r = &e->rows[s->b[3]];
+    if (block_resize(e, s, n))
+        return -1;
+    uint32_t *b = s->b, m = 0;
+    for (size_t i = 0; i < r->nw; i++) {
+        uint64_t bits = r->w[i];
+        while (bits) {
+            int64_t number = 64 * (r->wfirst + (int64_t)i) + __builtin_ctzll(bits);
+            bits &= bits - 1;
+            if (number >= e->base && m < n)
+                b[HDR + m++] = (uint32_t)number;
+        }
+    }
+    b[2] = m;
+    e->postings += m;
+    return row_free(e, s);
+}
+
+/* Drop the words of ``r`` before the window's first, and its unused capacity. */
 static void
 row_compact(EngineObject *e, erow_t *r)
 {
     int64_t dead = (e->base >> 6) - r->wfirst;
-    if (dead <= 0)
-        return;
-    if ((size_t)dead >= r->nw) {
-        r->nw = 0;
-    } else {
-        memmove(r->w, r->w + dead, (r->nw - (size_t)dead) * 8);
-        r->nw -= (size_t)dead;
+    if (dead > 0) {
+        if ((size_t)dead >= r->nw) {
+            r->nw = 0;
+        } else {
+            memmove(r->w, r->w + dead, (r->nw - (size_t)dead) * 8);
+            r->nw -= (size_t)dead;
+        }
+        r->wfirst += dead;
     }
-    r->wfirst += dead;
+    if (r->cap > r->nw + ROW_STEP) {
+        uint64_t *w = realloc(r->w, (r->nw + ROW_STEP) * 8);
+        if (w != NULL) {
+            r->w = w;
+            r->cap = r->nw + ROW_STEP;
+        }
+    }
 }
 
 /* -- the table --------------------------------------------------------------------------- */
@@ -253,7 +310,7 @@ find(const EngineObject *e, uint64_t key)
     size_t i = (size_t)key & e->mask;
     for (;;) {
         eslot_t *s = &e->tab[i];
-        if (s->off == 0 || s->key == key)
+        if (s->b == NULL || s->key == key)
             return s;
         i = (i + 1) & e->mask;
     }
@@ -270,15 +327,16 @@ rehash(EngineObject *e, size_t cap)
     e->tab = tab;
     e->mask = cap - 1;
     for (size_t i = 0; i < oldcap; i++)
-        if (old[i].off)
+        if (old[i].b)
             *find(e, old[i].key) = old[i];
     free(old);
     return 0;
 }
 
-/* Drop expired postings of every key and the keys left with none, shrink blocks and rows
- * to what is live, drop the rows of keys no longer dense; then a table sized for the keys
- * that remain (which also closes the holes the dropped keys left in probe runs). */
+/* Drop expired postings of every key and the keys left with none; shrink lists and rows
+ * to what is live; turn rows of keys no longer dense back into lists; then a table sized
+ * for the keys that remain (which also closes the holes the dropped keys left in probe
+ * runs). */
 static int
 sweep(EngineObject *e)
 {
@@ -286,34 +344,36 @@ sweep(EngineObject *e)
     int64_t live = e->end - e->base;
     for (size_t i = 0; i < cap; i++) {
         eslot_t *s = &e->tab[i];
-        if (!s->off)
+        if (!s->b)
             continue;
+        if (s->b[3] != NO_ROW) {
+            erow_t *r = &e->rows[s->b[3]];
+            int64_t n = row_count(e, r);
+            if (n == 0) {
+                if (row_free(e, s))
+                    return -1;
+                block_free(e, s->b);
+                s->b = NULL;
+                continue;
+            }
+            kept++;
+            if ((double)n * 2 < e->share * (double)live || n < DENSE_MIN / 2) {
+                if (row_to_list(e, s, (uint32_t)n))
+                    return -1;
+            } else {
+                row_compact(e, r);
+            }
+            continue;
+        }
         uint32_t n = trim(e, s);
         if (n == 0) {
-            block_free(e, s->off);
-            if (s->row >= 0)
-                row_free(e, s);
-            s->off = 0;
+            block_free(e, s->b);
+            s->b = NULL;
             continue;
         }
         kept++;
-        if (s->row >= 0) {
-            if ((double)n * 2 < e->share * (double)live)
-                row_free(e, s);
-            else
-                row_compact(e, &e->rows[s->row]);
-        }
-        unsigned c = e->pool[s->off], want = class_for(n);
-        if (want < c) {
-            uint32_t o = block_new(e, want);
-            if (!o)
-                return -1;
-            uint32_t *old = e->pool + s->off, *b = e->pool + o;
-            memcpy(b + 3, old + 3 + old[1], (size_t)n * 4);
-            b[2] = n;
-            block_free(e, s->off);
-            s->off = o;
-        }
+        if (n * 2 < s->b[0] && block_resize(e, s, n + n / 4))
+            return -1;
     }
     e->used = kept;
     e->swept = e->base;
@@ -366,9 +426,7 @@ engine_init(EngineObject *e, PyObject *args, PyObject *kw)
     }
     e->t = t;
     e->full = full;
-    e->freerow = -1;
-    e->plen = 4; /* offsets 0..3 unused: a block offset of 0 means none */
-    if (grow((void **)&e->pool, &e->pcap, 1 << 16, 4) || rehash(e, MIN_TABLE)) {
+    if (rehash(e, MIN_TABLE)) {
         PyErr_NoMemory();
         return -1;
     }
@@ -379,11 +437,13 @@ static void
 engine_dealloc(EngineObject *e)
 {
     for (size_t i = 0; i < e->nrows; i++)
-        if (e->rows[i].w != NULL)
-            free(e->rows[i].w);
+        free(e->rows[i].w);
+    if (e->tab != NULL)
+        for (size_t i = 0; i <= e->mask; i++)
+            free(e->tab[i].b);
     free(e->rows);
+    free(e->freerows);
     free(e->tab);
-    free(e->pool);
     free(e->docs);
     free(e->sigs);
     free(e->counts);
@@ -401,30 +461,20 @@ PyDoc_STRVAR(add_doc,
 "how many of its q-grams are not in ``keys``; ``sig`` (its sorted codes, uint64) is kept "
 "for verification in prefix mode, ignored (may be None) in full mode. Returns its number.");
 
-/* Append ``number`` to the postings of ``s``; -1 when out of memory. */
+/* Append ``number`` to the postings of ``s`` (a list); -1 when out of memory. */
 static int
 append(EngineObject *e, eslot_t *s, uint32_t number)
 {
-    uint32_t *b = e->pool + s->off;
-    unsigned c = b[0];
-    if (b[2] == CAP(c)) {
+    uint32_t *b = s->b;
+    if (b[2] == b[0]) {
         uint32_t live = b[2] - b[1];
-        if (live * 2 <= CAP(c)) { /* expired head: slide the live ones down */
-            memmove(b + 3, b + 3 + b[1], (size_t)live * 4);
-        } else {
-            uint32_t o = block_new(e, c + 1);
-            if (!o)
-                return -1;
-            b = e->pool + s->off;
-            memcpy(e->pool + o + 3, b + 3 + b[1], (size_t)live * 4);
-            block_free(e, s->off);
-            s->off = o;
-        }
-        b = e->pool + s->off;
-        b[1] = 0;
-        b[2] = live;
+        /* an expired head makes room; else grow by half (rarely used slack stays small) */
+        if (block_resize(e, s, live * 2 <= b[0] && b[0] ? b[0] : b[0] + b[0] / 2 + 2))
+            return -1;
+        b = s->b;
     }
-    b[3 + b[2]++] = number;
+    b[HDR + b[2]++] = number;
+    e->postings++;
     return 0;
 }
 
@@ -480,28 +530,23 @@ engine_add(EngineObject *e, PyObject *args)
          * (as after any MemoryError in a decision, the process restarts from the store). */
         for (size_t i = 0; i < m; i++) {
             eslot_t *s = find(e, k[i]);
-            if (!s->off) {
-                uint32_t o = block_new(e, 0);
-                if (!o)
+            if (!s->b) {
+                if ((s->b = block_new(e, 1)) == NULL)
                     goto nomem;
                 s->key = k[i];
-                s->off = o;
-                s->row = -1;
                 e->used++;
+            }
+            if (s->b[3] != NO_ROW) {
+                if (row_set(&e->rows[s->b[3]], number))
+                    goto nomem;
+                continue;
             }
             if (append(e, s, number))
                 goto nomem;
-            if (s->row >= 0) {
-                if (row_set(&e->rows[s->row], number))
-                    goto nomem;
-            } else if (e->full) {
-                const uint32_t *b = e->pool + s->off;
-                if ((int64_t)(b[2] - b[1]) >= dense_at && (int64_t)trim(e, s) >= dense_at
-                        && row_make(e, s))
-                    goto nomem;
-            }
+            if (e->full && (int64_t)(s->b[2] - s->b[1]) >= dense_at
+                    && (int64_t)trim(e, s) >= dense_at && row_make(e, s))
+                goto nomem;
         }
-        e->postings += (int64_t)m;
         edoc_t *d = &e->docs[e->dn++];
         d->sig = off;
         d->hour = hour;
@@ -774,9 +819,9 @@ engine_best(EngineObject *e, PyObject *args)
             if (i + AHEAD < m)
                 PREFETCH(&e->tab[(size_t)k[i + AHEAD] & e->mask]);
             eslot_t *s = find(e, k[i]);
-            if (s->off) {
+            if (s->b) {
                 e->heads[nh++] = (uint32_t)(s - e->tab);
-                PREFETCH(&e->pool[s->off]);
+                PREFETCH(s->b);
             }
         }
         /* 2. ScanCount over the sparse keys; the dense ones' rows set aside */
@@ -784,11 +829,8 @@ engine_best(EngineObject *e, PyObject *args)
         size_t nt = 0, nd = 0;
         for (size_t h = 0; h < nh; h++) {
             eslot_t *s = &e->tab[e->heads[h]];
-            uint32_t n = trim(e, s);
-            if (n == 0)
-                continue;
-            if (s->row >= 0 && (double)n >= e->share * (double)live) {
-                erow_t *r = &e->rows[s->row];
+            if (s->b[3] != NO_ROW) {
+                erow_t *r = &e->rows[s->b[3]];
                 size_t need_w = (size_t)(wb - r->wfirst) + W;
                 if (r->nw < need_w) {
                     if (grow((void **)&r->w, &r->cap, need_w, 8)) {
@@ -801,7 +843,10 @@ engine_best(EngineObject *e, PyObject *args)
                 e->dense[nd++] = r->w + (wb - r->wfirst);
                 continue;
             }
-            const uint32_t *p = e->pool + s->off + 3 + e->pool[s->off + 1];
+            uint32_t n = trim(e, s);
+            if (n == 0)
+                continue;
+            const uint32_t *p = s->b + HDR + s->b[1];
             npost += n;
             if (e->full) {
                 for (uint32_t j = 0; j < n; j++)
@@ -924,9 +969,11 @@ static PyObject *
 engine_nbytes(EngineObject *e, void *closure)
 {
     (void)closure;
-    size_t n = (e->mask + 1) * sizeof(eslot_t) + e->pcap * 4 + e->dcap * sizeof(edoc_t)
+    size_t n = (e->mask + 1) * sizeof(eslot_t) + (size_t)e->listwords * 4
+               + e->dcap * sizeof(edoc_t)
                + e->scap * 8 + e->ccap * 8 + e->hcap * 4 + e->kcap * sizeof(ecand_t)
-               + e->rcap * sizeof(erow_t) + e->dncap * sizeof(uint64_t *) + e->slcap * 8;
+               + e->rcap * sizeof(erow_t) + e->dncap * sizeof(uint64_t *) + e->slcap * 8
+               + e->fcap * 4;
     for (size_t i = 0; i < e->nrows; i++)
         if (e->rows[i].w != NULL)
             n += e->rows[i].cap * 8;
@@ -944,7 +991,7 @@ static PyMemberDef engine_members[] = {
     {"base", T_LONGLONG, offsetof(EngineObject, base), READONLY, "first live number"},
     {"end", T_LONGLONG, offsetof(EngineObject, end), READONLY, "the next document's number"},
     {"postings", T_LONGLONG, offsetof(EngineObject, postings), READONLY,
-     "postings held (expired ones not yet freed included)"},
+     "postings held in lists (dense keys' rows aside; expired ones not yet trimmed included)"},
     {"full", T_INT, offsetof(EngineObject, full), READONLY, "every q-gram indexed"},
     {NULL, 0, 0, 0, NULL},
 };
