@@ -77,6 +77,8 @@ typedef struct {
     uint32_t *freerows; /* indices of free rows */
     size_t nfree, fcap;
     edoc_t *docs;       /* docs[i] is document dfirst + i */
+    uint16_t *gaps;     /* gaps[i]: min(need - unidx, 65535) of docs[i], read first */
+    size_t gcap;
     int64_t dfirst;
     size_t dn, dcap;
     int64_t base, end;  /* live documents: base .. end - 1 */
@@ -403,6 +405,7 @@ compact(EngineObject *e)
         e->slen = 0;
     }
     memmove(e->docs, e->docs + dead, (e->dn - (size_t)dead) * sizeof(edoc_t));
+    memmove(e->gaps, e->gaps + dead, (e->dn - (size_t)dead) * 2);
     e->dn -= (size_t)dead;
     e->dfirst += dead;
 }
@@ -445,6 +448,7 @@ engine_dealloc(EngineObject *e)
     free(e->freerows);
     free(e->tab);
     free(e->docs);
+    free(e->gaps);
     free(e->sigs);
     free(e->counts);
     free(e->touched);
@@ -511,7 +515,8 @@ engine_add(EngineObject *e, PyObject *args)
             if (rehash(e, cap))
                 goto nomem;
         }
-        if (grow((void **)&e->docs, &e->dcap, e->dn + 1, sizeof(edoc_t)))
+        if (grow((void **)&e->docs, &e->dcap, e->dn + 1, sizeof(edoc_t))
+                || grow((void **)&e->gaps, &e->gcap, e->dn + 1, 2))
             goto nomem;
         int64_t off = 0;
         if (!e->full) {
@@ -547,6 +552,8 @@ engine_add(EngineObject *e, PyObject *args)
                     && (int64_t)trim(e, s) >= dense_at && row_make(e, s))
                 goto nomem;
         }
+        int gap = need - unidx;
+        e->gaps[e->dn] = (uint16_t)(gap < 0 ? 0 : gap > 65535 ? 65535 : gap);
         edoc_t *d = &e->docs[e->dn++];
         d->sig = off;
         d->hour = hour;
@@ -896,10 +903,15 @@ engine_best(EngineObject *e, PyObject *args)
             memset(cnt, 0, span * 4);
         } else {
             size_t nk = 0;
+            const uint16_t *gaps = e->gaps + (abase - e->dfirst);
             for (size_t i = 0; i < nt; i++) {
                 uint32_t x = touched[i];
                 int64_t c = cnt[x];
                 cnt[x] = 0;
+                /* c + max(uq, unidx) >= o >= need implies c + uq >= need - unidx: most
+                 * touched documents share a q-gram or two, ruled out by two bytes */
+                if (c + uq < gaps[x])
+                    continue;
                 const edoc_t *d = &docs[x];
                 int64_t o = need > d->need ? need : d->need;
                 int64_t u = uq > d->unidx ? uq : d->unidx;
@@ -970,7 +982,7 @@ engine_nbytes(EngineObject *e, void *closure)
 {
     (void)closure;
     size_t n = (e->mask + 1) * sizeof(eslot_t) + (size_t)e->listwords * 4
-               + e->dcap * sizeof(edoc_t)
+               + e->dcap * sizeof(edoc_t) + e->gcap * 2
                + e->scap * 8 + e->ccap * 8 + e->hcap * 4 + e->kcap * sizeof(ecand_t)
                + e->rcap * sizeof(erow_t) + e->dncap * sizeof(uint64_t *) + e->slcap * 8
                + e->fcap * 4;

@@ -23,6 +23,7 @@ brute-force reference (every pair compared) gives the same sets.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from ndd_stream.core import kernels
 
@@ -155,6 +156,7 @@ def written(token: str) -> str:
     return token.partition("_")[0]
 
 
+@lru_cache(maxsize=1 << 16)  # pure; a window's figures are compared again and again
 def quantity(token: str) -> tuple[int, int, int] | None:
     """(mantissa, exponent of the last written digit, significant digits), or None when the
     figure is not a plain number (``1.2.3``, a date ``3.4.87`` stays a string)."""
