@@ -520,8 +520,14 @@ engine_add(EngineObject *e, PyObject *args)
             goto nomem;
         int64_t off = 0;
         if (!e->full) {
-            if (grow((void **)&e->sigs, &e->scap, e->slen + (size_t)size, 8))
-                goto nomem;
+            if (e->slen + (size_t)size > e->scap) { /* by half: the arena is most of it */
+                size_t cap = e->scap + e->scap / 2 + (size_t)size + 4096;
+                uint64_t *sg = realloc(e->sigs, cap * 8);
+                if (sg == NULL)
+                    goto nomem;
+                e->sigs = sg;
+                e->scap = cap;
+            }
             memcpy(e->sigs + e->slen, sb.buf, (size_t)size * 8);
             off = e->sfirst + (int64_t)e->slen;
             e->slen += (size_t)size;
