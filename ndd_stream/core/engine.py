@@ -85,6 +85,11 @@ class FlatIndex:
         """No count threads to wake."""
 
     @property
+    def prepared(self) -> bool:
+        """Always ready for a lookup."""
+        return True
+
+    @property
     def nbytes(self) -> int:
         return int(self._c.nbytes)
 
