@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -110,24 +110,35 @@ def prefix_bound(window: list[Codes], probes: list[Codes], threshold: float) -> 
 @contextmanager
 def _timed_counts() -> Iterator[list[float]]:
     """Seconds spent in every index count while inside (a bench-only wrapper):
-    PostingIndex.candidates (the count and its filter, one C call) where the revision has
-    it, else PostingIndex.count."""
+    FlatIndex.best (the count, the filter and verification, one C call) where the revision
+    has the flat index, PostingIndex.candidates (the count and its filter) or, older,
+    PostingIndex.count."""
     spent: list[float] = []
-    name = "candidates" if hasattr(PostingIndex, "candidates") else "count"
-    original = getattr(PostingIndex, name)
+    targets: list[tuple[type, str]] = [
+        (PostingIndex, "candidates" if hasattr(PostingIndex, "candidates") else "count")]
+    try:
+        from ndd_stream.core.engine import FlatIndex
+        targets.append((FlatIndex, "best"))
+    except ImportError:  # a revision without the flat index
+        pass
+    originals = [(cls, name, getattr(cls, name)) for cls, name in targets]
 
-    def count(self: PostingIndex, *args: object, **kwargs: object) -> object:
-        started = time.perf_counter()
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            spent.append(time.perf_counter() - started)
+    def timed(original: Callable[..., object]) -> Callable[..., object]:
+        def count(self: object, *args: object, **kwargs: object) -> object:
+            started = time.perf_counter()
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                spent.append(time.perf_counter() - started)
+        return count
 
-    setattr(PostingIndex, name, count)
+    for cls, name, original in originals:
+        setattr(cls, name, timed(original))
     try:
         yield spent
     finally:
-        setattr(PostingIndex, name, original)
+        for cls, name, original in originals:
+            setattr(cls, name, original)
 
 
 def count_share(det: Detector, docs: list[Document]) -> tuple[float, float]:

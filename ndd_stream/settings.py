@@ -183,8 +183,8 @@ class Settings(BaseSettings):
         DEFAULT_DENSE_FRACTION,
         ge=0.0,
         le=1.0,
-        description="A q-gram held by at least this share of an index block's documents is "
-        "also counted as a bitmap row (C kernels); 0: never. Speed only.",
+        description="A q-gram held by at least this share of the window's documents is also "
+        "counted as a bitmap row (C kernels); 0: never. Speed only.",
     )
     no_kernels: bool = Field(
         False,

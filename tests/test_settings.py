@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr, ValidationError
 
+from ndd_stream.core.kernels import DEFAULT_DENSE_FRACTION
 from ndd_stream.settings import Settings
 
 
@@ -95,7 +96,7 @@ def test_core_speed_settings_reach_the_detector_config(monkeypatch: pytest.Monke
     monkeypatch.delenv("NDD_COUNT_THREADS")
     monkeypatch.delenv("NDD_DENSE_FRACTION")
     config = Settings().detector_config()
-    assert config.count_threads is None and config.dense_fraction == 1 / 16
+    assert config.count_threads is None and config.dense_fraction == DEFAULT_DENSE_FRACTION
 
 
 def test_sharded_windows_count_on_one_thread_unless_told() -> None:

@@ -717,5 +717,9 @@ PyInit__kernels(void)
         Py_DECREF(m);
         return NULL;
     }
+    if (ndd_engine_ready(m) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     return m;
 }

@@ -1,5 +1,6 @@
 /* Shared by the C kernels' sources (_kernels.c: the module and the small kernels;
- * _count.c: the index count; _block.c: the Block type and merges; _probe.c: the probe). */
+ * _count.c: the index count; _block.c: the Block type and merges; _probe.c: the probe;
+ * _engine.c: the flat index). */
 #ifndef NDD_KERNELS_H
 #define NDD_KERNELS_H
 
@@ -71,6 +72,9 @@ extern const char ndd_merge_csr_doc[];
 PyObject *ndd_merge_csr(PyObject *self, PyObject *args);
 extern const char ndd_count_candidates_doc[];
 PyObject *ndd_count_candidates(PyObject *self, PyObject *args);
+
+/* _engine.c: the Engine type (and its Match), added to the module. */
+int ndd_engine_ready(PyObject *module);
 
 /* The rows of kernels.Facts.table, in the order of Facts.ROWS. */
 enum fact_row { FACT_NEEDED, FACT_UNINDEXED, FACT_HOUR, FACT_SIZE, FACT_ROWS };

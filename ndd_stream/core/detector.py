@@ -25,10 +25,17 @@ import numpy.typing as npt
 
 from ndd_stream.core.bitmaps import Bitmap, auto_bits
 from ndd_stream.core.document import Decision, Document, Policy, Status
+from ndd_stream.core.engine import FlatIndex
+from ndd_stream.core.engine import available as engine_available
 from ndd_stream.core.kernels import DEFAULT_DENSE_FRACTION, available_cores, probe_keys
 from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.novelty import figures as figures_of
-from ndd_stream.core.order import FrequencyBook, OrderVersion
+from ndd_stream.core.order import (
+    EARLY_SNAPSHOTS_AT,
+    SNAPSHOTS_AT,
+    FrequencyBook,
+    OrderVersion,
+)
 from ndd_stream.core.postings import PostingIndex
 from ndd_stream.core.qgrams import Codes, fmix64, signature, sorted_unique
 from ndd_stream.core.similarity import (
@@ -85,7 +92,7 @@ class DetectorConfig:
     # Threads one decision's index count may use (C kernels only); None = the cores this
     # process may run on (kernels.available_cores). Speed only: counts are the same.
     count_threads: int | None = None
-    # A key held by at least this share of a block's documents is also a bitmap row,
+    # A key held by at least this share of the window's documents is also a bitmap row,
     # counted by carry-save adders (C kernels only; 0 = never). Speed only.
     dense_fraction: float = DEFAULT_DENSE_FRACTION
     # Which version of a story a reader keeps (core.stories): "first" routes every near
@@ -159,7 +166,8 @@ class Detector:
             lambda text: normal_form(text, case_sensitive=self.config.case_sensitive)
         )
         self._windows: dict[str, ScopeWindow] = {}
-        self._book = FrequencyBook(bits=self.config.order_bits)
+        self._book = FrequencyBook(bits=self.config.order_bits, snapshots_at=(
+            EARLY_SNAPSHOTS_AT if engine_available() else SNAPSHOTS_AT))
         self._cache: OrderedDict[tuple[str, int], Codes] = OrderedDict()
         self.stats = DetectorStats()
 
@@ -273,6 +281,8 @@ class Detector:
     ) -> tuple[BestMatch | None, _Probe | None]:
         """(shared q-grams, document) of the best match or None, and the probe (None when
         the window is empty)."""
+        if isinstance(window.index, FlatIndex):
+            return self._flat_match(window, window.index, hour, sig)
         t = self.config.threshold
         versions = window.live_versions()
         if not versions:
@@ -315,6 +325,28 @@ class Detector:
             if sim >= t and sim > best_sim:
                 best, best_sim = (shared, cand), sim
         return best, probe
+
+    def _flat_match(self, window: ScopeWindow, index: FlatIndex, hour: int, sig: Codes
+                    ) -> tuple[BestMatch | None, _Probe | None]:
+        """As :meth:`_best_match`, in one call into the flat index."""
+        if not window.docs:
+            return None, None
+        t = self.config.threshold
+        mixed = fmix64(sig)
+        size = int(sig.size)
+        probe = _Probe(mixed, {}, None, None)
+        lo_hour = hour - self.config.window_hours
+        oldest = window.oldest_live_hour()
+        if oldest is not None and oldest > lo_hour:
+            lo_hour = oldest
+        # the whole signature: prefix-mode counts need no order at probe time
+        found = index.best(mixed, sig, min_overlap(size, t), 0, (lo_hour, hour),
+                           size_bounds(size, t))
+        self.stats.candidates += found.candidates
+        self.stats.verified += found.verified
+        if found.number < 0:
+            return None, probe
+        return (found.shared, window.docs[found.number - window.doc_base]), probe
 
     def _short_match(self, window: ScopeWindow, hour: int, nf: str) -> ShortDoc | None:
         for h in range(hour - self.config.window_hours, hour + 1):
@@ -370,6 +402,10 @@ class Detector:
                 nf, ShortDoc(identity, channel, timestamp, number)
             )
             return
+        if isinstance(window.index, FlatIndex):
+            self._add_flat(window, window.index, identity, channel, timestamp, hour, nf, sig,
+                           figs, probe, number)
+            return
         version: OrderVersion = self._book.current
         length = extended_prefix(sig.size, self.config.threshold)
         bitmap: Bitmap | None = None
@@ -399,6 +435,24 @@ class Detector:
             bitmap,
         )
         self._book.count(mixed)
+
+    def _add_flat(self, window: ScopeWindow, index: FlatIndex, identity: str, channel: str,
+                  timestamp: float, hour: int, nf: str, sig: Codes, figs: str | None,
+                  probe: _Probe | None, number: int) -> None:
+        """:meth:`_add_to_window` into the flat index: every q-gram in full mode, else the
+        extended prefix under the current order (learned only then)."""
+        mixed = probe.mixed if probe is not None else fmix64(sig)
+        t = self.config.threshold
+        length = extended_prefix(sig.size, t)
+        if index.full:
+            keys = mixed
+        else:
+            keys = self._book.current.prefix(mixed, length)
+            self._book.count(mixed)
+        window.add_flat(
+            WindowDoc(identity, channel, timestamp, hour, int(sig.size), -1, nf, figs, number),
+            keys, sig, min_overlap(int(sig.size), t), int(sig.size) - length,
+        )
 
     # -- the most complete version --------------------------------------------------
 
@@ -441,11 +495,14 @@ class Detector:
     def _window(self, scope: str) -> ScopeWindow:
         window = self._windows.get(scope)
         if window is None:
-            threads = self.config.count_threads or available_cores()
+            index: PostingIndex | FlatIndex
+            if engine_available():
+                index = FlatIndex(self.config.threshold, self.config.dense_fraction)
+            else:
+                threads = self.config.count_threads or available_cores()
+                index = PostingIndex(threads, self.config.dense_fraction)
             window = self._windows[scope] = ScopeWindow(
-                scope, self.config.window_hours, self.config.effective_bitmap_bits,
-                PostingIndex(threads, self.config.dense_fraction),
-            )
+                scope, self.config.window_hours, self.config.effective_bitmap_bits, index)
         return window
 
     def _count(self, decision: Decision) -> None:

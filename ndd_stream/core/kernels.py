@@ -154,10 +154,10 @@ def available_cores() -> int:
     return max(1, min(cores, quota) if quota else cores)
 
 
-DEFAULT_DENSE_FRACTION = 1 / 16
-"""The default of the ``dense_fraction`` setting: a key whose postings in a block reach
-this share of the block's documents is also held as a bitmap row and counted by carry-save
-adders (C only; 0 = never)."""
+DEFAULT_DENSE_FRACTION = 1 / 64
+"""The default of the ``dense_fraction`` setting: a key held by this share of the window's
+documents (of a block's, in the LSM index) is also held as a bitmap row and counted by
+carry-save adders (C only; 0 = never)."""
 DENSE_MIN_SPAN = 64  # blocks spanning fewer documents keep posting lists only
 
 

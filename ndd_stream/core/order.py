@@ -4,7 +4,8 @@ Prefix filtering is exact for *any* total order, provided the indexed side and t
 probing side use the same one; it is fast only if the order puts rare q-grams first,
 so that prefixes share few postings. Rarity is learned from the stream: a count
 sketch of q-gram occurrences is snapshotted into an immutable :class:`OrderVersion`
-after 256, 1k, 4k, 16k and 64k documents, then every ``resnapshot_every`` documents.
+after 256, 1k, 4k, 16k and 64k documents (and 16 and 64 for the flat index of
+core.engine), then every ``resnapshot_every`` documents.
 Each indexed document remembers its version, and a probe computes its prefix under
 every version still alive in the window (rarely more than two). The order never
 changes a decision, only the number of candidates to verify.
@@ -24,7 +25,11 @@ import numpy.typing as npt
 from ndd_stream.core.kernels import order_prefix, top_bits_count
 from ndd_stream.core.qgrams import Codes
 
-_SNAPSHOTS_AT = (256, 1024, 4096, 16384, 65536)
+SNAPSHOTS_AT = (256, 1024, 4096, 16384, 65536)
+# For an index probed with whole signatures (core.engine), where a live version costs
+# nothing at probe time: a first order after 16 documents, so that few documents are
+# indexed under the hash order (whose prefixes hold common q-grams every probe meets).
+EARLY_SNAPSHOTS_AT = (16, 64, 256, 1024, 4096, 16384, 65536)
 CLASSES_PER_OCTAVE = 3  # classes per doubling of the count: finer is rarer-first (~10% fewer
 # postings probed at a 50k window than 1 per doubling); classes above 63 are clipped
 
@@ -72,13 +77,15 @@ class OrderVersion:
 class FrequencyBook:
     """Counts q-gram occurrences in a sketch and hands out order versions."""
 
-    def __init__(self, bits: int = 22, resnapshot_every: int = 100_000) -> None:
+    def __init__(self, bits: int = 22, resnapshot_every: int = 100_000,
+                 snapshots_at: tuple[int, ...] = SNAPSHOTS_AT) -> None:
         self._bits = bits
+        self._snapshots_at = snapshots_at
         self._shift = 64 - bits
         self._counts = np.zeros(1 << bits, dtype=np.uint32)
         self._documents = 0
         self._resnapshot_every = resnapshot_every
-        self._next_snapshot = _SNAPSHOTS_AT[0]
+        self._next_snapshot = snapshots_at[0]
         self.current = OrderVersion(0, None, self._shift)
 
     @property
@@ -100,7 +107,7 @@ class FrequencyBook:
         cls = np.floor(CLASSES_PER_OCTAVE * np.log2(counts[nz])) + 1
         classes[nz] = np.minimum(cls, 63).astype(np.uint8)
         self.current = OrderVersion(self.current.number + 1, classes, self._shift)
-        later = [n for n in _SNAPSHOTS_AT if n > self._documents]
+        later = [n for n in self._snapshots_at if n > self._documents]
         self._next_snapshot = (
             later[0] if later else self._documents + self._resnapshot_every
         )

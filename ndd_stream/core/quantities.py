@@ -23,6 +23,7 @@ brute-force reference (every pair compared) gives the same sets.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from ndd_stream.core import kernels
 
@@ -155,6 +156,7 @@ def written(token: str) -> str:
     return token.partition("_")[0]
 
 
+@lru_cache(maxsize=1 << 16)  # pure; a window's figures are compared again and again
 def quantity(token: str) -> tuple[int, int, int] | None:
     """(mantissa, exponent of the last written digit, significant digits), or None when the
     figure is not a plain number (``1.2.3``, a date ``3.4.87`` stays a string)."""
@@ -206,7 +208,7 @@ def differing(new: list[str], old: list[str]) -> tuple[list[str], list[str]]:
     rest_old = [t for t in old if key(t) not in keys_new]
     if not rest_new and not rest_old:
         return [], []
-    parsed_new, parsed_old = _parsed(new), _parsed(old)
+    parsed_new, parsed_old = _parsed(tuple(new)), _parsed(tuple(old))
     return ([t for t in rest_new if not _matched(t, parsed_old)],
             [t for t in rest_old if not _matched(t, parsed_new)])
 
@@ -214,7 +216,8 @@ def differing(new: list[str], old: list[str]) -> tuple[list[str], list[str]]:
 _Parsed = dict[int, list[tuple[int, int, bool]]]  # exponent -> (mantissa, digits, scaled)
 
 
-def _parsed(tokens: list[str]) -> _Parsed:
+@lru_cache(maxsize=4096)  # a window document's figures meet many items: read-only result
+def _parsed(tokens: tuple[str, ...]) -> _Parsed:
     out: _Parsed = {}
     for t in tokens:
         q = quantity(t)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from ndd_stream.core.kernels import intersection
 from ndd_stream.core.qgrams import Codes
@@ -21,6 +22,7 @@ def doc_q(a: Codes, b: Codes) -> float:
     return intersection_size(a, b) / denom
 
 
+@lru_cache(maxsize=1 << 16)  # pure, called per decision with few distinct sizes
 def min_overlap(size: int, threshold: float) -> int:
     """Smallest o with o / size >= threshold: a match with a set of ``size`` needs that many
     shared q-grams whatever the other set's size (the max() denominator is never smaller)."""
@@ -40,6 +42,7 @@ def prefix_length(size: int, threshold: float) -> int:
     return min(size, size - min_overlap(size, threshold) + 1)
 
 
+@lru_cache(maxsize=1 << 16)  # pure, called per decision with few distinct sizes
 def size_bounds(size: int, threshold: float) -> tuple[int, int]:
     """Length filter: a set of ``size`` can only match sets whose size lies in these bounds."""
     if threshold <= 0.0:
@@ -68,6 +71,7 @@ PREFIX_EXTENSION_SHARE = 0.1  # of the minimal prefix
 FULL_PREFIX_BELOW = 0.5
 
 
+@lru_cache(maxsize=1 << 16)  # pure, called per decision with few distinct sizes
 def extended_prefix(size: int, threshold: float) -> int:
     """How many q-grams of a set of ``size`` to index or probe under the global order: its
     minimal prefix extended by max(16, 10%), or the whole set below FULL_PREFIX_BELOW. Exact

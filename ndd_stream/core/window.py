@@ -1,7 +1,8 @@
 """The sliding window of one comparison scope: hours H-w..H of event time.
 
 Indexed documents are numbered in arrival order (``docs[i]`` is number ``doc_base + i``)
-and their prefix keys live in one :class:`PostingIndex` under that number; an hour leaves
+and their keys live in one index under that number (the C :class:`FlatIndex` where the
+kernels are built, else the numpy :class:`PostingIndex`); an hour leaves
 the window when the scope's watermark (the latest hour seen) moves more than ``w`` hours
 past it, and the expired documents at the front of the arrival order are released with
 their postings in one step.
@@ -18,9 +19,11 @@ import numpy.typing as npt
 
 from ndd_stream.core.bitmaps import Bitmap, BitmapFilter
 from ndd_stream.core.document import Decision
+from ndd_stream.core.engine import FlatIndex
 from ndd_stream.core.kernels import Facts
 from ndd_stream.core.order import OrderVersion
 from ndd_stream.core.postings import PostingIndex
+from ndd_stream.core.qgrams import Codes
 from ndd_stream.core.stories import StoryBook
 
 
@@ -33,7 +36,7 @@ class WindowDoc:
     timestamp: float
     hour: int
     size: int  # |signature|
-    version: int  # order version of its indexed prefix
+    version: int  # order version of its indexed prefix (-1: none, the flat index)
     nf: str  # normal form, to recompute the signature on verification
     # its figures (core.novelty.figures), None when unknown (a state record of layout v1)
     figures: str | None = None
@@ -52,11 +55,13 @@ class ScopeWindow:
     """Index, documents, short texts and decisions of one scope, by hour."""
 
     def __init__(self, scope: str, hours_back: int, bitmap_bits: int = 0,
-                 index: PostingIndex | None = None) -> None:
+                 index: PostingIndex | FlatIndex | None = None) -> None:
         self.scope = scope
         self.hours_back = hours_back
-        self.index = index if index is not None else PostingIndex()
-        self.bitmaps = BitmapFilter(bitmap_bits) if bitmap_bits else None
+        self.index: PostingIndex | FlatIndex = index if index is not None else PostingIndex()
+        # the flat index counts exactly (or verifies) in one call: no bitmap filter
+        flat = isinstance(self.index, FlatIndex)
+        self.bitmaps = BitmapFilter(bitmap_bits) if bitmap_bits and not flat else None
         self.docs: list[WindowDoc] = []
         self.doc_base = 0  # number of docs[0], in the index's numbering
         # Per retained doc, what the count filter reads (column i: docs[i])
@@ -102,15 +107,18 @@ class ScopeWindow:
         for doc in self.docs:
             if doc.hour >= oldest:
                 break
+            drop += 1
+            if doc.version < 0:  # the flat index: no order versions
+                continue
             self.versions[doc.version] -= 1
             if self.versions[doc.version] <= 0:
                 del self.versions[doc.version]
                 self.version_objects.pop(doc.version, None)
-            drop += 1
         if not drop:
             return
         del self.docs[:drop]
-        self.facts.drop_front(drop)
+        if not isinstance(self.index, FlatIndex):
+            self.facts.drop_front(drop)
         self.doc_base += drop
         self.index.release_before(self.doc_base)
         if self.bitmaps is not None:
@@ -136,6 +144,7 @@ class ScopeWindow:
         in the prefix (see :meth:`candidates`); ``bitmap`` is its bitmap-filter bitmap
         (required when the window has a bitmap filter)."""
         n = len(self.docs)
+        assert isinstance(self.index, PostingIndex)
         number = self.index.add(keys, ascending=True)
         assert number == self.doc_base + n, "index and window numbering diverged"
         if self.bitmaps is not None:
@@ -145,6 +154,15 @@ class ScopeWindow:
         self.docs.append(doc)
         self.versions[version.number] += 1
         self.version_objects[version.number] = version
+
+    def add_flat(self, doc: WindowDoc, keys: Codes, sig: Codes, needed: int,
+                 unindexed: int) -> None:
+        """Index ``doc`` in the flat index under ``keys`` (distinct mixed codes) with its
+        signature ``sig`` (see :meth:`FlatIndex.add`)."""
+        assert isinstance(self.index, FlatIndex)
+        number = self.index.add(keys, sig, doc.hour, needed, unindexed)
+        assert number == self.doc_base + len(self.docs), "index and window numbering diverged"
+        self.docs.append(doc)
 
     def candidates(
         self,
@@ -172,6 +190,7 @@ class ScopeWindow:
         n = len(self.docs)
         if keys.size == 0 or n == 0:
             return np.zeros(0, dtype=np.int64)
+        assert isinstance(self.index, PostingIndex)
         return self.index.candidates(keys, self.doc_base, n, self.facts, slack, needed,
                                      unindexed, hours, sizes)
 

@@ -1,0 +1,1059 @@
+/* The flat streaming index of one scope window (core/engine.py: FlatIndex), one call per
+ * decision with the GIL released.
+ *
+ * Documents are numbered in arrival order. A hash table (open addressing, linear probing)
+ * maps each indexed q-gram, as its 64-bit mixed code (fmix64 of the q-gram code, a
+ * bijection, so keys are exact), to an append-only list of document numbers (one malloc'd
+ * block, grown by half: a key's postings are one sequential read). A key held by a
+ * ``dense_fraction`` share of the window is a bitmap row over the window's documents
+ * instead, added into bit-sliced counters by carry-save adders (sixteen rows at a time)
+ * and spread into the counts eight documents at a time. Expiry moves ``base``: a list's
+ * expired head is skipped (binary search) when it is next read, and a sweep, once a
+ * quarter of the window has expired since the last one, trims every list, shrinks lists
+ * and rows, turns rows of keys no longer dense back into lists and drops empty keys.
+ *
+ * Two modes, fixed at creation:
+ * - full (threshold < 0.5): every q-gram of a document is indexed, so the count of a
+ *   document's postings under the query's q-grams is |A ∩ B| exactly; the decision is one
+ *   pass over the counts, no verification.
+ * - prefix: each document is indexed under its extended prefix (under the order current
+ *   when it was added) and keeps its signature (the sorted q-gram codes). The query probes
+ *   with its whole signature, so the count c = |A ∩ prefix(B)| needs no order at probe
+ *   time, and a match reaching the pair's overlap o = max(need_A, need_B) has
+ *   c >= o - unindexed_B (B's shared q-grams outside its prefix are at most its unindexed
+ *   tail). Survivors are verified on the stored signatures in order of their upper bound
+ *   min(c + unindexed_B, |A|, |B|) / max(|A|, |B|), stopping once no remaining candidate
+ *   can beat the best match.
+ * Either way the best match is the highest doc_q >= threshold, ties to the lowest number.
+ */
+#include "_kernels.h"
+
+#include <math.h>
+#include <structmember.h>
+
+/* A key's posting list: a malloc'd block of a header (capacity, first live posting,
+ * postings, dense row or NO_ROW) and document numbers, ascending. A dense key's postings
+ * live in its row instead: its block is a header only. */
+#define HDR 4
+#define NO_ROW 0xffffffffu
+#define MIN_TABLE 1024
+/* A key held by at least ``share`` of the window's documents (the dense_fraction setting)
+ * and DENSE_MIN is a bitmap row instead of a list, counted by carry-save adders: a posting
+ * costs about a word operation, a row a few per 64 window documents. A row whose key falls
+ * below half that share turns back into a list at the next sweep. */
+#define DENSE_MIN 64
+#define ROW_STEP 64 /* words a row grows by: 4,096 documents */
+
+typedef struct {
+    uint64_t key;
+    uint32_t *b; /* its block; NULL: an empty slot */
+} eslot_t;
+
+typedef struct {
+    int64_t sig;           /* offset of its signature in the arena (prefix mode) */
+    int32_t hour, size;    /* event hour, |signature| */
+    int32_t need, unidx;   /* min_overlap(size, t), q-grams outside its indexed prefix */
+} edoc_t;
+
+typedef struct {
+    int64_t pos;           /* number - the call's aligned base */
+    int64_t ub, denom;     /* upper bound of the overlap, max(|A|, |B|) */
+} ecand_t;
+
+typedef struct {
+    uint64_t *w;     /* w[i]: documents 64 * (wfirst + i) .. + 63; NULL: a free row */
+    int64_t wfirst;
+    size_t nw, cap;  /* words held (the window's later ones are 0), allocated */
+} erow_t;
+
+typedef struct {
+    PyObject_HEAD
+    int full;
+    double t, share; /* threshold, dense_fraction */
+    eslot_t *tab;
+    size_t mask, used;
+    erow_t *rows;
+    size_t nrows, rcap;
+    uint32_t *freerows; /* indices of free rows */
+    size_t nfree, fcap;
+    edoc_t *docs;       /* docs[i] is document dfirst + i */
+    uint16_t *gaps;     /* gaps[i]: min(need - unidx, 65535) of docs[i], read first */
+    size_t gcap;
+    int64_t dfirst;
+    size_t dn, dcap;
+    int64_t base, end;  /* live documents: base .. end - 1 */
+    uint64_t *sigs;     /* sigs[i] is arena offset sfirst + i */
+    int64_t sfirst;
+    size_t slen, scap;
+    uint32_t *counts;   /* per document from the aligned base, zero between calls */
+    uint32_t *touched;
+    size_t ccap;        /* capacity of counts and touched */
+    uint32_t *heads;    /* per query key: its slot (scratch) */
+    size_t hcap;
+    const uint64_t **dense; /* the rows a query counts (scratch) */
+    size_t dncap;
+    uint64_t *slices;   /* bit-sliced counts of the dense rows (scratch) */
+    size_t slcap;
+    ecand_t *cands;
+    size_t kcap;
+    int64_t postings;   /* postings in lists, expired ones not yet trimmed included */
+    int64_t listwords;  /* words allocated to lists */
+    int64_t swept;      /* base at the last sweep */
+} EngineObject;
+
+static uint32_t SPREAD[256][8]; /* SPREAD[b][i]: bit i of b */
+static uint64_t LANES[256][2];  /* bit i of b in 16-bit lane i % 4 of word i / 4 */
+
+/* -- memory ------------------------------------------------------------------------------ */
+
+static int
+grow(void **p, size_t *cap, size_t need, size_t item)
+{
+    if (need <= *cap)
+        return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, c * item);
+    if (q == NULL)
+        return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+/* An empty list with room for ``cap`` postings; NULL when out of memory. */
+static uint32_t *
+block_new(EngineObject *e, uint32_t cap)
+{
+    uint32_t *b = malloc((HDR + (size_t)cap) * 4);
+    if (b == NULL)
+        return NULL;
+    b[0] = cap;
+    b[1] = b[2] = 0;
+    b[3] = NO_ROW;
+    e->listwords += HDR + cap;
+    return b;
+}
+
+static void
+block_free(EngineObject *e, uint32_t *b)
+{
+    e->listwords -= HDR + b[0];
+    e->postings -= b[2] - b[1];
+    free(b);
+}
+
+/* ``s``'s block with room for ``cap`` postings, its live ones moved to the front. */
+static int
+block_resize(EngineObject *e, eslot_t *s, uint32_t cap)
+{
+    uint32_t *b = s->b, live = b[2] - b[1];
+    if (b[1])
+        memmove(b + HDR, b + HDR + b[1], (size_t)live * 4);
+    b[1] = 0;
+    b[2] = live;
+    uint32_t *nb = realloc(b, (HDR + (size_t)cap) * 4);
+    if (nb == NULL)
+        return -1;
+    e->listwords += (int64_t)cap - nb[0];
+    nb[0] = cap;
+    s->b = nb;
+    return 0;
+}
+
+/* Skip the expired postings at the head of ``s``'s list; returns the live ones. */
+static uint32_t
+trim(EngineObject *e, eslot_t *s)
+{
+    uint32_t *b = s->b;
+    uint32_t lo = b[1], hi = b[2];
+    if (lo < hi && (int64_t)b[HDR + lo] < e->base) {
+        while (lo < hi) { /* the first live posting */
+            uint32_t mid = lo + (hi - lo) / 2;
+            if ((int64_t)b[HDR + mid] < e->base)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        e->postings -= lo - b[1];
+        b[1] = lo;
+    }
+    return b[2] - b[1];
+}
+
+/* Free ``s``'s row (its list must hold its postings again, or the key go). */
+static int
+row_free(EngineObject *e, eslot_t *s)
+{
+    uint32_t k = s->b[3];
+    erow_t *r = &e->rows[k];
+    free(r->w);
+    r->w = NULL;
+    r->nw = r->cap = 0;
+    s->b[3] = NO_ROW;
+    if (grow((void **)&e->freerows, &e->fcap, e->nfree + 1, 4))
+        return -1;
+    e->freerows[e->nfree++] = k;
+    return 0;
+}
+
+/* Set the bit of document ``number`` in row ``r``. */
+static int
+row_set(erow_t *r, int64_t number)
+{
+    size_t i = (size_t)((number >> 6) - r->wfirst);
+    if (i >= r->nw) {
+        if (i >= r->cap) { /* a step at a time: rows are many and long */
+            size_t cap = i + ROW_STEP;
+            uint64_t *w = realloc(r->w, cap * 8);
+            if (w == NULL)
+                return -1;
+            r->w = w;
+            r->cap = cap;
+        }
+        memset(r->w + r->nw, 0, (i + 1 - r->nw) * 8);
+        r->nw = i + 1;
+    }
+    r->w[i] |= (uint64_t)1 << (number & 63);
+    return 0;
+}
+
+/* Turn ``s``'s list (trimmed) into a row; its block keeps the header only. */
+static int
+row_make(EngineObject *e, eslot_t *s)
+{
+    uint32_t k;
+    if (e->nfree) {
+        k = e->freerows[--e->nfree];
+    } else {
+        if (grow((void **)&e->rows, &e->rcap, e->nrows + 1, sizeof(erow_t)))
+            return -1;
+        k = (uint32_t)e->nrows++;
+        e->rows[k].w = NULL;
+    }
+    erow_t *r = &e->rows[k];
+    r->w = NULL;
+    r->nw = r->cap = 0;
+    r->wfirst = e->base >> 6;
+    const uint32_t *b = s->b;
+    for (uint32_t j = b[1]; j < b[2]; j++)
+        if (row_set(r, b[HDR + j]))
+            return -1;
+    e->postings -= b[2] - b[1];
+    s->b[1] = s->b[2] = 0;
+    s->b[3] = k;
+    return block_resize(e, s, 0);
+}
+
+/* Live documents of row ``r`` (popcount from the window's first). */
+static int64_t
+row_count(const EngineObject *e, const erow_t *r)
+{
+    int64_t n = 0;
+    size_t from = (size_t)((e->base >> 6) - r->wfirst);
+    for (size_t i = from; i < r->nw; i++)
+        n += __builtin_popcountll(r->w[i]);
+    if (from < r->nw) /* the first word's expired documents */
+        n -= __builtin_popcountll(r->w[from] & (((uint64_t)1 << (e->base & 63)) - 1));
+    return n;
+}
+
+/* Turn ``s``'s row back into a list of its live documents. */
+static int
+row_to_list(EngineObject *e, eslot_t *s, uint32_t n)
+{
+    erow_t *r = &e->rows[s->b[3]];
+    if (block_resize(e, s, n))
+        return -1;
+    uint32_t *b = s->b, m = 0;
+    for (size_t i = 0; i < r->nw; i++) {
+        uint64_t bits = r->w[i];
+        while (bits) {
+            int64_t number = 64 * (r->wfirst + (int64_t)i) + __builtin_ctzll(bits);
+            bits &= bits - 1;
+            if (number >= e->base && m < n)
+                b[HDR + m++] = (uint32_t)number;
+        }
+    }
+    b[2] = m;
+    e->postings += m;
+    return row_free(e, s);
+}
+
+/* Drop the words of ``r`` before the window's first, and its unused capacity. */
+static void
+row_compact(EngineObject *e, erow_t *r)
+{
+    int64_t dead = (e->base >> 6) - r->wfirst;
+    if (dead > 0) {
+        if ((size_t)dead >= r->nw) {
+            r->nw = 0;
+        } else {
+            memmove(r->w, r->w + dead, (r->nw - (size_t)dead) * 8);
+            r->nw -= (size_t)dead;
+        }
+        r->wfirst += dead;
+    }
+    if (r->cap > r->nw + ROW_STEP) {
+        uint64_t *w = realloc(r->w, (r->nw + ROW_STEP) * 8);
+        if (w != NULL) {
+            r->w = w;
+            r->cap = r->nw + ROW_STEP;
+        }
+    }
+}
+
+/* -- the table --------------------------------------------------------------------------- */
+
+static eslot_t *
+find(const EngineObject *e, uint64_t key)
+{
+    size_t i = (size_t)key & e->mask;
+    for (;;) {
+        eslot_t *s = &e->tab[i];
+        if (s->b == NULL || s->key == key)
+            return s;
+        i = (i + 1) & e->mask;
+    }
+}
+
+static int
+rehash(EngineObject *e, size_t cap)
+{
+    eslot_t *old = e->tab;
+    size_t oldcap = old ? e->mask + 1 : 0;
+    eslot_t *tab = calloc(cap, sizeof(eslot_t));
+    if (tab == NULL)
+        return -1;
+    e->tab = tab;
+    e->mask = cap - 1;
+    for (size_t i = 0; i < oldcap; i++)
+        if (old[i].b)
+            *find(e, old[i].key) = old[i];
+    free(old);
+    return 0;
+}
+
+/* Drop expired postings of every key and the keys left with none; shrink lists and rows
+ * to what is live; turn rows of keys no longer dense back into lists; then a table sized
+ * for the keys that remain (which also closes the holes the dropped keys left in probe
+ * runs). */
+static int
+sweep(EngineObject *e)
+{
+    size_t kept = 0, cap = e->mask + 1;
+    int64_t live = e->end - e->base;
+    for (size_t i = 0; i < cap; i++) {
+        eslot_t *s = &e->tab[i];
+        if (!s->b)
+            continue;
+        if (s->b[3] != NO_ROW) {
+            erow_t *r = &e->rows[s->b[3]];
+            int64_t n = row_count(e, r);
+            if (n == 0) {
+                if (row_free(e, s))
+                    return -1;
+                block_free(e, s->b);
+                s->b = NULL;
+                continue;
+            }
+            kept++;
+            if ((double)n * 2 < e->share * (double)live || n < DENSE_MIN / 2) {
+                if (row_to_list(e, s, (uint32_t)n))
+                    return -1;
+            } else {
+                row_compact(e, r);
+            }
+            continue;
+        }
+        uint32_t n = trim(e, s);
+        if (n == 0) {
+            block_free(e, s->b);
+            s->b = NULL;
+            continue;
+        }
+        kept++;
+        if (n * 2 < s->b[0] && block_resize(e, s, n + n / 4))
+            return -1;
+    }
+    e->used = kept;
+    e->swept = e->base;
+    size_t want = MIN_TABLE;
+    while (want < 4 * kept)
+        want *= 2;
+    if (want > cap)
+        want = cap;
+    return rehash(e, want);
+}
+
+/* -- documents --------------------------------------------------------------------------- */
+
+static void
+compact(EngineObject *e)
+{
+    int64_t dead = e->base - e->dfirst;
+    if (dead < 1024 || (size_t)dead * 2 < e->dn)
+        return;
+    if (!e->full && (size_t)dead < e->dn) {
+        int64_t from = e->docs[dead].sig - e->sfirst;
+        memmove(e->sigs, e->sigs + from, (e->slen - (size_t)from) * 8);
+        e->slen -= (size_t)from;
+        e->sfirst += from;
+    } else if (!e->full) {
+        e->sfirst += (int64_t)e->slen;
+        e->slen = 0;
+    }
+    memmove(e->docs, e->docs + dead, (e->dn - (size_t)dead) * sizeof(edoc_t));
+    memmove(e->gaps, e->gaps + dead, (e->dn - (size_t)dead) * 2);
+    e->dn -= (size_t)dead;
+    e->dfirst += dead;
+}
+
+static int
+engine_init(EngineObject *e, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"threshold", "full", "dense_fraction", NULL};
+    double t, dense;
+    int full;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "dpd", names, &t, &full, &dense))
+        return -1;
+    if (!(t > 0.0 && t <= 1.0) || !(dense >= 0.0 && dense <= 1.0)) {
+        PyErr_SetString(PyExc_ValueError, "threshold must be in (0, 1], dense_fraction in [0, 1]");
+        return -1;
+    }
+    e->share = dense;
+    if (e->tab != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Engine already initialised");
+        return -1;
+    }
+    e->t = t;
+    e->full = full;
+    if (rehash(e, MIN_TABLE)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void
+engine_dealloc(EngineObject *e)
+{
+    for (size_t i = 0; i < e->nrows; i++)
+        free(e->rows[i].w);
+    if (e->tab != NULL)
+        for (size_t i = 0; i <= e->mask; i++)
+            free(e->tab[i].b);
+    free(e->rows);
+    free(e->freerows);
+    free(e->tab);
+    free(e->docs);
+    free(e->gaps);
+    free(e->sigs);
+    free(e->counts);
+    free(e->touched);
+    free(e->heads);
+    free(e->dense);
+    free(e->slices);
+    free(e->cands);
+    Py_TYPE(e)->tp_free((PyObject *)e);
+}
+
+PyDoc_STRVAR(add_doc,
+"add(keys, sig, hour, size, need, unindexed) -> int\n\nIndex the next document under "
+"``keys`` (distinct mixed codes, uint64): its hour, |signature|, min_overlap(size, t) and "
+"how many of its q-grams are not in ``keys``; ``sig`` (its sorted codes, uint64) is kept "
+"for verification in prefix mode, ignored (may be None) in full mode. Returns its number.");
+
+/* Append ``number`` to the postings of ``s`` (a list); -1 when out of memory. */
+static int
+append(EngineObject *e, eslot_t *s, uint32_t number)
+{
+    uint32_t *b = s->b;
+    if (b[2] == b[0]) {
+        uint32_t live = b[2] - b[1];
+        /* an expired head makes room; else grow by half (rarely used slack stays small) */
+        if (block_resize(e, s, live * 2 <= b[0] && b[0] ? b[0] : b[0] + b[0] / 2 + 2))
+            return -1;
+        b = s->b;
+    }
+    b[HDR + b[2]++] = number;
+    e->postings++;
+    return 0;
+}
+
+static PyObject *
+engine_add(EngineObject *e, PyObject *args)
+{
+    Py_buffer kb = {0}, sb = {0};
+    PyObject *sigobj;
+    int hour, size, need, unidx;
+    if (!PyArg_ParseTuple(args, "y*Oiiii", &kb, &sigobj, &hour, &size, &need, &unidx))
+        return NULL;
+    PyObject *result = NULL;
+    if (ndd_check(&kb, 8, "keys"))
+        goto done;
+    if (!e->full) {
+        if (PyObject_GetBuffer(sigobj, &sb, PyBUF_SIMPLE) < 0 || ndd_check(&sb, 8, "sig"))
+            goto done;
+        if (sb.len / 8 != size) {
+            PyErr_SetString(PyExc_ValueError, "sig must hold size codes");
+            goto done;
+        }
+    }
+    if (e->end >= (int64_t)UINT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "2**32 documents in one window's numbering");
+        goto done;
+    }
+    {
+        const uint64_t *k = kb.buf;
+        size_t m = (size_t)kb.len / 8;
+        if ((e->used + m) * 2 > e->mask + 1) {
+            size_t cap = e->mask + 1;
+            while ((e->used + m) * 2 > cap)
+                cap *= 2;
+            if (rehash(e, cap))
+                goto nomem;
+        }
+        if (grow((void **)&e->docs, &e->dcap, e->dn + 1, sizeof(edoc_t))
+                || grow((void **)&e->gaps, &e->gcap, e->dn + 1, 2))
+            goto nomem;
+        int64_t off = 0;
+        if (!e->full) {
+            if (e->slen + (size_t)size > e->scap) { /* by half: the arena is most of it */
+                size_t cap = e->scap + e->scap / 2 + (size_t)size + 4096;
+                uint64_t *sg = realloc(e->sigs, cap * 8);
+                if (sg == NULL)
+                    goto nomem;
+                e->sigs = sg;
+                e->scap = cap;
+            }
+            memcpy(e->sigs + e->slen, sb.buf, (size_t)size * 8);
+            off = e->sfirst + (int64_t)e->slen;
+            e->slen += (size_t)size;
+        }
+        uint32_t number = (uint32_t)e->end;
+        /* dense_fraction 0: never */
+        double at = e->share > 0.0 ? e->share * (double)(e->end + 1 - e->base) : 1e300;
+        int64_t dense_at = at < (double)DENSE_MIN ? DENSE_MIN
+                           : at > 4e9 ? INT64_MAX : (int64_t)ceil(at);
+        /* A failure part way leaves some keys with this number: the engine is then unusable
+         * (as after any MemoryError in a decision, the process restarts from the store). */
+        for (size_t i = 0; i < m; i++) {
+            eslot_t *s = find(e, k[i]);
+            if (!s->b) {
+                if ((s->b = block_new(e, 1)) == NULL)
+                    goto nomem;
+                s->key = k[i];
+                e->used++;
+            }
+            if (s->b[3] != NO_ROW) {
+                if (row_set(&e->rows[s->b[3]], number))
+                    goto nomem;
+                continue;
+            }
+            if (append(e, s, number))
+                goto nomem;
+            if (e->full && (int64_t)(s->b[2] - s->b[1]) >= dense_at
+                    && (int64_t)trim(e, s) >= dense_at && row_make(e, s))
+                goto nomem;
+        }
+        int gap = need - unidx;
+        e->gaps[e->dn] = (uint16_t)(gap < 0 ? 0 : gap > 65535 ? 65535 : gap);
+        edoc_t *d = &e->docs[e->dn++];
+        d->sig = off;
+        d->hour = hour;
+        d->size = size;
+        d->need = need;
+        d->unidx = unidx;
+        e->end++;
+        result = PyLong_FromLongLong((long long)number);
+        goto done;
+    }
+nomem:
+    PyErr_NoMemory();
+done:
+    PyBuffer_Release(&kb);
+    if (sb.obj)
+        PyBuffer_Release(&sb);
+    return result;
+}
+
+PyDoc_STRVAR(release_doc,
+"release_before(number)\n\nForget the documents numbered below ``number`` (expired).");
+
+static PyObject *
+engine_release(EngineObject *e, PyObject *args)
+{
+    long long number;
+    if (!PyArg_ParseTuple(args, "L", &number))
+        return NULL;
+    if (number > e->end)
+        number = e->end;
+    if (number <= e->base)
+        Py_RETURN_NONE;
+    e->base = number;
+    compact(e);
+    if ((e->base - e->swept) * 4 > e->end - e->base + 4096 && sweep(e))
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+/* |a ∩ b| of two ascending arrays of distinct codes. */
+static int64_t
+overlap(const uint64_t *a, int64_t na, const uint64_t *b, int64_t nb)
+{
+    int64_t i = 0, j = 0, c = 0;
+    while (i < na && j < nb) {
+        uint64_t x = a[i], y = b[j];
+        c += x == y;
+        i += x <= y;
+        j += y <= x;
+    }
+    return c;
+}
+
+/* Whether a/b > c/d (all positive denominators; exact on integers). */
+static inline int
+above(int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    return (__int128)a * d > (__int128)c * b;
+}
+
+static int
+cand_order(const void *x, const void *y)
+{
+    const ecand_t *p = x, *q = y;
+    if (above(p->ub, p->denom, q->ub, q->denom))
+        return -1;
+    if (above(q->ub, q->denom, p->ub, p->denom))
+        return 1;
+    return (p->pos > q->pos) - (p->pos < q->pos);
+}
+
+static PyTypeObject MatchType;
+
+static PyStructSequence_Field match_fields[] = {
+    {"number", "the best match's document number, -1 when none reaches the threshold"},
+    {"shared", "|A ∩ B| with it"},
+    {"candidates", "documents that passed the count filter"},
+    {"verified", "of those, verified on their signatures (prefix mode)"},
+    {"postings", "postings read"},
+    {NULL, NULL},
+};
+
+static PyStructSequence_Desc match_desc = {
+    "ndd_stream.core._kernels.Match", "The outcome of Engine.best.", match_fields, 5,
+};
+
+static inline void
+csa(uint64_t *h, uint64_t *l, uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t u = a ^ b;
+    *h = (a & b) | (u & c);
+    *l = u ^ c;
+}
+
+/* Sixteen rows into the low four slices (ones .. eights) by a carry-save adder tree
+ * (Harley-Seal); the carries of sixteen into ``c16``. Separate restrict pointers, so the
+ * compiler vectorises over words. */
+static void
+csa16(const uint64_t *const *x, size_t W, uint64_t *restrict s1, uint64_t *restrict s2,
+      uint64_t *restrict s4, uint64_t *restrict s8, uint64_t *restrict c16)
+{
+    const uint64_t *restrict y0 = x[0], *restrict y1 = x[1], *restrict y2 = x[2],
+                   *restrict y3 = x[3], *restrict y4 = x[4], *restrict y5 = x[5],
+                   *restrict y6 = x[6], *restrict y7 = x[7], *restrict y8 = x[8],
+                   *restrict y9 = x[9], *restrict y10 = x[10], *restrict y11 = x[11],
+                   *restrict y12 = x[12], *restrict y13 = x[13], *restrict y14 = x[14],
+                   *restrict y15 = x[15];
+    for (size_t w = 0; w < W; w++) {
+        uint64_t ones = s1[w], twos = s2[w], fours = s4[w], eights = s8[w];
+        uint64_t twosA, twosB, foursA, foursB, eightsA, eightsB, sixteens;
+        csa(&twosA, &ones, ones, y0[w], y1[w]);
+        csa(&twosB, &ones, ones, y2[w], y3[w]);
+        csa(&foursA, &twos, twos, twosA, twosB);
+        csa(&twosA, &ones, ones, y4[w], y5[w]);
+        csa(&twosB, &ones, ones, y6[w], y7[w]);
+        csa(&foursB, &twos, twos, twosA, twosB);
+        csa(&eightsA, &fours, fours, foursA, foursB);
+        csa(&twosA, &ones, ones, y8[w], y9[w]);
+        csa(&twosB, &ones, ones, y10[w], y11[w]);
+        csa(&foursA, &twos, twos, twosA, twosB);
+        csa(&twosA, &ones, ones, y12[w], y13[w]);
+        csa(&twosB, &ones, ones, y14[w], y15[w]);
+        csa(&foursB, &twos, twos, twosA, twosB);
+        csa(&eightsB, &fours, fours, foursA, foursB);
+        csa(&sixteens, &eights, eights, eightsA, eightsB);
+        s1[w] = ones;
+        s2[w] = twos;
+        s4[w] = fours;
+        s8[w] = eights;
+        c16[w] = sixteens;
+    }
+}
+
+/* Add the bitmap ``c`` (W words) into slices ``from`` .. B-1 of S, carries rippled. */
+static void
+ripple(uint64_t *restrict S, size_t W, int from, int B, uint64_t *restrict c)
+{
+    for (int b = from; b < B; b++) {
+        uint64_t *restrict s = S + (size_t)b * W;
+        for (size_t w = 0; w < W; w++) {
+            uint64_t t = s[w] & c[w];
+            s[w] ^= c[w];
+            c[w] = t;
+        }
+    }
+}
+
+/* Add the k rows ``x`` (W words each) into the bit-sliced counter S (B >= 5 slices of W
+ * words, S[b * W + w]: bit b of the counts of word w); ``carry``: W words of scratch. */
+static void
+count_rows(const uint64_t *const *x, size_t k, size_t W, uint64_t *S, int B, uint64_t *carry)
+{
+    size_t g = 0;
+    for (; g + 16 <= k; g += 16) {
+        csa16(x + g, W, S, S + W, S + 2 * W, S + 3 * W, carry);
+        ripple(S, W, 4, B, carry);
+    }
+    for (; g < k; g++) {
+        memcpy(carry, x[g], W * 8);
+        ripple(S, W, 0, B, carry);
+    }
+}
+
+/* cnt[64 w + i] += the count in S of bit i of word w: a byte of a slice at a time (any B). */
+static void
+spread_bytes(const uint64_t *S, size_t W, int B, uint32_t *cnt)
+{
+    for (int b = 0; b < B; b++) {
+        const uint64_t *s = S + (size_t)b * W;
+        for (size_t w = 0; w < W; w++) {
+            uint64_t bits = s[w];
+            uint32_t *c = cnt + 64 * w;
+            while (bits) {
+                int j = __builtin_ctzll(bits) >> 3;
+                unsigned by = (unsigned)(bits >> (8 * j)) & 0xffu;
+                bits &= ~((uint64_t)0xff << (8 * j));
+                const uint32_t *sp = SPREAD[by];
+                uint32_t *cj = c + 8 * j;
+                for (int i = 0; i < 8; i++)
+                    cj[i] += sp[i] << b;
+            }
+        }
+    }
+}
+
+/* As spread_bytes for B <= 16: the B bytes of eight documents summed into eight 16-bit
+ * lanes (two words), then added to their counts. */
+static void
+spread_add(const uint64_t *S, size_t W, int B, uint32_t *cnt)
+{
+    if (B > 16) {
+        spread_bytes(S, W, B, cnt);
+        return;
+    }
+    for (size_t w = 0; w < W; w++) {
+        for (int j = 0; j < 8; j++) {
+            uint64_t lo = 0, hi = 0;
+            for (int b = 0; b < B; b++) {
+                unsigned by = (unsigned)(S[(size_t)b * W + w] >> (8 * j)) & 0xffu;
+                lo += LANES[by][0] << b;
+                hi += LANES[by][1] << b;
+            }
+            if (!(lo | hi))
+                continue;
+            uint32_t *c = cnt + 64 * w + 8 * j;
+            for (int i = 0; i < 4; i++) {
+                c[i] += (uint32_t)(lo >> (16 * i)) & 0xffffu;
+                c[4 + i] += (uint32_t)(hi >> (16 * i)) & 0xffffu;
+            }
+        }
+    }
+}
+
+PyDoc_STRVAR(best_doc,
+"best(keys, sig, need, unindexed, hour_lo, hour_hi, size_lo, size_hi) -> Match\n\nThe best "
+"match of a query with sorted codes ``sig`` (uint64; |sig| = its size) that needs ``need`` "
+"shared q-grams, among the live documents whose hour and size lie in the inclusive ranges: "
+"the highest doc_q >= threshold, ties to the lowest number. ``keys`` (uint64) are looked "
+"up: in full mode its distinct mixed codes; in prefix mode, for each order version of the "
+"window, its prefix under that version as the documents of that version were indexed, "
+"leaving ``unindexed`` of its q-grams out.");
+
+static PyObject *
+engine_best(EngineObject *e, PyObject *args)
+{
+    Py_buffer kb = {0}, sb = {0};
+    long long need, uq, h0, h1, s0, s1;
+    if (!PyArg_ParseTuple(args, "y*y*LLLLLL", &kb, &sb, &need, &uq, &h0, &h1, &s0, &s1))
+        return NULL;
+    PyObject *result = NULL;
+    if (ndd_check(&kb, 8, "keys") || ndd_check(&sb, 8, "sig"))
+        goto done;
+    {
+        size_t live = (size_t)(e->end - e->base);
+        int64_t abase = e->base & ~(int64_t)63;
+        int64_t wb = e->base >> 6;
+        size_t W = live ? (size_t)(((e->end - 1) >> 6) - wb + 1) : 0;
+        size_t span = W * 64, m = (size_t)kb.len / 8;
+        int B = 1;
+        while (((size_t)1 << B) <= m)
+            B++;
+        if (B < 5)
+            B = 5;
+        if (grow((void **)&e->heads, &e->hcap, m + 1, 4)
+                || grow((void **)&e->dense, &e->dncap, m + 1, sizeof(uint64_t *))
+                || grow((void **)&e->slices, &e->slcap, (size_t)(B + 1) * W + 1, 8)
+                || grow((void **)&e->cands, &e->kcap, live + 1, sizeof(ecand_t)))
+            goto nomem;
+        if (span + 64 > e->ccap) {
+            size_t old = e->ccap;
+            if (grow((void **)&e->counts, &e->ccap, span + 64, 4))
+                goto nomem;
+            memset(e->counts + old, 0, (e->ccap - old) * 4);
+            void *t = realloc(e->touched, e->ccap * 4);
+            if (t == NULL)
+                goto nomem;
+            e->touched = t;
+        }
+        const uint64_t *k = kb.buf, *qs = sb.buf;
+        int64_t qsize = sb.len / 8;
+        int64_t best = -1, bshared = 0, bdenom = 1, ncand = 0, nver = 0, npost = 0;
+        int failed = 0;
+        Py_BEGIN_ALLOW_THREADS
+        /* 1. the slot of every query key present, its table line fetched ahead */
+        size_t nh = 0;
+        const size_t AHEAD = 8;
+        for (size_t i = 0; i < m && i < AHEAD; i++)
+            PREFETCH(&e->tab[(size_t)k[i] & e->mask]);
+        for (size_t i = 0; i < m; i++) {
+            if (i + AHEAD < m)
+                PREFETCH(&e->tab[(size_t)k[i + AHEAD] & e->mask]);
+            eslot_t *s = find(e, k[i]);
+            if (s->b) {
+                e->heads[nh++] = (uint32_t)(s - e->tab);
+                PREFETCH(s->b);
+            }
+        }
+        /* 2. ScanCount over the sparse keys; the dense ones' rows set aside */
+        uint32_t *cnt = e->counts, *touched = e->touched;
+        size_t nt = 0, nd = 0;
+        for (size_t h = 0; h < nh; h++) {
+            eslot_t *s = &e->tab[e->heads[h]];
+            if (s->b[3] != NO_ROW) {
+                erow_t *r = &e->rows[s->b[3]];
+                size_t need_w = (size_t)(wb - r->wfirst) + W;
+                if (r->nw < need_w) {
+                    if (grow((void **)&r->w, &r->cap, need_w, 8)) {
+                        failed = 1;
+                        break;
+                    }
+                    memset(r->w + r->nw, 0, (need_w - r->nw) * 8);
+                    r->nw = need_w;
+                }
+                e->dense[nd++] = r->w + (wb - r->wfirst);
+                continue;
+            }
+            uint32_t n = trim(e, s);
+            if (n == 0)
+                continue;
+            const uint32_t *p = s->b + HDR + s->b[1];
+            npost += n;
+            if (e->full) {
+                for (uint32_t j = 0; j < n; j++)
+                    cnt[p[j] - (uint32_t)abase]++;
+            } else {
+                for (uint32_t j = 0; j < n; j++) { /* no branch: first touches are random */
+                    uint32_t x = p[j] - (uint32_t)abase;
+                    touched[nt] = x;
+                    nt += cnt[x]++ == 0;
+                }
+            }
+        }
+        /* 3. the dense rows, added bit-sliced then spread into the counts */
+        if (nd && !failed) {
+            B = 5; /* enough bits for nd rows (at most the query's keys: allocated above) */
+            while (((size_t)1 << B) <= nd)
+                B++;
+            memset(e->slices, 0, (size_t)B * W * 8);
+            count_rows(e->dense, nd, W, e->slices, B, e->slices + (size_t)B * W);
+            spread_add(e->slices, W, B, cnt);
+            npost += (int64_t)(nd * W);
+        }
+        /* 4. the best match */
+        const edoc_t *docs = e->docs + (abase - e->dfirst); /* docs[x]: number abase + x */
+        double t = e->t;
+        size_t first = (size_t)(e->base - abase);
+        if (failed) {
+            memset(cnt, 0, span * 4);
+        } else if (e->full) {
+            for (size_t x = first; x < first + live; x++) {
+                int64_t c = cnt[x];
+                if (c < need)
+                    continue;
+                const edoc_t *d = &docs[x];
+                if (c < d->need || d->hour < h0 || d->hour > h1 || d->size < s0
+                        || d->size > s1)
+                    continue;
+                ncand++; /* reaches the pair's overlap: a match */
+                int64_t denom = qsize > d->size ? qsize : d->size;
+                if ((double)c / (double)denom >= t
+                        && (best < 0 || above(c, denom, bshared, bdenom))) {
+                    best = (int64_t)x;
+                    bshared = c;
+                    bdenom = denom;
+                }
+            }
+            memset(cnt, 0, span * 4);
+        } else {
+            size_t nk = 0;
+            const uint16_t *gaps = e->gaps + (abase - e->dfirst);
+            for (size_t i = 0; i < nt; i++) {
+                uint32_t x = touched[i];
+                int64_t c = cnt[x];
+                cnt[x] = 0;
+                /* c + max(uq, unidx) >= o >= need implies c + uq >= need - unidx: most
+                 * touched documents share a q-gram or two, ruled out by two bytes */
+                if (c + uq < gaps[x])
+                    continue;
+                const edoc_t *d = &docs[x];
+                int64_t o = need > d->need ? need : d->need;
+                int64_t u = uq > d->unidx ? uq : d->unidx;
+                if (c + u < o || d->hour < h0 || d->hour > h1 || d->size < s0 || d->size > s1)
+                    continue;
+                /* the shared q-grams the count missed are outside one of the prefixes */
+                int64_t small = qsize < d->size ? qsize : d->size;
+                int64_t denom = qsize > d->size ? qsize : d->size;
+                int64_t ub = c + d->unidx + uq < small ? c + d->unidx + uq : small;
+                if ((double)ub / (double)denom < t)
+                    continue;
+                e->cands[nk].pos = x;
+                e->cands[nk].ub = ub;
+                e->cands[nk].denom = denom;
+                nk++;
+            }
+            ncand = (int64_t)nk;
+            qsort(e->cands, nk, sizeof(ecand_t), cand_order);
+            for (size_t i = 0; i < nk; i++) {
+                const ecand_t *c = &e->cands[i];
+                if (best >= 0) {
+                    if (above(bshared, bdenom, c->ub, c->denom))
+                        break; /* sorted: no later candidate can reach the best */
+                    if (!above(c->ub, c->denom, bshared, bdenom) && c->pos > best)
+                        continue; /* at best a tie, lost to the earlier document */
+                }
+                const edoc_t *d = &docs[c->pos];
+                int64_t sh = overlap(qs, qsize, e->sigs + (d->sig - e->sfirst), d->size);
+                nver++;
+                if ((double)sh / (double)c->denom < t)
+                    continue;
+                if (best < 0 || above(sh, c->denom, bshared, bdenom)
+                        || (!above(bshared, bdenom, sh, c->denom) && c->pos < best)) {
+                    best = c->pos;
+                    bshared = sh;
+                    bdenom = c->denom;
+                }
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (failed)
+            goto nomem;
+        result = PyStructSequence_New(&MatchType);
+        if (result == NULL)
+            goto done;
+        long long vals[5] = {best < 0 ? -1 : best + abase, best < 0 ? 0 : bshared, ncand, nver,
+                             npost};
+        for (int i = 0; i < 5; i++) {
+            PyObject *v = PyLong_FromLongLong(vals[i]);
+            if (v == NULL) {
+                Py_CLEAR(result);
+                goto done;
+            }
+            PyStructSequence_SET_ITEM(result, i, v);
+        }
+        goto done;
+    }
+nomem:
+    PyErr_NoMemory();
+done:
+    PyBuffer_Release(&kb);
+    PyBuffer_Release(&sb);
+    return result;
+}
+
+static PyObject *
+engine_nbytes(EngineObject *e, void *closure)
+{
+    (void)closure;
+    size_t n = (e->mask + 1) * sizeof(eslot_t) + (size_t)e->listwords * 4
+               + e->dcap * sizeof(edoc_t) + e->gcap * 2
+               + e->scap * 8 + e->ccap * 8 + e->hcap * 4 + e->kcap * sizeof(ecand_t)
+               + e->rcap * sizeof(erow_t) + e->dncap * sizeof(uint64_t *) + e->slcap * 8
+               + e->fcap * 4;
+    for (size_t i = 0; i < e->nrows; i++)
+        if (e->rows[i].w != NULL)
+            n += e->rows[i].cap * 8;
+    return PyLong_FromSize_t(n);
+}
+
+static PyMethodDef engine_methods[] = {
+    {"add", (PyCFunction)engine_add, METH_VARARGS, add_doc},
+    {"best", (PyCFunction)engine_best, METH_VARARGS, best_doc},
+    {"release_before", (PyCFunction)engine_release, METH_VARARGS, release_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef engine_members[] = {
+    {"base", T_LONGLONG, offsetof(EngineObject, base), READONLY, "first live number"},
+    {"end", T_LONGLONG, offsetof(EngineObject, end), READONLY, "the next document's number"},
+    {"postings", T_LONGLONG, offsetof(EngineObject, postings), READONLY,
+     "postings held in lists (dense keys' rows aside; expired ones not yet trimmed included)"},
+    {"full", T_INT, offsetof(EngineObject, full), READONLY, "every q-gram indexed"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef engine_getset[] = {
+    {"nbytes", (getter)engine_nbytes, NULL, "bytes allocated", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject ndd_EngineType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "ndd_stream.core._kernels.Engine",
+    .tp_basicsize = sizeof(EngineObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Engine(threshold, full, dense_fraction): the flat index of one scope window (core.engine).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)engine_init,
+    .tp_dealloc = (destructor)engine_dealloc,
+    .tp_methods = engine_methods,
+    .tp_members = engine_members,
+    .tp_getset = engine_getset,
+};
+
+int
+ndd_engine_ready(PyObject *module)
+{
+    for (int b = 0; b < 256; b++)
+        for (int i = 0; i < 8; i++) {
+            SPREAD[b][i] = (uint32_t)(b >> i) & 1u;
+            LANES[b][i / 4] |= (uint64_t)((b >> i) & 1) << (16 * (i % 4));
+        }
+    if (PyType_Ready(&ndd_EngineType) < 0)
+        return -1;
+    if (MatchType.tp_name == NULL && PyStructSequence_InitType2(&MatchType, &match_desc) < 0)
+        return -1;
+    Py_INCREF(&ndd_EngineType);
+    if (PyModule_AddObject(module, "Engine", (PyObject *)&ndd_EngineType) < 0) {
+        Py_DECREF(&ndd_EngineType);
+        return -1;
+    }
+    Py_INCREF(&MatchType);
+    if (PyModule_AddObject(module, "Match", (PyObject *)&MatchType) < 0) {
+        Py_DECREF(&MatchType);
+        return -1;
+    }
+    return 0;
+}

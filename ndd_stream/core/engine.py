@@ -1,0 +1,101 @@
+"""The flat streaming index of one scope window, in C (``_engine.c``): one call per decision.
+
+A hash table from each indexed q-gram (its 64-bit mixed code, exact) to an append-only
+posting list of document numbers in arrival order, trimmed at the head as hours expire.
+Below ``FULL_PREFIX_BELOW`` every q-gram is indexed, so counting a query's postings gives
+|A ∩ B| of every window document exactly and the decision is a pass over the counts;
+from it up, documents are indexed under their extended prefix and keep their signature,
+the query probes with its whole signature (no order versions at probe time) and the
+survivors of the exact count bound are verified on the stored signatures, best upper
+bound first, stopping once none left can beat the best match. The GIL is released during
+the call. Where the kernels are not built the window keeps its LSM index
+(:mod:`ndd_stream.core.postings`) instead: the same decisions, slower.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ndd_stream.core import kernels
+from ndd_stream.core.qgrams import Codes
+from ndd_stream.core.similarity import FULL_PREFIX_BELOW
+
+
+class EngineMatch(NamedTuple):
+    """The outcome of :meth:`FlatIndex.best` (the C ``Match``, by name)."""
+
+    number: int  # the best match's document number, -1 when none reaches the threshold
+    shared: int  # |A ∩ B| with it
+    candidates: int  # documents that passed the count filter
+    verified: int  # of those, verified on their stored signatures (prefix mode)
+    postings: int  # postings read
+
+
+def available() -> bool:
+    """Whether the C engine can be used in this process."""
+    return kernels.running() and hasattr(kernels._C, "Engine")
+
+
+class FlatIndex:
+    """Document numbers from 0 in :meth:`add` order; ``release_before`` expires a front."""
+
+    def __init__(self, threshold: float,
+                 dense_fraction: float = kernels.DEFAULT_DENSE_FRACTION) -> None:
+        """``dense_fraction``: a q-gram held by at least this share of the window's
+        documents is also counted as a bitmap row (full mode; 0: never). Speed only."""
+        if not available():
+            raise RuntimeError("the C engine is not built (ndd_stream.core.kernels)")
+        self.threshold = threshold
+        self.full = threshold < FULL_PREFIX_BELOW
+        self._c = kernels._C.Engine(threshold, self.full, dense_fraction)  # type: ignore[attr-defined]
+
+    def add(self, keys: Codes, sig: Codes, hour: int, needed: int, unindexed: int) -> int:
+        """Index the next document under ``keys`` (its distinct mixed codes: all of them in
+        full mode, its extended prefix otherwise), with its sorted signature ``sig``, hour,
+        the overlap its matches need and how many of its q-grams ``keys`` leaves out;
+        returns its number."""
+        return int(self._c.add(np.ascontiguousarray(keys, dtype=np.uint64),
+                               None if self.full else np.ascontiguousarray(sig, dtype=np.uint64),
+                               hour, int(sig.size), needed, unindexed))
+
+    def best(self, keys: Codes, sig: Codes, needed: int, unindexed: int,
+             hours: tuple[int, int], sizes: tuple[int, int]) -> EngineMatch:
+        """The best match of a query with signature ``sig`` (``needed``: min_overlap(|sig|,
+        t)) among the live documents whose hour and size lie in the inclusive ranges: the
+        highest doc_q >= threshold, ties to the lowest number. ``keys``: the query's mixed
+        codes looked up, leaving ``unindexed`` of its q-grams out (0: all of them, which
+        keeps prefix-mode counts independent of the order each document was indexed
+        under)."""
+        found = self._c.best(np.ascontiguousarray(keys, dtype=np.uint64),
+                             np.ascontiguousarray(sig, dtype=np.uint64), needed, unindexed,
+                             hours[0], hours[1], sizes[0], min(sizes[1], 2**62))
+        return EngineMatch(*found)
+
+    def release_before(self, number: int) -> None:
+        """Forget the documents numbered below ``number``."""
+        self._c.release_before(number)
+
+    # The LSM index's housekeeping calls, nothing to do here.
+    def prepare(self) -> None:
+        """Nothing to prepare: the table is ready after every add."""
+
+    def get_ready(self) -> None:
+        """No count threads to wake."""
+
+    @property
+    def prepared(self) -> bool:
+        """Always ready for a lookup."""
+        return True
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._c.nbytes)
+
+    @property
+    def postings(self) -> int:
+        return int(self._c.postings)
+
+    def __len__(self) -> int:
+        return self.postings

@@ -1,0 +1,161 @@
+"""The flat index (core/engine.py, _engine.c) equals brute force, and the detector decides
+the same with it (C) as with the numpy index (a machine without a compiler)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ndd_stream.core import kernels
+from ndd_stream.core.detector import Detector, DetectorConfig
+from ndd_stream.core.document import Document
+from ndd_stream.core.engine import FlatIndex, available
+from ndd_stream.core.order import FrequencyBook
+from ndd_stream.core.qgrams import Codes, fmix64
+from ndd_stream.core.similarity import extended_prefix, min_overlap, size_bounds
+
+pytestmark = pytest.mark.skipif(not available(), reason="the C kernels are not built")
+
+
+@contextmanager
+def numpy_only() -> Iterator[None]:
+    saved = kernels.IMPLEMENTATION, kernels._C
+    kernels.IMPLEMENTATION, kernels._C = "numpy", None
+    try:
+        yield
+    finally:
+        kernels.IMPLEMENTATION, kernels._C = saved
+
+
+def add(index: FlatIndex, book: FrequencyBook, mixed: Codes, sig: Codes, hour: int,
+        threshold: float) -> int:
+    """Index as the detector does: every mixed code in full mode, else the extended prefix
+    under the current order."""
+    length = extended_prefix(sig.size, threshold)
+    keys = mixed if index.full else book.current.prefix(mixed, length)
+    book.count(mixed)
+    return index.add(keys, sig, hour, min_overlap(sig.size, threshold), int(sig.size) - length)
+
+
+def brute_best(query: Codes, docs: list[tuple[int, int, Codes]], first: int, t: float,
+               hours: tuple[int, int]) -> tuple[int, int]:
+    """(number, shared) of the highest doc_q >= t among docs[first:] in the hours, ties to
+    the lowest number; (-1, 0) when none."""
+    best, best_shared, best_sim = -1, 0, -1.0
+    for number in range(first, len(docs)):
+        _, hour, sig = docs[number]
+        if not hours[0] <= hour <= hours[1]:
+            continue
+        shared = int(np.intersect1d(query, sig, assume_unique=True).size)
+        sim = shared / max(query.size, sig.size)
+        if sim >= t and sim > best_sim:
+            best, best_shared, best_sim = number, shared, sim
+    return best, best_shared
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32), threshold=st.sampled_from([0.2, 0.3, 0.49, 0.5, 0.7, 0.9]),
+       n=st.integers(1, 400), universe=st.sampled_from([40, 300, 5000]),
+       dense=st.sampled_from([0.0, 0.01, 1 / 16, 1.0]))
+def test_best_equals_brute_force(seed: int, threshold: float, n: int, universe: int,
+                                 dense: float) -> None:
+    """Random signatures over a small universe (most keys dense: bitmap rows), edits of
+    earlier ones (near duplicates), hours moving on (expiry, sweeps, trimmed lists) and a
+    query window narrower than the index's: every best() is the brute-force best match."""
+    rnd = random.Random(seed)
+    index = FlatIndex(threshold, dense)
+    book = FrequencyBook(bits=12)
+    docs: list[tuple[int, int, Codes]] = []
+    base, hour = 0, 0
+    for _ in range(n):
+        if docs and rnd.random() < 0.4:
+            codes = set(rnd.choice(docs)[2].tolist())
+            for _ in range(rnd.randint(0, 4)):
+                codes.add(rnd.randrange(universe))
+                if len(codes) > 1:
+                    codes.discard(rnd.choice(sorted(codes)))
+        else:
+            codes = set(rnd.sample(range(universe), rnd.randint(1, min(universe, 120))))
+        sig = np.array(sorted(codes), dtype=np.uint64)
+        hour += rnd.choice([0, 0, 0, 1, 2])
+        if rnd.random() < 0.1:
+            base = min(len(docs), base + rnd.randint(1, 40))
+            index.release_before(base)
+        mixed = fmix64(sig)
+        lo_hour = hour - rnd.choice([0, 1, 3, 100])
+        found = index.best(mixed, sig, min_overlap(sig.size, threshold), 0, (lo_hour, hour),
+                           size_bounds(sig.size, threshold))
+        assert (found.number, found.shared) == brute_best(sig, docs, base, threshold,
+                                                          (lo_hour, hour))
+        number = add(index, book, mixed, sig, hour, threshold)
+        assert number == len(docs)
+        docs.append((number, hour, sig))
+
+
+def _stream(n: int, seed: int) -> list[Document]:
+    """Templated reports over a few hours: many shared q-grams (dense keys), near copies."""
+    rnd = random.Random(seed)
+    vocab = [f"w{i}" for i in range(150)]
+    docs: list[Document] = []
+    t = 1_700_000_000.0
+    for i in range(n):
+        if docs and rnd.random() < 0.35:
+            words = rnd.choice(docs[-100:]).text.split()
+            for _ in range(rnd.randint(0, 3)):
+                words[rnd.randrange(len(words))] = rnd.choice(vocab)
+        else:
+            words = rnd.choices(vocab, k=rnd.randint(5, 60))
+        t += rnd.choice([5.0, 60.0, 900.0, 1200.0, -1800.0])
+        docs.append(Document(f"d{i}", rnd.choice("ab"), "s", t, " ".join(words)))
+    return docs
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.5, 0.8])
+def test_c_and_numpy_decide_the_same(threshold: float) -> None:
+    """Two thousand items, a two-hour window (expiry on every hour): the flat index in C and
+    the numpy index give every item the same decision."""
+    docs = _stream(2000, 11)
+    config = DetectorConfig(threshold=threshold, window_hours=2)
+    flat = Detector(config)
+    got = [flat.decide(d) for d in docs]
+    assert isinstance(next(flat.windows()).index, FlatIndex)
+    with numpy_only():
+        lsm = Detector(config)
+        want = [lsm.decide(d) for d in docs]
+    assert got == want
+    assert sum(d.duplicate_of is not None for d in got) > 100
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.8])
+def test_best_equals_brute_force_across_sweeps(threshold: float) -> None:
+    """Six thousand documents through a window of ~300: the index sweeps its expired
+    postings, shrinks blocks and drops rows many times; sampled queries stay exact."""
+    rnd = random.Random(5)
+    index = FlatIndex(threshold)
+    book = FrequencyBook(bits=12)
+    docs: list[tuple[int, int, Codes]] = []
+    base = 0
+    for i in range(6000):
+        if docs and rnd.random() < 0.3:
+            codes = set(rnd.choice(docs[-200:])[2].tolist())
+            codes.add(rnd.randrange(400))
+        else:
+            # a drifting universe: old keys go rare, new ones turn dense
+            lo = i // 20
+            codes = set(rnd.sample(range(lo, lo + 400), rnd.randint(1, 40)))
+        sig = np.array(sorted(codes), dtype=np.uint64)
+        mixed = fmix64(sig)
+        base = max(base, i - rnd.randint(250, 350))
+        index.release_before(base)
+        if i % 7 == 0:
+            found = index.best(mixed, sig, min_overlap(sig.size, threshold), 0, (0, 0),
+                               size_bounds(sig.size, threshold))
+            assert (found.number, found.shared) == brute_best(sig, docs, base, threshold, (0, 0))
+        add(index, book, mixed, sig, 0, threshold)
+        docs.append((i, 0, sig))
