@@ -15,7 +15,9 @@ brokers fail:
 * ``coordinator``: the same, always the node that coordinates the workers' group (and the
   transactions whose ids hash to its partitions);
 * ``rolling``: once, halfway: each node in turn stopped (SIGTERM) and started again,
-  the next one once every partition is back in sync.
+  the next one once every partition is back in sync;
+* ``long``: once, halfway: a random node killed and kept down for twice the workers'
+  ``NDD_BROKER_TIMEOUT_S`` (20 s here), then started again.
 
 A worker that exits on its own is started again, as an orchestrator would, and counted.
 Per run: lost (raw records with no output), differing from ``ndd-stream dedup
@@ -40,7 +42,9 @@ from typing import Any
 from bench.corpora import REUTERS, reuters_available
 from bench.order import RESULTS, TESTS, reuters_items, start_worker, want_event_order
 
-FAULTS = ("random", "leader", "coordinator", "rolling")
+FAULTS = ("random", "leader", "coordinator", "rolling", "long")
+LONG_TIMEOUT_S = 20.0
+"""``long``: the workers' NDD_BROKER_TIMEOUT_S, and a node stays down for twice that."""
 
 
 class Workers:
@@ -117,9 +121,10 @@ def run(cluster: Any, work: Path, lines: list[bytes], fault: str | None, faults:
     from ndd_stream.kafka.topics import apply, load_for
 
     suffix = f"failover-{fault or 'none'}-{time.time_ns() // 1_000_000}"
+    knobs = {"broker_timeout_s": LONG_TIMEOUT_S} if fault == "long" else {}
     settings = worker_settings(cluster.bootstrap, suffix, work / suffix, scope="global",
                                guarantee="exactly-once", scope_order="event-time",
-                               order_stall_s=60.0)
+                               order_stall_s=60.0, **knobs)
     report = apply(settings, load_for(settings), replication_factor=3)
     assert not report.errors, report.errors
     positions = Feeder(settings, lines, rate=50_000).start().join(timeout=600)
@@ -128,7 +133,7 @@ def run(cluster: Any, work: Path, lines: list[bytes], fault: str | None, faults:
     workers = Workers(settings, work / suffix, 2)
     events: list[str] = []
     with Reader.outputs(settings) as reader:
-        steps = 1 if fault == "rolling" else (faults if fault else 0)
+        steps = 1 if fault in ("rolling", "long") else (faults if fault else 0)
         for k in range(steps):
             reader.wait_count((k + 1) * len(lines) // (steps + 1), timeout=900,
                               alive=workers.supervise)
@@ -139,8 +144,9 @@ def run(cluster: Any, work: Path, lines: list[bytes], fault: str | None, faults:
             else:
                 assert fault is not None
                 node = _victim(cluster, settings, fault, rnd)
-                _kill_and_return(cluster, node, down_s, workers.supervise)
-                events.append(f"kill -9 node {node}")
+                down = 2 * LONG_TIMEOUT_S if fault == "long" else down_s
+                _kill_and_return(cluster, node, down, workers.supervise)
+                events.append(f"kill -9 node {node}, down {down:.0f}s")
         done_all = reader.wait_for(positions, timeout=1800, alive=workers.supervise)
         done = time.monotonic()
         reader.read(timeout=5.0, idle=3.0)

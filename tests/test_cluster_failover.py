@@ -2,10 +2,11 @@
 
 The routine events of a cluster users run, while two workers decide a backlog of one
 global scope in event-time order: the node leading most partitions killed (-9) and back,
-the node coordinating the workers' group killed and back, and a rolling restart of all
-three. Each run must lose nothing, differ in nothing from ``ndd-stream dedup
---event-order``, repeat nothing for a read_committed reader, and no worker may exit by
-itself (``bench/failover.py`` runs the same on the Reuters day, repeatedly).
+the node coordinating the workers' group killed and back, a rolling restart of all three,
+and a node kept down for twice the workers' broker timeout. Each run must lose nothing,
+differ in nothing from ``ndd-stream dedup --event-order``, repeat nothing for a
+read_committed reader, and no worker may exit by itself (``bench/failover.py`` runs the
+same on the Reuters day, repeatedly).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("fault", ["leader", "coordinator", "rolling"])
+@pytest.mark.parametrize("fault", ["leader", "coordinator", "rolling", "long"])
 def test_a_broker_fault_loses_repeats_and_stops_nothing(
     cluster: KafkaCluster, tmp_path: Path, fault: str
 ) -> None:
