@@ -303,6 +303,20 @@ class Prometheus:
     process: Process
     port: int
 
+    @classmethod
+    def start(cls, binary: str, config: Path, tmp: Path) -> Prometheus:
+        """A Prometheus on a free loopback port, ready (else the test fails)."""
+        port = _free_port()
+        process = Process([binary, f"--config.file={config}",
+                           f"--storage.tsdb.path={tmp / 'tsdb'}",
+                           f"--web.listen-address=127.0.0.1:{port}"],
+                          tmp / "prometheus.log").start()
+        prometheus = cls(process, port)
+        if not wait_until(prometheus.ready, 60):
+            process.stop()
+            pytest.fail(f"Prometheus not ready: {process.log_tail()}")
+        return prometheus
+
     def get(self, path: str, **params: str) -> Any:
         url = f"http://127.0.0.1:{self.port}{path}"
         if params:
@@ -332,6 +346,21 @@ class Prometheus:
                 return True
         except OSError:
             return False
+
+
+def test_the_compose_prometheus_starts_with_every_alert(tmp_path: Path) -> None:
+    """deploy/prometheus.yml as the compose profile runs it: a real Prometheus loads it and
+    the rules beside it (the profile's Prometheus; Docker itself is not here)."""
+    prometheus = Prometheus.start(binary("prometheus"), ROOT / "deploy" / "prometheus.yml",
+                                  tmp_path)
+    try:
+        (group,) = prometheus.get("/api/v1/rules")["groups"]
+        assert group["file"].endswith("alerts.yml")
+        assert [r["name"] for r in group["rules"]] == [
+            r["alert"] for r in rule_list(plain_rules())]
+        assert all(r["health"] != "err" for r in group["rules"])
+    finally:
+        prometheus.process.stop()
 
 
 @dataclass
@@ -373,15 +402,10 @@ def live(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> It
                                 "static_configs": [{"targets": [target]}]}],
         }
         (tmp / "prometheus.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
-        prom_port = _free_port()
-        process = Process([prometheus_bin, f"--config.file={tmp / 'prometheus.yml'}",
-                           f"--storage.tsdb.path={tmp / 'tsdb'}",
-                           f"--web.listen-address=127.0.0.1:{prom_port}"],
-                          tmp / "prometheus.log").start()
-        prometheus = Prometheus(process, prom_port)
-        assert wait_until(prometheus.ready, 60), process.log_tail()
+        prometheus = Prometheus.start(prometheus_bin, tmp / "prometheus.yml", tmp)
         assert wait_until(lambda: prometheus.value(
-            f'up{{job="ndd-stream", instance="{target}"}}') == 1.0, 60), process.log_tail()
+            f'up{{job="ndd-stream", instance="{target}"}}') == 1.0, 60), \
+            prometheus.process.log_tail()
         yield Live(settings, worker, prometheus, target)
     finally:
         if worker.proc is not None:
