@@ -210,6 +210,17 @@ def test_chart_renders_the_same_rules_with_the_releases_values(
     assert rule_list(rule["spec"]) == want
 
 
+@pytest.mark.parametrize(("limit", "bytes_"), [("2Gi", 2 << 30), ("1500Mi", 1500 << 20),
+                                              ("512Ki", 512 << 10), ("3G", 3 * 10**9),
+                                              ("2.5Gi", 5 << 29), ("1073741824", 1 << 30)])
+def test_chart_reads_the_memory_limit_in_bytes(limit: str, bytes_: int) -> None:
+    objects = render_chart({"prometheusRule": {"enabled": True},
+                            "resources": {"limits": {"memory": limit}}})
+    (rule,) = [o for o in objects if o["kind"] == "PrometheusRule"]
+    (memory,) = [r for r in rule_list(rule["spec"]) if r["alert"] == "NddMemoryNearLimit"]
+    assert memory["expr"].endswith(f"> 0.85 * {bytes_}")
+
+
 def test_chart_rejects_a_memory_limit_it_cannot_read() -> None:
     helm = pytest.importorskip("helm_python", reason="pip install helm-python-sdk")
     with pytest.raises(helm.HelmError, match="not a quantity"):
