@@ -157,7 +157,7 @@ def _anchors(path: Path) -> set[str]:
 def test_every_alert_says_what_to_do_and_links_the_docs() -> None:
     for rule in rule_list(plain_rules()):
         annotations = rule["annotations"]
-        doc = annotations["runbook_url"]
+        doc = annotations["runbook"]
         assert annotations["description"].endswith(f" See {doc}."), rule["alert"]
         path, _, anchor = doc.partition("#")
         assert (ROOT / path).exists(), doc
