@@ -157,7 +157,7 @@ def _anchors(path: Path) -> set[str]:
 def test_every_alert_says_what_to_do_and_links_the_docs() -> None:
     for rule in rule_list(plain_rules()):
         annotations = rule["annotations"]
-        doc = annotations["runbook_url"]
+        doc = annotations["runbook"]
         assert annotations["description"].endswith(f" See {doc}."), rule["alert"]
         path, _, anchor = doc.partition("#")
         assert (ROOT / path).exists(), doc
@@ -208,6 +208,17 @@ def test_chart_renders_the_same_rules_with_the_releases_values(
                        **{"memory_bytes": str(2 << 30), **params})
     want = [r for r in rule_list(m.rules(release)) if r["alert"] not in absent]
     assert rule_list(rule["spec"]) == want
+
+
+@pytest.mark.parametrize(("limit", "bytes_"), [("2Gi", 2 << 30), ("1500Mi", 1500 << 20),
+                                              ("512Ki", 512 << 10), ("3G", 3 * 10**9),
+                                              ("2.5Gi", 5 << 29), ("1073741824", 1 << 30)])
+def test_chart_reads_the_memory_limit_in_bytes(limit: str, bytes_: int) -> None:
+    objects = render_chart({"prometheusRule": {"enabled": True},
+                            "resources": {"limits": {"memory": limit}}})
+    (rule,) = [o for o in objects if o["kind"] == "PrometheusRule"]
+    (memory,) = [r for r in rule_list(rule["spec"]) if r["alert"] == "NddMemoryNearLimit"]
+    assert memory["expr"].endswith(f"> 0.85 * {bytes_}")
 
 
 def test_chart_rejects_a_memory_limit_it_cannot_read() -> None:
@@ -303,6 +314,20 @@ class Prometheus:
     process: Process
     port: int
 
+    @classmethod
+    def start(cls, binary: str, config: Path, tmp: Path) -> Prometheus:
+        """A Prometheus on a free loopback port, ready (else the test fails)."""
+        port = _free_port()
+        process = Process([binary, f"--config.file={config}",
+                           f"--storage.tsdb.path={tmp / 'tsdb'}",
+                           f"--web.listen-address=127.0.0.1:{port}"],
+                          tmp / "prometheus.log").start()
+        prometheus = cls(process, port)
+        if not wait_until(prometheus.ready, 60):
+            process.stop()
+            pytest.fail(f"Prometheus not ready: {process.log_tail()}")
+        return prometheus
+
     def get(self, path: str, **params: str) -> Any:
         url = f"http://127.0.0.1:{self.port}{path}"
         if params:
@@ -332,6 +357,21 @@ class Prometheus:
                 return True
         except OSError:
             return False
+
+
+def test_the_compose_prometheus_starts_with_every_alert(tmp_path: Path) -> None:
+    """deploy/prometheus.yml as the compose profile runs it: a real Prometheus loads it and
+    the rules beside it (the profile's Prometheus; Docker itself is not here)."""
+    prometheus = Prometheus.start(binary("prometheus"), ROOT / "deploy" / "prometheus.yml",
+                                  tmp_path)
+    try:
+        (group,) = prometheus.get("/api/v1/rules")["groups"]
+        assert group["file"].endswith("alerts.yml")
+        assert [r["name"] for r in group["rules"]] == [
+            r["alert"] for r in rule_list(plain_rules())]
+        assert all(r["health"] != "err" for r in group["rules"])
+    finally:
+        prometheus.process.stop()
 
 
 @dataclass
@@ -373,15 +413,10 @@ def live(broker: EmbeddedBroker, tmp_path_factory: pytest.TempPathFactory) -> It
                                 "static_configs": [{"targets": [target]}]}],
         }
         (tmp / "prometheus.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
-        prom_port = _free_port()
-        process = Process([prometheus_bin, f"--config.file={tmp / 'prometheus.yml'}",
-                           f"--storage.tsdb.path={tmp / 'tsdb'}",
-                           f"--web.listen-address=127.0.0.1:{prom_port}"],
-                          tmp / "prometheus.log").start()
-        prometheus = Prometheus(process, prom_port)
-        assert wait_until(prometheus.ready, 60), process.log_tail()
+        prometheus = Prometheus.start(prometheus_bin, tmp / "prometheus.yml", tmp)
         assert wait_until(lambda: prometheus.value(
-            f'up{{job="ndd-stream", instance="{target}"}}') == 1.0, 60), process.log_tail()
+            f'up{{job="ndd-stream", instance="{target}"}}') == 1.0, 60), \
+            prometheus.process.log_tail()
         yield Live(settings, worker, prometheus, target)
     finally:
         if worker.proc is not None:

@@ -110,7 +110,7 @@ class Alert:
         rule["labels"] = {"severity": self.severity}
         rule["annotations"] = {"summary": self.summary,
                                "description": f"{self.description} See {self.doc}.",
-                               "runbook_url": self.doc}
+                               "runbook": self.doc}  # a path in the repository
         return rule
 
 
