@@ -194,11 +194,26 @@ def alerts(params: Params = Params(), timing: Timing = Timing()) -> list[Alert]:
             "0s", "warning",
             "ndd-stream worker {{ $labels.instance }} restarted {{ $value }} times in "
             + t.restart_window,
-            "The worker exits on a failed transaction (fenced by a new owner, aborted, "
-            "refused by an ACL), on a broker gone longer than NDD_BROKER_TIMEOUT_S, or on "
-            "a crash, and restarts from its committed state. Its last log lines before "
-            "each restart name the cause.",
+            "The worker exits on what it cannot ride out: a broker gone longer than "
+            "NDD_BROKER_TIMEOUT_S, a permission refused, lost data, or a crash, and "
+            "restarts from its committed state. Its last log lines before each restart "
+            "name the cause.",
             "docs/RELIABILITY.md#exactly-once-ndd_guarantee-apache-kafka"),
+        Alert(
+            "NddTransactionsFailing",
+            f"sum by ({BY}, kind) (\n  "
+            f"(increase(ndd_transaction_failures_total{{{s}}}[{t.event_window}]) > 0)\n  or "
+            f"(ndd_transaction_failures_total{{{s}}} unless "
+            f"ndd_transaction_failures_total{{{s}}} offset {t.event_window})\n) >= 3",
+            "0s", "warning",
+            "{{ $value | printf \"%.0f\" }} transactions failed ({{ $labels.kind }}) on "
+            "{{ $labels.instance }} in " + t.event_window,
+            "A failed transaction commits nothing: its partitions are opened again and "
+            "the work redone (TransactionAborted), or the partition is left to a newer "
+            "owner (ProducerFenced). A few during a leader election or a rebalance are "
+            "routine; many mean brokers or the transaction coordinator in trouble. The "
+            "worker's transaction_aborted and fenced lines say which partitions.",
+            "docs/RELIABILITY.md#a-clusters-routine-events-three-brokers"),
         Alert(
             "NddTransactionCommitsSlow",
             "histogram_quantile(0.99,\n"
