@@ -15,6 +15,7 @@ startup.py. docs/ARCHITECTURE.md follows one item through these modules.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import faulthandler
 import logging
 import re
@@ -335,6 +336,9 @@ class Service:
         if shards and self.shard_pool is not None:
             log.info("shards revoked: %s", shards, extra={"event": "revoked"})
             await self.shard_pool.revoke(shards)
+        for tp in revoked:  # its lag is its new owner's to report
+            with contextlib.suppress(KeyError):
+                self.metrics.lag.remove(tp.topic, str(tp.partition))
 
     async def _on_assigned(self, app: Any, assigned: Any, **kwargs: Any) -> None:
         internal = self._internal()
