@@ -253,7 +253,8 @@ class Settings(BaseSettings):
         "report",
         description="records the broker removed before the worker read them (retention, "
         "deleted records, a truncated log) on an input, scoped or changelog partition: "
-        "report logs one ERROR line naming topic[partition] and the offsets, counts them "
+        "report logs one ERROR line naming the topic, the partition and the offsets, counts "
+        "them "
         "(ndd_lost_records_total), sends a lost_records record to the DLQ, and goes on; "
         "stop does the same, then exits with code 3.",
     )
