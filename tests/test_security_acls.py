@@ -43,6 +43,7 @@ from ndd_stream.kafka.acls import (
     view_acls,
     worker_acls,
 )
+from ndd_stream.kafka.broker import EmbeddedBroker
 from ndd_stream.kafka.config import librdkafka_config
 from ndd_stream.kafka.secured import MECHANISM, SecuredKafka, make_ca
 from ndd_stream.settings import Settings
@@ -422,7 +423,8 @@ def _bad_settings(good: Principal, case: str, tmp_path: Path) -> dict[str, str]:
 CREDENTIAL_CASES = {
     "wrong password": (2, "refused the login of user"),
     "unknown user": (2, "refused the login of user 'nobody'"),
-    "mechanism not enabled": (2, "refused the login of user"),
+    "mechanism not enabled": (2, "does not enable NDD_SASL_MECHANISM=PLAIN (it offers "
+                                 "SCRAM-SHA-512)"),
     "wrong CA": (2, "certificate at {bootstrap} is not trusted"),
     "no CA (system store)": (2, "certificate at {bootstrap} is not trusted"),
     "plaintext to the TLS port": (2, "speaks TLS and NDD_SECURITY_PROTOCOL=PLAINTEXT"),
@@ -479,3 +481,31 @@ def test_worker_refused_login_exits_3_at_once_naming_the_cause(
     assert good.password not in process.log_text()
     assert took < PROMPT_S, took
     print(f"worker, {case}: exit 3 in {took:.1f} s: {fatal[0]['message']}")
+
+
+PLAINTEXT_PORT_CASES = {
+    "SSL": "does not speak TLS and NDD_SECURITY_PROTOCOL=SSL does",
+    "SASL_SSL": "does not speak TLS and NDD_SECURITY_PROTOCOL=SASL_SSL does",
+    "SASL_PLAINTEXT": "takes no SASL login on this port",
+}
+
+
+@pytest.mark.timeout(120)
+def test_tls_or_sasl_to_a_plaintext_port_is_one_line_at_once(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """The session's PLAINTEXT broker asked with TLS or a SASL login: ``produce`` exits 2
+    at once with one line saying the listener's protocol differs."""
+    if not brokers.is_kafka():
+        pytest.skip("the lines are librdkafka's reading of Apache Kafka's answers")
+    lines = _write_lines(tmp_path / "x.jsonl", news_lines(1, seed=6))
+    for protocol, said in PLAINTEXT_PORT_CASES.items():
+        env = {**os.environ, "NDD_BROKERS": broker.bootstrap,
+               "NDD_SECURITY_PROTOCOL": protocol, "NDD_SASL_MECHANISM": MECHANISM}
+        if protocol.startswith("SASL"):
+            env.update(NDD_SASL_USERNAME="someone", NDD_SASL_PASSWORD="secret")
+        code, out, took = _cli(env, "produce", str(lines), "--topic", "anything")
+        assert code == 2, (protocol, out)
+        _one_line_naming(out, said)
+        assert took < 10, (protocol, took)
+        print(f"{protocol} to a PLAINTEXT port: exit 2 in {took:.1f} s")
