@@ -42,7 +42,9 @@ from ndd_stream.kafka.acls import (
     topics_acls,
     view_acls,
     worker_acls,
+    worker_denied,
 )
+from ndd_stream.kafka.broker import EmbeddedBroker
 from ndd_stream.kafka.config import librdkafka_config
 from ndd_stream.kafka.secured import MECHANISM, SecuredKafka, make_ca
 from ndd_stream.settings import Settings
@@ -282,15 +284,19 @@ def test_topics_apply_produce_tail_with_exactly_the_documented_acls(
 # --- each ACL removed in turn -------------------------------------------------------------
 
 
-def _worker_cases() -> list[Any]:
+def _worker_rights() -> list[tuple[str, str, str]]:
+    """(resource, placeholder name, operation) of every operation of ``worker_acls``."""
     probe = make_settings(app_id="A", raw_topics="R", unique_topic="U",
                           duplicate_topic="D", dlq_topic="Q", decisions_topic="E")
-    cases = []
-    for acl in worker_acls(probe):
-        for op in acl.operations:
-            cases.append(pytest.param(acl.resource, acl.name, op,
-                                      id=f"{acl.resource}-{acl.name}-{op}"))
-    return cases
+    return [(acl.resource, acl.name, op) for acl in worker_acls(probe)
+            for op in acl.operations]
+
+
+#: The cases run as a worker process: a topic, the group and the transactional id (the
+#: one the transactions check finds); the start check of the others is the same function,
+#: asked in the test's process (test_each_worker_acl_is_named_by_the_start_check).
+WORKER_PROCESS_CASES = [("topic", "R", "Read"), ("group", "A", "Read"),
+                        ("transactional_id", "A-", "Write")]
 
 
 _NAMES = {"A": "app_id", "R": "raw", "U": "unique_topic", "D": "duplicate_topic",
@@ -314,8 +320,28 @@ def worker_topics(secured: SecuredKafka, tmp_path_factory: pytest.TempPathFactor
     return base
 
 
+@pytest.mark.timeout(120)
+def test_each_worker_acl_is_named_by_the_start_check(
+    secured: SecuredKafka, worker_topics: Settings
+) -> None:
+    """Every operation of the worker's rows removed in turn: the check the worker runs at
+    its start (``worker_denied``) names it; with all of them it finds nothing missing."""
+    worker = Principal(secured, worker_topics, "worker")
+    worker.grant(worker_acls(worker.settings))
+    assert worker_denied(worker.settings) is None
+    for resource, placeholder, operation in _worker_rights():
+        if resource == "transactional_id":
+            continue  # not askable: the worker's transactions check names it (below)
+        name = _real_name(worker_topics, placeholder)
+        worker.grant(worker_acls(worker.settings), without=(resource, name, operation))
+        message = worker_denied(worker.settings)
+        assert message is not None, (resource, name, operation)
+        assert f"user '{worker.name}' {operation} on {resource} '{name}" in message, message
+        print(f"{resource} {name} {operation}: {message}")
+
+
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize(("resource", "placeholder", "operation"), _worker_cases())
+@pytest.mark.parametrize(("resource", "placeholder", "operation"), WORKER_PROCESS_CASES)
 def test_worker_without_one_documented_acl_exits_3_naming_it(
     secured: SecuredKafka, worker_topics: Settings, tmp_path: Path, resource: str,
     placeholder: str, operation: str
@@ -422,7 +448,8 @@ def _bad_settings(good: Principal, case: str, tmp_path: Path) -> dict[str, str]:
 CREDENTIAL_CASES = {
     "wrong password": (2, "refused the login of user"),
     "unknown user": (2, "refused the login of user 'nobody'"),
-    "mechanism not enabled": (2, "refused the login of user"),
+    "mechanism not enabled": (2, "does not enable NDD_SASL_MECHANISM=PLAIN (it offers "
+                                 "SCRAM-SHA-512)"),
     "wrong CA": (2, "certificate at {bootstrap} is not trusted"),
     "no CA (system store)": (2, "certificate at {bootstrap} is not trusted"),
     "plaintext to the TLS port": (2, "speaks TLS and NDD_SECURITY_PROTOCOL=PLAINTEXT"),
@@ -436,16 +463,20 @@ CREDENTIAL_CASES = {
 def test_refused_credentials_certificates_and_protocols_are_one_line_at_once(
     secured: SecuredKafka, tmp_path: Path
 ) -> None:
-    """``produce`` and ``tail`` under each bad setting: one line naming the cause, exit 2,
-    well before the broker timeout; the password printed nowhere."""
+    """``produce`` under each bad setting (``tail``, through the same probe, under two):
+    one line naming the cause, exit 2, well before the broker timeout; the password
+    printed nowhere."""
     base = _base(secured, tmp_path)
     _admin_topics(secured, base)
     good = Principal(secured, base, "user")
     good.grant([*producer_acls(base.raw_topics[0]), *reader_acls(base, [base.unique_topic])])
     lines = _write_lines(tmp_path / "x.jsonl", news_lines(2, seed=5))
+    tail = ["tail", "-n", "1", "--timeout", "30"]
     for case, (code_wanted, said) in CREDENTIAL_CASES.items():
         env = _bad_settings(good, case, tmp_path)
-        for args in (["produce", str(lines)], ["tail", "-n", "1", "--timeout", "30"]):
+        # tail goes through the same probe: two of its cases suffice
+        both = case in ("wrong password", "plaintext to the TLS port")
+        for args in (["produce", str(lines)], tail) if both else (["produce", str(lines)],):
             code, out, took = _cli(env, *args)
             assert code == code_wanted, (case, args[0], out)
             assert "Traceback" not in out and good.password not in out, out
@@ -479,3 +510,31 @@ def test_worker_refused_login_exits_3_at_once_naming_the_cause(
     assert good.password not in process.log_text()
     assert took < PROMPT_S, took
     print(f"worker, {case}: exit 3 in {took:.1f} s: {fatal[0]['message']}")
+
+
+PLAINTEXT_PORT_CASES = {
+    "SSL": "does not speak TLS and NDD_SECURITY_PROTOCOL=SSL does",
+    "SASL_SSL": "does not speak TLS and NDD_SECURITY_PROTOCOL=SASL_SSL does",
+    "SASL_PLAINTEXT": "takes no SASL login on this port",
+}
+
+
+@pytest.mark.timeout(120)
+def test_tls_or_sasl_to_a_plaintext_port_is_one_line_at_once(
+    broker: EmbeddedBroker, tmp_path: Path
+) -> None:
+    """The session's PLAINTEXT broker asked with TLS or a SASL login: ``produce`` exits 2
+    at once with one line saying the listener's protocol differs."""
+    if not brokers.is_kafka():
+        pytest.skip("the lines are librdkafka's reading of Apache Kafka's answers")
+    lines = _write_lines(tmp_path / "x.jsonl", news_lines(1, seed=6))
+    for protocol, said in PLAINTEXT_PORT_CASES.items():
+        env = {**os.environ, "NDD_BROKERS": broker.bootstrap,
+               "NDD_SECURITY_PROTOCOL": protocol, "NDD_SASL_MECHANISM": MECHANISM}
+        if protocol.startswith("SASL"):
+            env.update(NDD_SASL_USERNAME="someone", NDD_SASL_PASSWORD="secret")
+        code, out, took = _cli(env, "produce", str(lines), "--topic", "anything")
+        assert code == 2, (protocol, out)
+        _one_line_naming(out, said)
+        assert took < 10, (protocol, took)
+        print(f"{protocol} to a PLAINTEXT port: exit 2 in {took:.1f} s")

@@ -97,8 +97,9 @@ def producer_acls(topic: str) -> list[Acl]:
 
 
 def reader_acls(settings: Settings, topics: Iterable[str]) -> list[Acl]:
-    """What ``tail`` and ``view`` need: Read on the topics, and a coordinator lookup for
-    the group id of their consumer, which joins no group and commits nothing."""
+    """What ``tail`` needs (and any reader that assigns itself partitions): Read on the
+    topics, and a coordinator lookup for its consumer's group id, under the app's prefix
+    (it joins no group and commits nothing)."""
     return [*(Acl("topic", t, ("Read",), "read") for t in topics),
             Acl("group", _internal(settings), ("Describe",), "group coordinator lookup",
                 prefixed=True)]
@@ -120,7 +121,7 @@ def view_acls(settings: Settings) -> list[Acl]:
 
 
 def _probe_name(acl: Acl) -> str:
-    """A name the ACL covers: a prefixed ACL is asked for a name under its prefix."""
+    """A name the ACL covers: a prefixed group ACL is asked for a name under its prefix."""
     return f"{acl.name}probe" if acl.prefixed else acl.name
 
 
@@ -132,25 +133,30 @@ def missing(settings: Settings, acls: Sequence[Acl], *,
     does not answer."""
     admin = AdminClient(librdkafka_config(settings, {"log_level": 0}))
     denied: list[Denied] = []
-    # a prefixed topic ACL is checked on the topics under the prefix that exist
-    topics = {_probe_name(a): a for a in acls if a.resource == "topic" and not a.prefixed}
+    # the operations wanted per topic; a prefixed ACL is checked on the topics under its
+    # prefix that exist (none listed: missing, or hidden; the command says which)
+    topics: dict[str, list[str]] = {}
     prefixed = [a for a in acls if a.resource == "topic" and a.prefixed]
-    if prefixed:
-        listed = admin.list_topics(timeout=timeout).topics
-        for acl in prefixed:  # none listed: missing, or hidden (the worker says which)
-            topics.update({t: acl for t in listed if t.startswith(acl.name)})
+    listed = admin.list_topics(timeout=timeout).topics if prefixed else {}
+    for acl in acls:
+        if acl.resource != "topic":
+            continue
+        names = [t for t in listed if t.startswith(acl.name)] if acl.prefixed else [acl.name]
+        for name in names:
+            wanted = topics.setdefault(name, [])
+            wanted += [op for op in acl.operations if op not in wanted]
     if topics:
         futures = admin.describe_topics(TopicCollection(sorted(topics)),
                                         include_authorized_operations=True,
                                         request_timeout=timeout)
         for name, future in futures.items():
-            acl = topics[name]
+            ops = topics[name]
             allowed = _allowed(future, timeout)
             if allowed is None:  # name what to grant: Read or Write imply Describe
-                ops = ("Describe",) if "Describe" in acl.operations else acl.operations
-                denied += [Denied(op, "topic", name) for op in ops]
+                denied += [Denied(op, "topic", name)
+                           for op in (["Describe"] if "Describe" in ops else ops)]
             elif allowed != "unknown":
-                denied += [Denied(op, "topic", name) for op in acl.operations
+                denied += [Denied(op, "topic", name) for op in ops
                            if op.upper() not in allowed]
     groups = {_probe_name(a): a for a in acls if a.resource == "group"}
     for name, acl in sorted(groups.items()):

@@ -6,6 +6,7 @@ retries: an absent broker after the timeout, a broker that answered and refused 
 
 from __future__ import annotations
 
+import re
 import socket
 import ssl
 import time
@@ -47,12 +48,28 @@ def _refusal(settings: Settings, errors: list[KafkaError]) -> BrokerProblem | No
     """A refused login or TLS handshake among the client's errors, as one line."""
     for error in errors:
         text = error.str()
+        offered = re.search(r"supported mechanisms: ?([\w, -]*)", text)
+        if error.code() == KafkaError._AUTHENTICATION and offered is not None:
+            mechanisms = offered.group(1).strip().rstrip("(").strip()
+            if not mechanisms:  # a listener without SASL
+                return BrokerProblem(
+                    f"the broker at {_hosts(settings)} takes no SASL login on this port: "
+                    f"NDD_SECURITY_PROTOCOL={settings.security_protocol} does not match its "
+                    "listener (PLAINTEXT or SSL?)", refused=True)
+            return BrokerProblem(
+                f"the broker at {_hosts(settings)} does not enable NDD_SASL_MECHANISM="
+                f"{settings.sasl_mechanism} (it offers {mechanisms})", refused=True)
+        if error.code() == KafkaError._TRANSPORT and "SSL handshake failed" in text \
+                and "PLAINTEXT" in text:
+            return BrokerProblem(
+                f"the port at {_hosts(settings)} does not speak TLS and NDD_SECURITY_PROTOCOL="
+                f"{settings.security_protocol} does: use PLAINTEXT or SASL_PLAINTEXT",
+                refused=True)
         if error.code() == KafkaError._AUTHENTICATION:
             return BrokerProblem(
                 f"the broker at {_hosts(settings)} refused the login of user "
                 f"'{settings.sasl_username}' ({settings.sasl_mechanism}): authentication "
-                "failed (wrong NDD_SASL_USERNAME or NDD_SASL_PASSWORD, or a mechanism the "
-                "broker does not enable: NDD_SASL_MECHANISM)", refused=True)
+                "failed (wrong NDD_SASL_USERNAME or NDD_SASL_PASSWORD)", refused=True)
         if error.code() == KafkaError._SSL:
             detail = text.split("SSL handshake failed: ", 1)[-1].split(" (after ", 1)[0]
             detail = detail.split(": broker certificate could not be verified", 1)[0]
