@@ -56,6 +56,7 @@ from ndd_stream.worker.runtime import (
     execute,
     fatal,
     make_app,
+    record_lag,
     run_agent,
 )
 from ndd_stream.worker.sequencing import OrderConfig
@@ -146,20 +147,6 @@ class Service:
             reopen_timeout_s=settings.broker_timeout_s)
         self._catching_up: set[asyncio.Task[None]] = set()  # see assigned()
         self._wire()
-
-    def record_lag(self, messages: list[Any]) -> None:
-        """Consumer lag per partition: the fetcher's high watermark minus what we have done
-        (best effort: the high watermark is only known after a fetch)."""
-        last: dict[Any, int] = {}
-        for m in messages:
-            last[m.tp] = max(last.get(m.tp, -1), m.offset)
-        for tp, offset in last.items():
-            try:
-                high = self.app.consumer.highwater(tp)
-            except Exception:  # a missing watermark only hides a gauge
-                continue
-            if high is not None:
-                self.metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, high - offset - 1))
 
     def _topic(self, *names: str, pattern: str | None = None,
                maxsize: int | None = None) -> faust.TopicT:
@@ -282,17 +269,19 @@ class Service:
         raw = (self._topic(pattern=s.raw_topic_pattern) if s.raw_topic_pattern
                else self._topic(*s.raw_topics))
         ack = not self.committer.transactional
+        lag = partial(record_lag, app, self.metrics)
         app.agent(raw, name="ndd-router")(
             partial(run_agent, self.router.route, "router", ack=ack, lost=self.lost,
                     stall=self.stall, event="router_error"))
         app.agent(self._topic(self.scoped_name), name="ndd-decider")(
-            partial(run_agent, partial(self._decide, self.pool), "decider", ack=ack,
-                    lost=self.lost, stall=self.stall))
+            partial(run_agent, partial(self.pool.process, send=self.send), "decider",
+                    ack=ack, after=lag, lost=self.lost, stall=self.stall))
         if self.shard_pool is not None and self.shards_name is not None:
             app.agent(self._topic(self.shards_name, maxsize=SHARD_BUFFER_MAX),
                       name="ndd-shard")(
-                partial(run_agent, partial(self._decide, self.shard_pool), "shard",
-                        most=SHARD_BATCH_MAX, ack=ack, lost=self.lost, stall=self.stall))
+                partial(run_agent, partial(self.shard_pool.process, send=self.send), "shard",
+                        most=SHARD_BATCH_MAX, ack=ack, after=lag, lost=self.lost,
+                        stall=self.stall))
         if self.ordered:
             app.timer(interval=0.1)(self._release_held)
             app.timer(interval=max(0.01, s.order_idle_ms / 3000))(self._heartbeat)
@@ -305,10 +294,6 @@ class Service:
         app.timer(interval=min(5.0, s.fetch_stall_s / 4))(self._watch_fetch)
         app.timer(interval=broker_check_interval(s.broker_timeout_s))(self.watch.check)
         app.task(self._announce)
-
-    async def _decide(self, pool: DeciderPool, messages: list[Any]) -> None:
-        await pool.process(messages, self.send)
-        self.record_lag(messages)
 
     async def _release_held(self) -> None:
         """Event-time order: decide the held items whose wait is over."""

@@ -9,16 +9,18 @@ The agents hand outputs to a piece (:meth:`Piece.produce`) and end it with
 Exactly-once (:class:`TransactionalCommitter`, Apache Kafka): each input partition has a
 transactional producer (``kafka/transactions.py``); a piece's outputs, changelog records,
 checkpoint and input offset are one transaction per partition, then RocksDB, a cache of
-the committed changelog, is written. A worker killed at any step commits nothing of the
-piece: its next owner reads the committed changelog and goes on from the committed offset.
+the committed changelog, is written. A worker killed before the commit leaves nothing of
+the piece; killed after it, its RocksDB lags the changelog: either way the partition's
+next owner (or the worker restarted) reads the committed changelog on from its store.
 
 At-least-once (:class:`AcknowledgingCommitter`, any broker): outputs through Faust's
 producer and waited for, then the changelog and checkpoint, then RocksDB; the agent
 acknowledges the input records to Faust only after the piece (``held_batches``). A kill
 between two steps sends a piece's outputs again, answered with the same decisions.
 
-The committed input offset is not the decider's position: its checkpoint is, in RocksDB
-and in the changelog, committed in the same step (see docs/ARCHITECTURE.md, "Positions").
+A decider's position is its checkpoint (in the changelog, then in RocksDB); under
+exactly-once the committed input offset moves with it, in the same transaction
+(docs/ARCHITECTURE.md, "Positions and commits").
 """
 
 from __future__ import annotations

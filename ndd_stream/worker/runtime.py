@@ -37,6 +37,7 @@ from ndd_stream.worker.cluster import ClusterChanged, check_cluster
 from ndd_stream.worker.inorder import Message
 from ndd_stream.worker.logs import json_handler
 from ndd_stream.worker.lost import LostRecords
+from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.stall import StallWatch
 from ndd_stream.worker.startup import producer_kwargs
 
@@ -154,13 +155,15 @@ def broker_check_interval(timeout_s: float) -> float:
     return min(10.0, max(1.0, timeout_s / 4))
 
 
-async def run_agent(handle: Callable[[list[Any]], Awaitable[None]], what: str,
-                     stream: faust.StreamT, *, most: int = BATCH_MAX, ack: bool,
-                     lost: LostRecords | None = None, stall: StallWatch | None = None,
-                     event: str = "decider_error") -> None:
-    """An agent's loop: each batch handled whole, or the worker exits. Faust would restart
-    the agent and leave the taken events unacknowledged, so the worker would stall
-    silently; state is committed piece by piece, so exiting loses nothing."""
+async def run_agent(handle: Callable[[list[Any]], Awaitable[Any]], what: str,
+                    stream: faust.StreamT, *, most: int = BATCH_MAX, ack: bool,
+                    event: str = "decider_error",
+                    after: Callable[[list[Any]], None] | None = None,
+                    lost: LostRecords | None = None, stall: StallWatch | None = None) -> None:
+    """An agent's loop: each batch handled whole (then ``after``), or the worker exits.
+    Faust would restart the agent and leave the taken events unacknowledged, so the
+    worker would stall silently; state is committed piece by piece, so exiting loses
+    nothing."""
     async for messages in held_batches(stream, most, ack=ack, lost=lost, stall=stall):
         try:
             with stall.handling() if stall is not None else contextlib.nullcontext():
@@ -168,6 +171,23 @@ async def run_agent(handle: Callable[[list[Any]], Awaitable[None]], what: str,
         except Exception as exc:
             log.exception("%s failed", what, extra={"event": event})
             fatal(f"{what} crashed: {exc!r}")
+        if after is not None:
+            after(messages)
+
+
+def record_lag(app: faust.App, metrics: WorkerMetrics, messages: list[Any]) -> None:
+    """Consumer lag per partition: the fetcher's high watermark minus what was done (best
+    effort: the high watermark is only known after a fetch)."""
+    last: dict[Any, int] = {}
+    for m in messages:
+        last[m.tp] = max(last.get(m.tp, -1), m.offset)
+    for tp, offset in last.items():
+        try:
+            high = app.consumer.highwater(tp)
+        except Exception:  # a missing watermark only hides a gauge
+            continue
+        if high is not None:
+            metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, high - offset - 1))
 
 
 def execute(app: faust.App, settings: Settings) -> int:
