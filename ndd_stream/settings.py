@@ -22,6 +22,7 @@ from ndd_stream.core.detector import (
     BITMAP_BITS_MIN,
     DEFAULT_THRESHOLD,
     DetectorConfig,
+    IndexKind,
     NoveltyMode,
 )
 from ndd_stream.core.extract import DEFAULT_EXTRACT, DEFAULT_MAX_HTML_DEPTH, ExtractMode
@@ -178,6 +179,13 @@ class Settings(BaseSettings):
         description="Threads one decision's count may use; unset: the cores this process may "
         "use, or 1 with shards > 1 (both would compete for the cores). 1 with several "
         "workers per host.",
+    )
+    index: IndexKind = Field(
+        "auto",
+        description="The window's index: flat (C kernels: a hash table of q-grams, one call "
+        "per item), lsm (blocks merged like an LSM tree; the numpy fallback) or auto: flat "
+        "below threshold 0.5, lsm from it up (where the flat index measured slower on large "
+        "windows of long items). Speed and memory only: the same decisions.",
     )
     dense_fraction: float = Field(
         DEFAULT_DENSE_FRACTION,
@@ -396,6 +404,7 @@ class Settings(BaseSettings):
             count_threads=self.count_threads or (1 if self.shards > 1 else None),
             dense_fraction=self.dense_fraction,
             keep=self.keep,
+            index=self.index,
         )
 
     def exactly_once(self) -> bool:
@@ -454,7 +463,7 @@ SETTING_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
                    "case_sensitive", "extract", "index_duplicates", "keep")),
     ("Order", ("scope_order", "order_idle_ms", "order_stall_s", "order_buffer_mb")),
     ("Scaling", ("shards", "gather_memory_mb", "count_threads", "bitmap_filter_bits",
-                 "dense_fraction", "no_kernels")),
+                 "index", "dense_fraction", "no_kernels")),
     ("Worker", ("data_dir", "web_host", "web_port", "log_level")),
     ("View", ("view_user", "view_password", "view_allowed_hosts")),
     ("Input fields", ("id_field", "channel_field", "title_field", "text_fields",

@@ -84,11 +84,12 @@ def streams(draw: st.DrawFn) -> list[Document]:
     threads=st.sampled_from([1, 2]),
     dense_fraction=st.sampled_from([0.0, 1 / 16, 1.0]),
     keep=st.sampled_from(["first", "complete"]),
+    index=st.sampled_from(["auto", "flat", "lsm"]),
 )
 def test_decisions_equal_brute_force(
     docs: list[Document], threshold: float, q: int, window: int, index_duplicates: bool,
     bitmap_bits: int | None, novelty: str, impl: str, threads: int, dense_fraction: float,
-    keep: str,
+    keep: str, index: str,
 ) -> None:
     """Whatever the threshold (full or partial prefixes), bitmap filter size, novelty mode,
     kernels (C or the numpy fallback) and speed settings: the same routing, the same match
@@ -96,7 +97,8 @@ def test_decisions_equal_brute_force(
     config = DetectorConfig(q=q, threshold=threshold, window_hours=window,
                             index_duplicates=index_duplicates, bitmap_bits=bitmap_bits,
                             novelty=novelty, count_threads=threads,  # type: ignore[arg-type]
-                            dense_fraction=dense_fraction, keep=keep)  # type: ignore[arg-type]
+                            dense_fraction=dense_fraction, keep=keep,  # type: ignore[arg-type]
+                            index=index)  # type: ignore[arg-type]
     with implementation(impl):
         detector = Detector(config)
         got = [detector.decide(d) for d in docs]

@@ -121,7 +121,7 @@ def test_c_and_numpy_decide_the_same(threshold: float) -> None:
     """Two thousand items, a two-hour window (expiry on every hour): the flat index in C and
     the numpy index give every item the same decision."""
     docs = _stream(2000, 11)
-    config = DetectorConfig(threshold=threshold, window_hours=2)
+    config = DetectorConfig(threshold=threshold, window_hours=2, index="flat")
     flat = Detector(config)
     got = [flat.decide(d) for d in docs]
     assert isinstance(next(flat.windows()).index, FlatIndex)

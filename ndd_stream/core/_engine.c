@@ -50,7 +50,8 @@ typedef struct {
 } eslot_t;
 
 typedef struct {
-    int64_t sig;           /* offset of its signature in the arena (prefix mode) */
+    int64_t sig;           /* byte offset of its compact signature (prefix mode); the sign
+                            * bit: its codes are packed a byte a character */
     int32_t hour, size;    /* event hour, |signature| */
     int32_t need, unidx;   /* min_overlap(size, t), q-grams outside its indexed prefix */
 } edoc_t;
@@ -82,7 +83,7 @@ typedef struct {
     int64_t dfirst;
     size_t dn, dcap;
     int64_t base, end;  /* live documents: base .. end - 1 */
-    uint64_t *sigs;     /* sigs[i] is arena offset sfirst + i */
+    uint8_t *sigs;      /* compact signatures (see sig_put); sigs[i] is byte sfirst + i */
     int64_t sfirst;
     size_t slen, scap;
     uint32_t *counts;   /* per document from the aligned base, zero between calls */
@@ -204,8 +205,10 @@ row_set(erow_t *r, int64_t number)
 {
     size_t i = (size_t)((number >> 6) - r->wfirst);
     if (i >= r->nw) {
-        if (i >= r->cap) { /* a step at a time: rows are many and long */
-            size_t cap = i + ROW_STEP;
+        if (i >= r->cap) { /* by half: fewer moves, fewer freed blocks left in the heap */
+            size_t cap = r->cap + r->cap / 2;
+            if (cap < i + ROW_STEP)
+                cap = i + ROW_STEP;
             uint64_t *w = realloc(r->w, cap * 8);
             if (w == NULL)
                 return -1;
@@ -387,6 +390,80 @@ sweep(EngineObject *e)
     return rehash(e, want);
 }
 
+/* A stored signature: its ascending codes as LEB128 varints of their differences. Codes
+ * of four characters below U+0100 (Latin-1 text at q = 4: 16 bits a character, the high
+ * byte 0) are first packed a byte a character, an order-preserving map, so that the
+ * differences of a ~5 KB item's codes take ~2-3 bytes instead of 8. */
+#define SIG_PACKED ((int64_t)1 << 62)
+#define SIG_OFFSET (SIG_PACKED - 1)
+#define UNPACKABLE 0xff00ff00ff00ff00ull
+
+static inline uint64_t
+pack(uint64_t x)
+{
+    return ((x >> 24) & 0xff000000u) | ((x >> 16) & 0xff0000u) | ((x >> 8) & 0xff00u)
+           | (x & 0xffu);
+}
+
+/* Encode ``n`` ascending codes into ``out``; returns the bytes written. */
+static size_t
+sig_put(const uint64_t *a, size_t n, uint8_t *out, int *packed)
+{
+    int p = 1;
+    for (size_t i = 0; i < n && p; i++)
+        p = !(a[i] & UNPACKABLE);
+    *packed = p;
+    uint64_t prev = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = p ? pack(a[i]) : a[i], d = v - prev;
+        prev = v;
+        while (d >= 0x80) {
+            out[k++] = (uint8_t)(d | 0x80);
+            d >>= 7;
+        }
+        out[k++] = (uint8_t)d;
+    }
+    return k;
+}
+
+/* |a ∩ b|: ``a`` ascending codes, ``b`` a stored signature of ``nb`` codes. A code of a
+ * that cannot be packed is not in a packed b. */
+static int64_t
+overlap(const uint64_t *a, int64_t na, const uint8_t *b, int64_t nb, int packed)
+{
+    int64_t i = 0, j = 0, c = 0;
+    uint64_t y = 0;
+    const uint8_t *q = b;
+    while (i < na && j < nb) {
+        uint64_t d = 0;
+        int shift = 0;
+        uint8_t byte;
+        do {
+            byte = *q++;
+            d |= (uint64_t)(byte & 0x7f) << shift;
+            shift += 7;
+        } while (byte & 0x80);
+        y += d;
+        j++;
+        while (i < na) {
+            uint64_t x = a[i];
+            if (packed) {
+                if (x & UNPACKABLE) {
+                    i++;
+                    continue;
+                }
+                x = pack(x);
+            }
+            if (x > y)
+                break;
+            c += x == y;
+            i++;
+        }
+    }
+    return c;
+}
+
 /* -- documents --------------------------------------------------------------------------- */
 
 static void
@@ -396,8 +473,8 @@ compact(EngineObject *e)
     if (dead < 1024 || (size_t)dead * 2 < e->dn)
         return;
     if (!e->full && (size_t)dead < e->dn) {
-        int64_t from = e->docs[dead].sig - e->sfirst;
-        memmove(e->sigs, e->sigs + from, (e->slen - (size_t)from) * 8);
+        int64_t from = (e->docs[dead].sig & SIG_OFFSET) - e->sfirst;
+        memmove(e->sigs, e->sigs + from, e->slen - (size_t)from);
         e->slen -= (size_t)from;
         e->sfirst += from;
     } else if (!e->full) {
@@ -520,17 +597,19 @@ engine_add(EngineObject *e, PyObject *args)
             goto nomem;
         int64_t off = 0;
         if (!e->full) {
-            if (e->slen + (size_t)size > e->scap) { /* by half: the arena is most of it */
-                size_t cap = e->scap + e->scap / 2 + (size_t)size + 4096;
-                uint64_t *sg = realloc(e->sigs, cap * 8);
+            size_t most = (size_t)size * 10; /* a varint takes at most 10 bytes */
+            if (e->slen + most > e->scap) { /* by half: the arena is most of it */
+                size_t cap = e->scap + e->scap / 2 + most + 4096;
+                uint8_t *sg = realloc(e->sigs, cap);
                 if (sg == NULL)
                     goto nomem;
                 e->sigs = sg;
                 e->scap = cap;
             }
-            memcpy(e->sigs + e->slen, sb.buf, (size_t)size * 8);
-            off = e->sfirst + (int64_t)e->slen;
-            e->slen += (size_t)size;
+            int packed;
+            size_t used = sig_put(sb.buf, (size_t)size, e->sigs + e->slen, &packed);
+            off = (e->sfirst + (int64_t)e->slen) | (packed ? SIG_PACKED : 0);
+            e->slen += used;
         }
         uint32_t number = (uint32_t)e->end;
         /* dense_fraction 0: never */
@@ -597,20 +676,6 @@ engine_release(EngineObject *e, PyObject *args)
     if ((e->base - e->swept) * 4 > e->end - e->base + 4096 && sweep(e))
         return PyErr_NoMemory();
     Py_RETURN_NONE;
-}
-
-/* |a ∩ b| of two ascending arrays of distinct codes. */
-static int64_t
-overlap(const uint64_t *a, int64_t na, const uint64_t *b, int64_t nb)
-{
-    int64_t i = 0, j = 0, c = 0;
-    while (i < na && j < nb) {
-        uint64_t x = a[i], y = b[j];
-        c += x == y;
-        i += x <= y;
-        j += y <= x;
-    }
-    return c;
 }
 
 /* Whether a/b > c/d (all positive denominators; exact on integers). */
@@ -945,7 +1010,8 @@ engine_best(EngineObject *e, PyObject *args)
                         continue; /* at best a tie, lost to the earlier document */
                 }
                 const edoc_t *d = &docs[c->pos];
-                int64_t sh = overlap(qs, qsize, e->sigs + (d->sig - e->sfirst), d->size);
+                int64_t sh = overlap(qs, qsize, e->sigs + ((d->sig & SIG_OFFSET) - e->sfirst),
+                                     d->size, (d->sig & SIG_PACKED) != 0);
                 nver++;
                 if ((double)sh / (double)c->denom < t)
                     continue;
@@ -989,7 +1055,7 @@ engine_nbytes(EngineObject *e, void *closure)
     (void)closure;
     size_t n = (e->mask + 1) * sizeof(eslot_t) + (size_t)e->listwords * 4
                + e->dcap * sizeof(edoc_t) + e->gcap * 2
-               + e->scap * 8 + e->ccap * 8 + e->hcap * 4 + e->kcap * sizeof(ecand_t)
+               + e->scap + e->ccap * 8 + e->hcap * 4 + e->kcap * sizeof(ecand_t)
                + e->rcap * sizeof(erow_t) + e->dncap * sizeof(uint64_t *) + e->slcap * 8
                + e->fcap * 4;
     for (size_t i = 0; i < e->nrows; i++)
