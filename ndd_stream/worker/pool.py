@@ -344,7 +344,7 @@ class DeciderPool:
             # one record at a time (none in a timer's empty run), so that the piece can end
             # at any record boundary: the sequencers are offered only what is decided here;
             # items a sequencer freed beyond the piece's budget go first, record-less
-            records = [] if self.sequencers.held_over() else run[end:end + 1]
+            records = [] if self.merges and self.sequencers.held_over() else run[end:end + 1]
             end += len(records)
             for m in records:
                 ends[m.partition] = m.offset + 1
@@ -447,9 +447,9 @@ class DeciderPool:
         return [d for d in self.deciders.values() if isinstance(d, GatherDecider) and d.ready()]
 
     def _left_over(self) -> set[int]:
-        """The partitions with decisions left for after a checkpoint: a gatherer's
-        (:meth:`_ready`) or a sequencer's (``Sequencers.held_over``)."""
-        return {d.partition for d in self._ready()} | self.sequencers.held_over()
+        """The partitions with decisions left for after a checkpoint (gatherer, sequencer)."""
+        held = self.sequencers.held_over() if self.merges else set()
+        return {d.partition for d in self._ready()} | held
 
     def _label(self, partition: int) -> str:
         """A partition in metric labels: "3" for scoped partition 3, "shard-5" for shard 5."""
