@@ -26,17 +26,20 @@ exactly-once the committed input offset moves with it, in the same transaction
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ndd_stream.kafka.transactions import TP, TransactionError, Transactions
+from ndd_stream.kafka.transactions import TP, ProducerFenced, TransactionError, Transactions
 from ndd_stream.state.codec import Checkpoint
 from ndd_stream.worker.deciding import StatefulPartition
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.records import OutRecord
+
+log = logging.getLogger("ndd_stream.worker")
 
 Send = Callable[[OutRecord], Awaitable[Awaitable[Any]]]
 """Hand a record to Faust's producer; the returned awaitable resolves on delivery (to the
@@ -68,6 +71,19 @@ class PieceFailed(TransactionError):
     def __init__(self, failed: dict[TP, TransactionError]) -> None:
         self.failed = failed
         super().__init__("; ".join(str(e) for e in failed.values()))
+
+    def fenced(self) -> set[TP]:
+        """Log each failed partition once (a WARNING: what happens to it); those fenced."""
+        out = set()
+        for tp, exc in self.failed.items():
+            fenced = isinstance(exc, ProducerFenced)
+            log.warning("%s[%d]: %s; %s", tp[0], tp[1], exc,
+                        "left to its new owner" if fenced else "opened again and redone",
+                        extra={"topic": tp[0], "partition": tp[1],
+                               "event": "fenced" if fenced else "transaction_aborted"})
+            if fenced:
+                out.add(tp)
+        return out
 
 
 class Piece(ABC):

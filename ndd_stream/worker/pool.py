@@ -38,7 +38,6 @@ from typing import Any
 from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.items import ItemFormat
 from ndd_stream.kafka.reads import Log, read_range
-from ndd_stream.kafka.transactions import ProducerFenced, TransactionError
 from ndd_stream.state.codec import Checkpoint
 from ndd_stream.state.pending import Pair, least_offset
 from ndd_stream.worker.commit import (
@@ -269,27 +268,20 @@ class DeciderPool:
             try:
                 return await self._decide(run, send)
             except PieceFailed as exc:
-                until = await self._reopen(exc.failed, handed)
+                until = await self._reopen(exc, handed)
                 run = await self.order.arrange([], until)
 
-    async def _reopen(self, failed: Mapping[TP, TransactionError],
-                      handed: Mapping[TP, int]) -> dict[TP, int]:
+    async def _reopen(self, failed: PieceFailed, handed: Mapping[TP, int]) -> dict[TP, int]:
         """After a failed piece: close every partition whose state is behind what was
         handed out (the failed ones, and those whose records after the piece are dropped
         with it), open again those still owned; where each must be read up to again."""
         behind = {p for p, d in self.deciders.items()
                   if handed.get(self._tp(p), d.next_offset) > d.next_offset}
-        behind |= {tp[1] for tp in failed}
-        for tp, exc in failed.items():
-            fenced = isinstance(exc, ProducerFenced)
-            log.warning("%s[%d]: %s; %s", tp[0], tp[1], exc,
-                        "left to its new owner" if fenced else "opened again and redone",
-                        extra={"topic": tp[0], "partition": tp[1],
-                               "event": "fenced" if fenced else "transaction_aborted"})
-            if fenced:
-                if self.owned is None:  # not told yet: owned were those open
-                    self.owned = set(self.deciders)
-                self.owned.discard(tp[1])
+        behind |= {tp[1] for tp in failed.failed}
+        for tp in failed.fenced():
+            if self.owned is None:  # not told yet: owned were those open
+                self.owned = set(self.deciders)
+            self.owned.discard(tp[1])
         self.close(sorted(behind))
         until: dict[TP, int] = {}
         for partition in sorted(behind):

@@ -34,7 +34,6 @@ from confluent_kafka import KafkaException
 
 from ndd_stream.core.items import Invalid, ItemFormat, decode_object, order_time_ms, scope_of
 from ndd_stream.kafka.limits import dead_letter_limit
-from ndd_stream.kafka.transactions import ProducerFenced, TransactionError
 from ndd_stream.worker.commit import Committer, PieceFailed, Reached, Send
 from ndd_stream.worker.inorder import TP, InOrder, Message
 from ndd_stream.worker.merge import NO_TIME
@@ -94,8 +93,7 @@ class Router:
                     forwarded = await self._forward(arranged)
                     break
                 except PieceFailed as exc:  # those partitions: opened again, redone
-                    arranged = await self.order.arrange([], await self._reopen(exc.failed,
-                                                                               handed))
+                    arranged = await self.order.arrange([], await self._reopen(exc, handed))
         if self.ordered and forwarded:
             await self.report_progress(self._note_forwarded(forwarded))
 
@@ -113,21 +111,14 @@ class Router:
         await piece.commit([Reached(tp, n) for tp, n in next_offsets.items()])
         return forwarded
 
-    async def _reopen(self, failed: dict[TP, TransactionError],
-                      handed: dict[TP, int]) -> dict[TP, int]:
+    async def _reopen(self, failed: PieceFailed, handed: dict[TP, int]) -> dict[TP, int]:
         """After a failed piece: a fenced partition is left to its new owner; another is
         opened again at its committed offset. Where each must be read up to again."""
-        for tp, exc in failed.items():
-            fenced = isinstance(exc, ProducerFenced)
-            log.warning("%s[%d]: %s; %s", tp[0], tp[1], exc,
-                        "left to its new owner" if fenced else "opened again and redone",
-                        extra={"topic": tp[0], "partition": tp[1],
-                               "event": "fenced" if fenced else "transaction_aborted"})
-            self.committer.close([tp])
-            if fenced:
-                self.owned.discard(tp)
-                self.order.keep(self.owned)
-        again = [tp for tp in failed if tp in self.owned]
+        fenced = failed.fenced()
+        self.committer.close(list(failed.failed))
+        self.owned -= fenced
+        self.order.keep(self.owned)
+        again = [tp for tp in failed.failed if tp in self.owned]
         await patiently(f"raw partitions {again}: opening", lambda: self._open(again),
                         self.reopen_timeout_s)
         return {tp: handed[tp] for tp in again
