@@ -36,9 +36,12 @@ class StallWatch:
 
     def delivered(self, messages: Iterable[Any]) -> None:
         """A batch arrived: records flow."""
+        heard = False
         for m in messages:
             tp = (m.topic, m.partition)
             self.last_offset[tp] = max(m.offset, self.last_offset.get(tp, -1))
+            heard = True
+        if heard:  # one clock reading a batch, not one an item
             self.last_delivery = self.clock()
             self.stalled_since = None
 
