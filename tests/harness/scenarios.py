@@ -301,7 +301,7 @@ def crash_scenario(settings: Settings, workdir: Path, *, items: int, kills: int,
                                        alive=alive)
                 assert ok or not alive(), (
                     f"no progress to {target} outputs before kill {k + 1}\n"
-                    f"{running[0].log_tail()}")
+                    + "\n".join(w.story() for w in running))
                 time.sleep(rnd.uniform(0.0, 0.4))  # mid-batch, mid-produce, mid-commit
             victim = rnd.randrange(workers) if workers > 1 else 0
             worker = running[victim]

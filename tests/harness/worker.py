@@ -87,6 +87,14 @@ class Process:
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
+    def story(self, lines: int = 60) -> str:
+        """The worker's own lines and every warning or worse, the last ``lines`` of them:
+        what a failed wait prints, so a CI log tells what the worker was doing."""
+        kept = [line for line in self.log_text().splitlines()
+                if '"logger":"ndd_stream' in line or '"level":"INFO"' not in line]
+        return f"--- {self.log_path.name}\n" + "\n".join(
+            line[:600] for line in kept[-lines:])
+
 
 class WorkerProcess(Process):
     """``ndd-stream worker`` with these settings (as NDD_* variables).
