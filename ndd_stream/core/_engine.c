@@ -974,7 +974,19 @@ engine_best(EngineObject *e, PyObject *args)
         if (failed) {
             memset(cnt, 0, span * 4);
         } else if (e->full) {
+            uint32_t need32 = need > (int64_t)UINT32_MAX ? UINT32_MAX
+                              : need < 0 ? 0 : (uint32_t)need;
             for (size_t x = first; x < first + live; x++) {
+                if ((x & 15) == 0 && x + 16 <= first + live) { /* sixteen at a time: most
+                                                               * documents fall short */
+                    int any = 0;
+                    for (int i = 0; i < 16; i++)
+                        any |= cnt[x + i] >= need32;
+                    if (!any) {
+                        x += 15;
+                        continue;
+                    }
+                }
                 int64_t c = cnt[x];
                 if (c < need)
                     continue;
