@@ -12,7 +12,7 @@
  * quarter of the window has expired since the last one, trims every list, shrinks lists
  * and rows, turns rows of keys no longer dense back into lists and drops empty keys.
  *
- * Two modes, fixed at creation:
+ * Two modes, fixed at creation, both with lists and rows:
  * - full (threshold < 0.5): every q-gram of a document is indexed, so the count of a
  *   document's postings under the query's q-grams is |A ∩ B| exactly; the decision is one
  *   pass over the counts, no verification.
@@ -23,7 +23,9 @@
  *   c >= o - unindexed_B (B's shared q-grams outside its prefix are at most its unindexed
  *   tail). Survivors are verified on the stored signatures in order of their upper bound
  *   min(c + unindexed_B, |A|, |B|) / max(|A|, |B|), stopping once no remaining candidate
- *   can beat the best match.
+ *   can beat the best match. Without rows only the documents a list touched are read;
+ *   with rows (long items, large windows: most of the postings a probe meets) every
+ *   window document is, sixteen at a time.
  * Either way the best match is the highest doc_q >= threshold, ties to the lowest number.
  */
 #include "_kernels.h"
