@@ -234,7 +234,7 @@ def detector_config(threshold: float, threads: int | None) -> DetectorConfig:
     read those variables themselves at import."""
     extra: dict[str, Any] = {}
     fields = getattr(DetectorConfig, "__dataclass_fields__", {})
-    knobs = ("NDD_COUNT_THREADS", "NDD_DENSE_FRACTION", "NDD_NO_KERNELS")
+    knobs = ("NDD_COUNT_THREADS", "NDD_DENSE_FRACTION", "NDD_NO_KERNELS", "NDD_INDEX")
     if "count_threads" in fields and any(k in os.environ for k in knobs):
         # only then: pydantic's import would add ~20 MB to the peak RSS measured
         from ndd_stream.settings import Settings
@@ -242,6 +242,8 @@ def detector_config(threshold: float, threads: int | None) -> DetectorConfig:
         settings = Settings()
         extra["count_threads"] = settings.count_threads
         extra["dense_fraction"] = settings.dense_fraction
+        if "index" in fields:
+            extra["index"] = settings.index
         if settings.no_kernels:
             kernels.use_numpy()
     if "count_threads" in fields and threads is not None:

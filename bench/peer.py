@@ -112,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
                 if r % 2:
                     sides.reverse()
                 for name, cmd, tree in sides:
-                    wall, cpu = timed(cmd, {**env, "PYTHONPATH": str(tree)}, ROOT)
+                    # run in its tree: ``python -m`` puts the working directory first on
+                    # sys.path, before PYTHONPATH
+                    wall, cpu = timed(cmd, {**env, "PYTHONPATH": str(tree)}, tree)
                     rows.setdefault((t, name), []).append((wall, cpu))
                     print(f"round {r} t={t} {name}: {n / wall:.0f}/s wall, {n / cpu:.0f}/s "
                           f"CPU, load {os.getloadavg()[0]:.2f}", flush=True)

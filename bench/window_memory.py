@@ -43,7 +43,8 @@ def measure(tree: Path, items: Path, threshold: float) -> float:
     cmd = [sys.executable, "-c", code, sys.executable, "-m", "ndd_stream.cli", "dedup",
            str(items), "-o", os.devnull, "--scope", "global", "--extract", "raw",
            "--threshold", str(threshold)]
-    out = subprocess.run(cmd, env=env, cwd=ROOT, check=True, capture_output=True, text=True)
+    # in its tree: ``python -m`` puts the working directory first on sys.path
+    out = subprocess.run(cmd, env=env, cwd=tree, check=True, capture_output=True, text=True)
     return int(out.stdout.strip()) / 1024
 
 

@@ -184,8 +184,7 @@ class Settings(BaseSettings):
         "auto",
         description="The window's index: flat (C kernels: a hash table of q-grams, one call "
         "per item), lsm (blocks merged like an LSM tree; the numpy fallback) or auto: flat "
-        "below threshold 0.5, lsm from it up (where the flat index measured slower on large "
-        "windows of long items). Speed and memory only: the same decisions.",
+        "where the C kernels are built, else lsm. Speed and memory only: the same decisions.",
     )
     dense_fraction: float = Field(
         DEFAULT_DENSE_FRACTION,

@@ -12,7 +12,7 @@
  * quarter of the window has expired since the last one, trims every list, shrinks lists
  * and rows, turns rows of keys no longer dense back into lists and drops empty keys.
  *
- * Two modes, fixed at creation:
+ * Two modes, fixed at creation, both with lists and rows:
  * - full (threshold < 0.5): every q-gram of a document is indexed, so the count of a
  *   document's postings under the query's q-grams is |A ∩ B| exactly; the decision is one
  *   pass over the counts, no verification.
@@ -23,13 +23,22 @@
  *   c >= o - unindexed_B (B's shared q-grams outside its prefix are at most its unindexed
  *   tail). Survivors are verified on the stored signatures in order of their upper bound
  *   min(c + unindexed_B, |A|, |B|) / max(|A|, |B|), stopping once no remaining candidate
- *   can beat the best match.
+ *   can beat the best match. Without rows only the documents a list touched are read;
+ *   with rows (long items, large windows: most of the postings a probe meets) every
+ *   window document is, sixteen at a time.
  * Either way the best match is the highest doc_q >= threshold, ties to the lowest number.
  */
 #include "_kernels.h"
 
 #include <math.h>
 #include <structmember.h>
+
+/* The row kernels twice, for AVX2 and for any x86-64, chosen at load time (as _count.c). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define ROW_KERNEL __attribute__((target_clones("avx2", "default")))
+#else
+#define ROW_KERNEL
+#endif
 
 /* A key's posting list: a malloc'd block of a header (capacity, first live posting,
  * postings, dense row or NO_ROW) and document numbers, ascending. A dense key's postings
@@ -633,7 +642,7 @@ engine_add(EngineObject *e, PyObject *args)
             }
             if (append(e, s, number))
                 goto nomem;
-            if (e->full && (int64_t)(s->b[2] - s->b[1]) >= dense_at
+            if ((int64_t)(s->b[2] - s->b[1]) >= dense_at
                     && (int64_t)trim(e, s) >= dense_at && row_make(e, s))
                 goto nomem;
         }
@@ -722,9 +731,10 @@ csa(uint64_t *h, uint64_t *l, uint64_t a, uint64_t b, uint64_t c)
 /* Sixteen rows into the low four slices (ones .. eights) by a carry-save adder tree
  * (Harley-Seal); the carries of sixteen into ``c16``. Separate restrict pointers, so the
  * compiler vectorises over words. */
-static void
-csa16(const uint64_t *const *x, size_t W, uint64_t *restrict s1, uint64_t *restrict s2,
-      uint64_t *restrict s4, uint64_t *restrict s8, uint64_t *restrict c16)
+ROW_KERNEL static void
+csa16(const uint64_t *const *x, size_t w0, size_t w1, uint64_t *restrict s1,
+      uint64_t *restrict s2, uint64_t *restrict s4, uint64_t *restrict s8,
+      uint64_t *restrict c16)
 {
     const uint64_t *restrict y0 = x[0], *restrict y1 = x[1], *restrict y2 = x[2],
                    *restrict y3 = x[3], *restrict y4 = x[4], *restrict y5 = x[5],
@@ -732,7 +742,7 @@ csa16(const uint64_t *const *x, size_t W, uint64_t *restrict s1, uint64_t *restr
                    *restrict y9 = x[9], *restrict y10 = x[10], *restrict y11 = x[11],
                    *restrict y12 = x[12], *restrict y13 = x[13], *restrict y14 = x[14],
                    *restrict y15 = x[15];
-    for (size_t w = 0; w < W; w++) {
+    for (size_t w = w0; w < w1; w++) {
         uint64_t ones = s1[w], twos = s2[w], fours = s4[w], eights = s8[w];
         uint64_t twosA, twosB, foursA, foursB, eightsA, eightsB, sixteens;
         csa(&twosA, &ones, ones, y0[w], y1[w]);
@@ -758,13 +768,15 @@ csa16(const uint64_t *const *x, size_t W, uint64_t *restrict s1, uint64_t *restr
     }
 }
 
-/* Add the bitmap ``c`` (W words) into slices ``from`` .. B-1 of S, carries rippled. */
-static void
-ripple(uint64_t *restrict S, size_t W, int from, int B, uint64_t *restrict c)
+/* Add words w0 .. w1-1 of the bitmap ``c`` into slices ``from`` .. B-1 of S (slices of W
+ * words), carries rippled. */
+ROW_KERNEL static void
+ripple(uint64_t *restrict S, size_t W, size_t w0, size_t w1, int from, int B,
+       uint64_t *restrict c)
 {
     for (int b = from; b < B; b++) {
         uint64_t *restrict s = S + (size_t)b * W;
-        for (size_t w = 0; w < W; w++) {
+        for (size_t w = w0; w < w1; w++) {
             uint64_t t = s[w] & c[w];
             s[w] ^= c[w];
             c[w] = t;
@@ -773,18 +785,23 @@ ripple(uint64_t *restrict S, size_t W, int from, int B, uint64_t *restrict c)
 }
 
 /* Add the k rows ``x`` (W words each) into the bit-sliced counter S (B >= 5 slices of W
- * words, S[b * W + w]: bit b of the counts of word w); ``carry``: W words of scratch. */
+ * words, S[b * W + w]: bit b of the counts of word w); ``carry``: W words of scratch. A
+ * chunk of words at a time, so that its slices stay in the first-level cache. */
+#define ROW_CHUNK 256
 static void
 count_rows(const uint64_t *const *x, size_t k, size_t W, uint64_t *S, int B, uint64_t *carry)
 {
-    size_t g = 0;
-    for (; g + 16 <= k; g += 16) {
-        csa16(x + g, W, S, S + W, S + 2 * W, S + 3 * W, carry);
-        ripple(S, W, 4, B, carry);
-    }
-    for (; g < k; g++) {
-        memcpy(carry, x[g], W * 8);
-        ripple(S, W, 0, B, carry);
+    for (size_t w0 = 0; w0 < W; w0 += ROW_CHUNK) {
+        size_t w1 = w0 + ROW_CHUNK < W ? w0 + ROW_CHUNK : W;
+        size_t g = 0;
+        for (; g + 16 <= k; g += 16) {
+            csa16(x + g, w0, w1, S, S + W, S + 2 * W, S + 3 * W, carry);
+            ripple(S, W, w0, w1, 4, B, carry);
+        }
+        for (; g < k; g++) {
+            memcpy(carry + w0, x[g] + w0, (w1 - w0) * 8);
+            ripple(S, W, w0, w1, 0, B, carry);
+        }
     }
 }
 
@@ -812,7 +829,7 @@ spread_bytes(const uint64_t *S, size_t W, int B, uint32_t *cnt)
 
 /* As spread_bytes for B <= 16: the B bytes of eight documents summed into eight 16-bit
  * lanes (two words), then added to their counts. */
-static void
+ROW_KERNEL static void
 spread_add(const uint64_t *S, size_t W, int B, uint32_t *cnt)
 {
     if (B > 16) {
@@ -902,9 +919,14 @@ engine_best(EngineObject *e, PyObject *args)
                 PREFETCH(s->b);
             }
         }
-        /* 2. ScanCount over the sparse keys; the dense ones' rows set aside */
+        /* 2. ScanCount over the sparse keys; the dense ones' rows set aside. With rows,
+         * every document may have a count: the prefix mode then scans them all, as the full
+         * mode does, instead of the documents its lists touched. */
         uint32_t *cnt = e->counts, *touched = e->touched;
-        size_t nt = 0, nd = 0;
+        size_t nt = 0, nd = 0, nrowkeys = 0;
+        if (!e->full)
+            for (size_t h = 0; h < nh; h++)
+                nrowkeys += e->tab[e->heads[h]].b[3] != NO_ROW;
         for (size_t h = 0; h < nh; h++) {
             eslot_t *s = &e->tab[e->heads[h]];
             if (s->b[3] != NO_ROW) {
@@ -926,7 +948,7 @@ engine_best(EngineObject *e, PyObject *args)
                 continue;
             const uint32_t *p = s->b + HDR + s->b[1];
             npost += n;
-            if (e->full) {
+            if (e->full || nrowkeys) {
                 for (uint32_t j = 0; j < n; j++)
                     cnt[p[j] - (uint32_t)abase]++;
             } else {
@@ -954,7 +976,19 @@ engine_best(EngineObject *e, PyObject *args)
         if (failed) {
             memset(cnt, 0, span * 4);
         } else if (e->full) {
+            uint32_t need32 = need > (int64_t)UINT32_MAX ? UINT32_MAX
+                              : need < 0 ? 0 : (uint32_t)need;
             for (size_t x = first; x < first + live; x++) {
+                if ((x & 15) == 0 && x + 16 <= first + live) { /* sixteen at a time: most
+                                                               * documents fall short */
+                    int any = 0;
+                    for (int i = 0; i < 16; i++)
+                        any |= cnt[x + i] >= need32;
+                    if (!any) {
+                        x += 15;
+                        continue;
+                    }
+                }
                 int64_t c = cnt[x];
                 if (c < need)
                     continue;
@@ -975,6 +1009,26 @@ engine_best(EngineObject *e, PyObject *args)
         } else {
             size_t nk = 0;
             const uint16_t *gaps = e->gaps + (abase - e->dfirst);
+            if (nrowkeys) { /* every live document may have a count: list the ones that
+                             * pass the first test */
+                int32_t u32 = uq > 65535 ? 65535 : (int32_t)uq;
+                size_t x = first, stop = first + live;
+                for (; x + 16 <= stop; x += 16) { /* sixteen at a time: few pass */
+                    int any = 0;
+                    for (int i = 0; i < 16; i++)
+                        any |= (int32_t)cnt[x + i] + u32 >= (int32_t)gaps[x + i];
+                    if (!any)
+                        continue;
+                    for (int i = 0; i < 16; i++) {
+                        touched[nt] = (uint32_t)(x + i);
+                        nt += (int32_t)cnt[x + i] + u32 >= (int32_t)gaps[x + i];
+                    }
+                }
+                for (; x < stop; x++) {
+                    touched[nt] = (uint32_t)x;
+                    nt += (int32_t)cnt[x] + u32 >= (int32_t)gaps[x];
+                }
+            }
             for (size_t i = 0; i < nt; i++) {
                 uint32_t x = touched[i];
                 int64_t c = cnt[x];
@@ -999,6 +1053,8 @@ engine_best(EngineObject *e, PyObject *args)
                 e->cands[nk].denom = denom;
                 nk++;
             }
+            if (nrowkeys) /* rows count expired documents of their first word too */
+                memset(cnt, 0, span * 4);
             ncand = (int64_t)nk;
             qsort(e->cands, nk, sizeof(ecand_t), cand_order);
             for (size_t i = 0; i < nk; i++) {

@@ -39,7 +39,6 @@ from ndd_stream.core.order import (
 from ndd_stream.core.postings import PostingIndex
 from ndd_stream.core.qgrams import Codes, fmix64, signature, sorted_unique
 from ndd_stream.core.similarity import (
-    FULL_PREFIX_BELOW,
     extended_prefix,
     intersection_size,
     min_overlap,
@@ -63,10 +62,9 @@ sets, and P/R stay flat from 0.2 to 0.3, so one threshold serves both kinds of i
 IndexKind = Literal["auto", "flat", "lsm"]
 INDEX_KINDS: tuple[IndexKind, ...] = ("auto", "flat", "lsm")
 """The window's index (speed and memory only): the flat index (core.engine, C kernels) or
-the LSM index (core.postings); "auto": flat below FULL_PREFIX_BELOW, where every q-gram is
-counted (measured: 2.3-2.5x the LSM index, less memory), LSM from it up (on 50k windows of
-~5 KB items at 0.8 the flat index measured 0.84x the LSM index's speed and 1.5x its
-memory; on the Reuters day 1.5-2.4x its speed)."""
+the LSM index (core.postings, the numpy fallback); "auto": the flat index wherever the C
+kernels are built (measured against the LSM index in docs/BENCHMARK.md: faster at every
+threshold and window size measured)."""
 
 NoveltyMode = Literal["auto", "on", "off"]
 NOVELTY_MODES: tuple[NoveltyMode, ...] = ("auto", "on", "off")
@@ -137,9 +135,7 @@ class DetectorConfig:
     @property
     def flat_index(self) -> bool:
         """Whether windows use the flat index (``index``, and the C kernels built)."""
-        if self.index == "lsm" or not engine_available():
-            return False
-        return self.index == "flat" or self.threshold < FULL_PREFIX_BELOW
+        return self.index != "lsm" and engine_available()
 
     @property
     def effective_bitmap_bits(self) -> int:

@@ -44,7 +44,7 @@ class FlatIndex:
     def __init__(self, threshold: float,
                  dense_fraction: float = kernels.DEFAULT_DENSE_FRACTION) -> None:
         """``dense_fraction``: a q-gram held by at least this share of the window's
-        documents is also counted as a bitmap row (full mode; 0: never). Speed only."""
+        documents is also counted as a bitmap row (0: never). Speed only."""
         if not available():
             raise RuntimeError("the C engine is not built (ndd_stream.core.kernels)")
         self.threshold = threshold

@@ -34,6 +34,22 @@ CLASSES_PER_OCTAVE = 3  # classes per doubling of the count: finer is rarer-firs
 # postings probed at a 50k window than 1 per doubling); classes above 63 are clipped
 
 
+def _classes(counts: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint8]:
+    """The frequency class of each count: 0 for 0, else
+    floor(CLASSES_PER_OCTAVE * log2(count)) + 1, at most 63."""
+    classes = np.zeros(counts.size, dtype=np.uint8)
+    nz = counts > 0
+    cls = np.floor(CLASSES_PER_OCTAVE * np.log2(counts[nz])) + 1
+    classes[nz] = np.minimum(cls, 63).astype(np.uint8)
+    return classes
+
+
+# The classes of the counts below _SMALL, looked up: a snapshot reads 2**bits counters
+# (4M), most of them small, ~10x faster than a log2 of each.
+_SMALL = 1 << 16
+_SMALL_CLASSES = _classes(np.arange(_SMALL, dtype=np.uint32))
+
+
 @dataclass(frozen=True)
 class OrderVersion:
     """An immutable rarity table: ``classes[mixed >> shift]`` is a q-gram's class."""
@@ -102,10 +118,10 @@ class FrequencyBook:
     def snapshot(self) -> OrderVersion:
         """Freeze the current counts into a new version and make it current."""
         counts = self._counts
-        classes = np.zeros(counts.size, dtype=np.uint8)
-        nz = counts > 0
-        cls = np.floor(CLASSES_PER_OCTAVE * np.log2(counts[nz])) + 1
-        classes[nz] = np.minimum(cls, 63).astype(np.uint8)
+        classes = _SMALL_CLASSES[np.minimum(counts, np.uint32(_SMALL - 1))]
+        big = np.flatnonzero(counts >= _SMALL)
+        if big.size:
+            classes[big] = _classes(counts[big])
         self.current = OrderVersion(self.current.number + 1, classes, self._shift)
         later = [n for n in self._snapshots_at if n > self._documents]
         self._next_snapshot = (
