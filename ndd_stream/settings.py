@@ -269,7 +269,8 @@ class Settings(BaseSettings):
         60.0, gt=0, le=3600,
         description="records waiting on an owned partition and none delivered for this long "
         "(no batch being handled): the fetch is restarted from the last record delivered, "
-        "and /health answers 503 until records flow again.",
+        "and /health answers 503 until records flow again; a fetch still stopped after 5 "
+        "restarts ends the worker (exit code 3).",
     )
     producer_batch_kb: int = Field(
         512, ge=16, le=65_536,

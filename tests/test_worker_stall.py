@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from ndd_stream.worker.stall import StallWatch
+import faust
+from faust.types import TP
+
+from ndd_stream.worker.stall import GIVE_UP_AFTER, StallWatch, unblock
 
 
 @dataclass
@@ -59,3 +63,50 @@ def test_nothing_waiting_is_quiet_not_stalled() -> None:
     assert watch.stopped([("s", 0)], lambda tp: 100) == {}
     assert watch.stopped([("s", 0)], lambda tp: None) == {}
     assert watch.problem() is None
+
+
+def test_a_fetch_stopped_through_every_restart_gives_up() -> None:
+    clock = _Clock()
+    watch = StallWatch(60.0, clock)
+    watch.delivered([_Msg("s", 0, 1)])
+    for _ in range(GIVE_UP_AFTER - 1):
+        clock.now += 61
+        assert watch.stopped([("s", 0)], lambda tp: 100) and not watch.hopeless()
+    clock.now += 61
+    assert watch.stopped([("s", 0)], lambda tp: 100) and watch.hopeless()
+    watch.delivered([_Msg("s", 0, 2)])  # records flow: a later stall starts counting anew
+    clock.now += 61
+    assert watch.stopped([("s", 0)], lambda tp: 100) and not watch.hopeless()
+
+
+def _faust_app(assigned: set[Any]) -> Any:
+    """Faust's own app and consumer, never started: the bookkeeping ``unblock`` repairs."""
+    app = faust.App("stall-test", broker="kafka://127.0.0.1:1", web_enabled=False)
+    consumer = app.consumer
+    consumer.assignment = lambda: assigned  # type: ignore[method-assign]
+    consumer._set_active_tps(assigned)
+    app.in_recovery = False
+    app.flow_control.resume()
+    return app
+
+
+def test_unblock_puts_waiting_partitions_back_into_faust_fetches() -> None:
+    app = _faust_app({TP("s", 0), TP("s", 1), TP("s", 2)})
+    consumer = app.consumer
+    consumer.pause_partitions({TP("s", 0)})
+    consumer.on_buffer_full(TP("s", 1))  # an agent's buffer was full
+    consumer.stop_flow()
+    found = unblock(app, [("s", 0), ("s", 1), ("t", 9)])  # t[9]: not assigned
+    assert found == ["s[0] paused", "s[0] not fetched", "s[1] buffered", "s[1] not fetched",
+                     "consumer flow stopped"]
+    assert consumer._get_active_partitions() == {TP("s", 0), TP("s", 1), TP("s", 2)}
+    assert consumer.flow_active and not consumer._paused_partitions
+    assert unblock(app, [("s", 0), ("s", 1)]) == []  # nothing left to repair
+
+
+def test_unblock_leaves_a_rebalance_to_faust() -> None:
+    app = _faust_app({TP("s", 0)})
+    app.consumer.pause_partitions({TP("s", 0)})
+    app.rebalancing = True
+    assert unblock(app, [("s", 0)]) == []
+    assert TP("s", 0) in app.consumer._paused_partitions

@@ -61,7 +61,7 @@ from ndd_stream.worker.runtime import (
 )
 from ndd_stream.worker.sequencing import OrderConfig
 from ndd_stream.worker.sharding import ShardPartition
-from ndd_stream.worker.stall import StallWatch
+from ndd_stream.worker.stall import StallWatch, unblock
 from ndd_stream.worker.startup import (
     free_port,
     item_format_within,
@@ -348,7 +348,17 @@ class Service:
         """A fetch that stopped with records waiting is started again (worker/stall.py)."""
         consumer = self.app.consumer
         owned = [(tp.topic, tp.partition) for tp in consumer.assignment()]
-        for (topic, partition), offset in self.stall.stopped(owned, self._high).items():
+        stopped = self.stall.stopped(owned, self._high)
+        if not stopped:
+            return
+        if self.stall.hopeless():
+            fatal(f"{self.stall.problem()}, through {self.stall.restarts} restarts of the "
+                  "fetch; exiting so that a restart resumes from the committed state")
+        found = unblock(self.app, stopped)
+        if found:
+            log.warning("the consumer did not fetch: %s; resumed", ", ".join(found),
+                        extra={"event": "fetch_unblocked"})
+        for (topic, partition), offset in stopped.items():
             await consumer.seek(faust.types.TP(topic, partition), offset)
 
     async def _watch_crash(self) -> None:

@@ -7,6 +7,16 @@ stopped (a fetcher left waiting on a broker that restarted): each waiting partit
 sought to the offset after its last delivered record, which makes the consumer fetch it
 anew, and /health answers 503 until records flow again. A batch handled for that long (a
 commit retried while a coordinator moves) is not a stopped fetch; /health says so too.
+
+Faust's consumer asks its fetcher only for the partitions in its own *active* set, from
+which it removes a partition while the partition is paused for a rebalance or while an
+agent's buffer is full, and which its rebalance and buffer callbacks fill again. When the
+fetch has stopped and no rebalance is under way, :func:`unblock` puts every waiting
+partition back into that set and resumes a flow left stopped (the one place that works
+around Faust's bookkeeping), saying what it found. A fetch still stopped after
+:data:`GIVE_UP_AFTER` such restarts ends the worker (exit code 3): a restart resumes from
+the committed state, where an endless silence would hold the partitions from every
+other worker.
 """
 
 from __future__ import annotations
@@ -20,6 +30,9 @@ from typing import Any
 log = logging.getLogger("ndd_stream.worker")
 
 TP = tuple[str, int]
+
+GIVE_UP_AFTER = 5
+"""Restarts of a stopped fetch, one ``NDD_FETCH_STALL_S`` apart, before the worker exits."""
 
 
 class StallWatch:
@@ -73,6 +86,7 @@ class StallWatch:
         if found:
             if self.stalled_since is None:
                 self.stalled_since = self.last_delivery
+                self.restarts = 0
             self.restarts += 1
             log.warning("no record delivered for %.0fs while %d partition(s) wait: fetching "
                         "them anew from %s", now - self.last_delivery, len(found),
@@ -80,6 +94,10 @@ class StallWatch:
                         extra={"event": "fetch_stalled"})
             self.last_delivery = now  # the next restart, if needed, after another wait
         return found
+
+    def hopeless(self) -> bool:
+        """Whether the fetch stayed stopped through :data:`GIVE_UP_AFTER` restarts."""
+        return self.stalled_since is not None and self.restarts >= GIVE_UP_AFTER
 
     def problem(self) -> str | None:
         """What /health reports (None: healthy)."""
@@ -89,3 +107,32 @@ class StallWatch:
         if self.handling_since is not None and now - self.handling_since > self.stall_s:
             return f"busy: one batch handled for {now - self.handling_since:.0f}s"
         return None
+
+
+def unblock(app: Any, tps: Iterable[TP]) -> list[str]:
+    """Put ``tps`` back where Faust's consumer fetches from, unless a rebalance is under
+    way (it pauses and resumes partitions itself); what was found, for the log."""
+    if getattr(app, "rebalancing", False):
+        return []
+    consumer, found = app.consumer, []
+    active = consumer._get_active_partitions()
+    for topic, partition in tps:
+        tp = next((t for t in consumer.assignment()
+                   if t.topic == topic and t.partition == partition), None)
+        if tp is None:
+            continue
+        for name, held in (("paused", consumer._paused_partitions),
+                           ("buffered", consumer._buffered_partitions)):
+            if tp in held:
+                held.discard(tp)
+                found.append(f"{topic}[{partition}] {name}")
+        if tp not in active:
+            active.add(tp)
+            found.append(f"{topic}[{partition}] not fetched")
+    if not consumer.flow_active:
+        consumer.resume_flow()
+        found.append("consumer flow stopped")
+    if not app.flow_control.is_active():
+        app.flow_control.resume()
+        found.append("flow control suspended")
+    return found
