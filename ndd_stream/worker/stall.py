@@ -10,10 +10,13 @@ commit retried while a coordinator moves) is not a stopped fetch; /health says s
 
 Faust's consumer asks its fetcher only for the partitions in its own *active* set, from
 which it removes a partition while the partition is paused for a rebalance or while an
-agent's buffer is full, and which its rebalance and buffer callbacks fill again. When the
-fetch has stopped and no rebalance is under way, :func:`unblock` puts every waiting
-partition back into that set and resumes a flow left stopped (the one place that works
-around Faust's bookkeeping), saying what it found. A fetch still stopped after
+agent's buffer is full, and which its rebalance and buffer callbacks fill again; and its
+streams drop every record while its flow control is suspended, which only the end of a
+rebalance's recovery lifts (skipped when a newer rebalance began meanwhile). When the fetch
+has stopped, :func:`unblock` puts every waiting partition back into that set and resumes a
+flow left stopped (the one place that works around Faust's bookkeeping), saying what it
+found. A rebalance that is really under way is not held up by this: its callbacks pause
+and resume partitions again as they run. A fetch still stopped after
 :data:`GIVE_UP_AFTER` such restarts ends the worker (exit code 3): a restart resumes from
 the committed state, where an endless silence would hold the partitions from every
 other worker.
@@ -110,10 +113,8 @@ class StallWatch:
 
 
 def unblock(app: Any, tps: Iterable[TP]) -> list[str]:
-    """Put ``tps`` back where Faust's consumer fetches from, unless a rebalance is under
-    way (it pauses and resumes partitions itself); what was found, for the log."""
-    if getattr(app, "rebalancing", False):
-        return []
+    """Put ``tps`` back where Faust's consumer fetches from and delivers; what was found,
+    for the log."""
     consumer, found = app.consumer, []
     active = consumer._get_active_partitions()
     for topic, partition in tps:
@@ -135,4 +136,6 @@ def unblock(app: Any, tps: Iterable[TP]) -> list[str]:
     if not app.flow_control.is_active():
         app.flow_control.resume()
         found.append("flow control suspended")
+    if found and getattr(app, "rebalancing", False):
+        found.append("a rebalance marked as under way")
     return found
