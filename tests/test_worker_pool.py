@@ -166,6 +166,27 @@ def test_catch_up_decides_what_a_committed_offset_already_passed(tmp_path: Path)
     pool.close()
 
 
+def test_records_delivered_before_the_partition_is_owned_are_caught_up(tmp_path: Path) -> None:
+    """Faust resumes fetching at an assignment before the rebalance callback has opened the
+    partitions: a partition's last records can come while it is not owned yet. They are
+    passed over and noted, and the assignment's catch-up decides up to there."""
+    log, lines = MemoryLog(), _lines(9)
+    records = _scoped(log, lines)
+    pool = _pool(log, tmp_path)
+
+    async def run() -> tuple[int, dict[int, int], int]:
+        await pool.assign([1])
+        passed = await pool.process(records[3:], log.send)  # partition 0: not owned yet
+        await pool.assign([0, 1])
+        early = pool.unowned_seen([0, 1])
+        return passed, early, await pool.catch_up(0, early[0], log.send)
+
+    assert asyncio.run(run()) == (0, {0: 9}, 9)
+    assert pool.unowned_seen([0]) == {}  # taken
+    assert _decisions(log) == _want(lines)
+    pool.close()
+
+
 def test_catch_up_over_records_retention_removed_moves_on(tmp_path: Path) -> None:
     log, lines = MemoryLog(), _lines(6)
     _scoped(log, lines)

@@ -30,16 +30,36 @@ def test_records_waiting_and_none_delivered_is_a_stopped_fetch() -> None:
     clock = _Clock()
     watch = StallWatch(60.0, clock)
     watch.delivered([_Msg("s", 0, 41), _Msg("s", 1, 9)])
-    high = {("s", 0): 1000, ("s", 1): 10}.get  # partition 1 is at its end
-    owned = [("s", 0), ("s", 1), ("s", 2)]  # 2: nothing delivered yet, position unknown
+    behind = {("s", 0): (42, 1000)}  # partition 1 is at its end: not behind
     clock.now += 59
-    assert watch.stopped(owned, high) == {} and watch.problem() is None
+    assert not watch.silent() and watch.stopped(behind) == {} and watch.problem() is None
     clock.now += 2
-    assert watch.stopped(owned, high) == {("s", 0): 42}
+    assert watch.silent() and watch.stopped(behind) == {("s", 0): 42}
     assert watch.problem() == "fetch stalled: no record delivered for 61s"
-    assert watch.stopped(owned, high) == {}  # the next restart after another wait
+    assert watch.stopped(behind) == {}  # the next restart after another wait
     watch.delivered([_Msg("s", 0, 42)])
     assert watch.problem() is None
+
+
+def test_the_fetch_restarts_after_the_last_record_delivered() -> None:
+    """Records Faust fetched but never delivered (its position is past them) are fetched
+    again; a partition nothing was delivered from, from its position."""
+    clock = _Clock()
+    watch = StallWatch(60.0, clock)
+    watch.delivered([_Msg("s", 0, 9)])
+    clock.now += 61
+    assert watch.stopped({("s", 0): (15, 20), ("s", 1): (3, 7)}) == {("s", 0): 10,
+                                                                      ("s", 1): 3}
+
+
+def test_a_transaction_marker_at_the_end_is_no_record_waiting() -> None:
+    """Under read_committed the last offset of a partition is a commit marker: the position
+    passes it, and a quiet partition is at its end, not stalled."""
+    clock = _Clock()
+    watch = StallWatch(60.0, clock)
+    watch.delivered([_Msg("s", 0, 41)])  # 42 is the transaction's marker; the end is 43
+    clock.now += 3600
+    assert watch.stopped({}) == {} and watch.problem() is None
 
 
 def test_a_long_batch_is_busy_not_stalled() -> None:
@@ -48,35 +68,26 @@ def test_a_long_batch_is_busy_not_stalled() -> None:
     watch.delivered([_Msg("s", 0, 1)])
     with watch.handling():
         clock.now += 90
-        assert watch.stopped([("s", 0)], lambda tp: 100) == {}
+        assert watch.stopped({("s", 0): (2, 100)}) == {}
         assert watch.problem() == "busy: one batch handled for 90s"
     assert watch.problem() is None
     clock.now += 30  # silence counts from the batch's end
-    assert watch.stopped([("s", 0)], lambda tp: 100) == {}
-
-
-def test_nothing_waiting_is_quiet_not_stalled() -> None:
-    clock = _Clock()
-    watch = StallWatch(60.0, clock)
-    watch.delivered([_Msg("s", 0, 99)])
-    clock.now += 3600
-    assert watch.stopped([("s", 0)], lambda tp: 100) == {}
-    assert watch.stopped([("s", 0)], lambda tp: None) == {}
-    assert watch.problem() is None
+    assert watch.stopped({("s", 0): (2, 100)}) == {}
 
 
 def test_a_fetch_stopped_through_every_restart_gives_up() -> None:
     clock = _Clock()
     watch = StallWatch(60.0, clock)
     watch.delivered([_Msg("s", 0, 1)])
+    behind = {("s", 0): (2, 100)}
     for _ in range(GIVE_UP_AFTER - 1):
         clock.now += 61
-        assert watch.stopped([("s", 0)], lambda tp: 100) and not watch.hopeless()
+        assert watch.stopped(behind) and not watch.hopeless()
     clock.now += 61
-    assert watch.stopped([("s", 0)], lambda tp: 100) and watch.hopeless()
+    assert watch.stopped(behind) and watch.hopeless()
     watch.delivered([_Msg("s", 0, 2)])  # records flow: a later stall starts counting anew
     clock.now += 61
-    assert watch.stopped([("s", 0)], lambda tp: 100) and not watch.hopeless()
+    assert watch.stopped(behind) and not watch.hopeless()
 
 
 def _faust_app(assigned: set[Any]) -> Any:

@@ -19,7 +19,7 @@ import contextlib
 import faulthandler
 import logging
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -159,6 +159,19 @@ class Service:
             record.topic, record.key, record.value, record.partition, None, record.headers)
         return fut
 
+    def _end(self, tp: Any) -> int | None:
+        """Where this worker's reads of a partition end, from the last fetch (None:
+        unknown): the last stable offset under read_committed, else the high watermark."""
+        high = self._high((tp.topic, tp.partition))
+        if high is None or not self.committer.transactional:
+            return high
+        try:  # aiokafka's own consumer, under Faust's: the one value Faust does not pass on
+            reader: Any = self.app.consumer
+            stable = reader._thread._consumer.last_stable_offset(tp)
+        except Exception:  # not fetched yet
+            return high
+        return int(stable) if isinstance(stable, int) and 0 <= stable <= high else high
+
     def _high(self, tp: tuple[str, int]) -> int | None:
         """Where the raw partition ends, from the router's last fetch (None: unknown)."""
         try:
@@ -202,11 +215,19 @@ class Service:
         backlog, and while a rebalance callback runs the worker cannot hear of the next
         rebalance (two owners: thousands of outputs sent twice, bench.order). As a task it
         takes the pool's lock like any batch, and a revoke stops it at its next checkpoint.
+
+        Either guarantee: Faust resumes fetching before this callback has opened the
+        partitions, so records of a partition can be delivered while it is not owned yet
+        and are passed over; with no later record in that partition nothing else would
+        deliver them again. The router and the pools note how far such records reached,
+        and the same catch-up goes up to there (``Router.catch_up``,
+        ``DeciderPool.unowned_seen``).
         """
         try:
             await self.router.assign(raw)
         except Exception as exc:  # a producer that cannot register, offsets unknown
             fatal(f"opening raw partitions {raw} failed: {exc!r}")
+        self._in_background(self._forward_early())
         if self.ordered:
             await self._expect_sources()
         pools = [(self.pool, self.scoped_name, scoped)]
@@ -221,12 +242,26 @@ class Service:
                 fatal(str(exc))
             except Exception as exc:  # a transactional producer that cannot register
                 fatal(f"{topic}: opening partitions {partitions} failed: {exc}")
+            early = pool.unowned_seen(partitions)
             for partition in partitions:
-                offset = committed.get((topic, partition), -1)
+                offset = max(committed.get((topic, partition), -1), early.get(partition, -1))
                 if offset >= 0:
-                    task = asyncio.ensure_future(self._catch_up(pool, topic, partition, offset))
-                    self._catching_up.add(task)
-                    task.add_done_callback(self._catching_up.discard)
+                    self._in_background(self._catch_up(pool, topic, partition, offset))
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        """A catch-up, as a task of its own (see ``assigned``)."""
+        task = asyncio.ensure_future(work)
+        self._catching_up.add(task)
+        task.add_done_callback(self._catching_up.discard)
+
+    async def _forward_early(self) -> None:
+        try:
+            await self.router.catch_up()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # as in the router: state is safe, exit loudly
+            log.exception("router catch-up failed", extra={"event": "router_error"})
+            fatal(f"router catch-up failed: {exc!r}")
 
     async def _expect_sources(self) -> None:
         """Event-time order: the raw partitions that exist, each waited for."""
@@ -346,9 +381,16 @@ class Service:
 
     async def _watch_fetch(self) -> None:
         """A fetch that stopped with records waiting is started again (worker/stall.py)."""
+        if not self.stall.silent():
+            return
         consumer = self.app.consumer
-        owned = [(tp.topic, tp.partition) for tp in consumer.assignment()]
-        stopped = self.stall.stopped(owned, self._high)
+        behind: dict[tuple[str, int], tuple[int, int]] = {}
+        for tp in consumer.assignment():
+            end = self._end(tp)
+            position = await consumer.position(tp) if end is not None else None
+            if position is not None and end is not None and position < end:
+                behind[(tp.topic, tp.partition)] = (int(position), end)
+        stopped = self.stall.stopped(behind)
         if not stopped:
             return
         if self.stall.hopeless():

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from confluent_kafka import KafkaException
 
@@ -75,18 +75,22 @@ class Router:
         self.owned: set[TP] = set()
         # a rebalance waits for the batch in flight before it closes producers
         self.lock = asyncio.Lock()
+        # the offset after the last record delivered while its partition was not owned
+        self._unowned: dict[TP, int] = {}
         # event-time order: per raw partition, (next offset, latest event time) forwarded,
         # and what was last reported of it
         self.forwarded: dict[TP, tuple[int, int]] = {}
         self._reported: dict[TP, tuple[Progress, float]] = {}
 
-    async def route(self, messages: Sequence[Message]) -> None:
+    async def route(self, messages: Sequence[Message],
+                    until: Mapping[TP, int] | None = None) -> None:
         """Forward a batch in one piece and commit it; then report progress (plain
         records: a repeat only confirms, and after the commit it never runs ahead of the
-        records it confirms). Raises on a failed commit (TransactionError)."""
+        records it confirms). ``until``: read from the broker and forward up to these
+        offsets too. Raises on a failed commit (TransactionError)."""
         async with self.lock:
-            mine = [m for m in messages if self._forwards((m.topic, m.partition))]
-            arranged = await self.order.arrange(mine)
+            mine = self._mine(messages)
+            arranged = await self.order.arrange(mine, until)
             while True:
                 handed = dict(self.order.next)
                 try:
@@ -123,6 +127,31 @@ class Router:
                         self.reopen_timeout_s)
         return {tp: handed[tp] for tp in again
                 if tp in handed and handed[tp] > self.order.next.get(tp, handed[tp])}
+
+    def _mine(self, messages: Sequence[Message]) -> list[Message]:
+        """The records this worker forwards now; where the others reached is noted (see
+        :meth:`catch_up`)."""
+        mine = []
+        for m in messages:
+            tp = (m.topic, m.partition)
+            if self._forwards(tp):
+                mine.append(m)
+            else:
+                self._unowned[tp] = max(self._unowned.get(tp, 0), m.offset + 1)
+        return mine
+
+    async def catch_up(self) -> None:
+        """Forward the records of owned partitions that Faust delivered before they were
+        owned, now. Faust resumes fetching at an assignment before this worker's rebalance
+        callback has opened the partitions, so the first records of a partition can come
+        while it is not owned yet; a later record would reveal the gap (``InOrder``), but
+        at the end of a partition none comes."""
+        async with self.lock:
+            until = {tp: end for tp, end in self._unowned.items() if tp in self.owned}
+            for tp in until:
+                del self._unowned[tp]
+        if until:
+            await self.route([], until)
 
     def _forwards(self, tp: TP) -> bool:
         """Whether this worker forwards ``tp``'s records now (see the module docstring)."""

@@ -1,11 +1,12 @@
 """A consumer that stopped fetching is noticed, restarted, and shown on /health.
 
-A partition *waits* when the broker holds records past the last one delivered from it (the
-consumer's high watermark, from its last fetch). When records wait and no record at all
-has been delivered for ``NDD_FETCH_STALL_S`` while no batch is being handled, the fetch has
-stopped (a fetcher left waiting on a broker that restarted): each waiting partition is
-sought to the offset after its last delivered record, which makes the consumer fetch it
-anew, and /health answers 503 until records flow again. A batch handled for that long (a
+A partition *waits* when the consumer's fetch position is short of the partition's end (its
+last stable offset under read_committed, else its high watermark, from the last fetch).
+When records wait and no record at all has been delivered for ``NDD_FETCH_STALL_S`` while no
+batch is being handled, the fetch has stopped (a fetcher left waiting on a broker that
+restarted): each waiting partition is sought to the offset after its last delivered
+record, which makes the consumer fetch it anew, and /health answers 503 until records flow
+again. A batch handled for that long (a
 commit retried while a coordinator moves) is not a stopped fetch; /health says so too.
 
 Faust's consumer asks its fetcher only for the partitions in its own *active* set, from
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -71,31 +72,36 @@ class StallWatch:
             self.handling_since = None
             self.last_delivery = self.clock()
 
-    def waiting(self, owned: Iterable[TP], high: Callable[[TP], int | None]) -> dict[TP, int]:
-        """The owned partitions with records past the last delivered: where to fetch."""
-        out = {}
-        for tp in owned:
-            last, end = self.last_offset.get(tp), high(tp)
-            if last is not None and end is not None and end > last + 1:
-                out[tp] = last + 1
-        return out
+    def silent(self) -> bool:
+        """Whether nothing was delivered for ``stall_s`` while no batch was handled."""
+        return (self.handling_since is None
+                and self.clock() - self.last_delivery >= self.stall_s)
 
-    def stopped(self, owned: Iterable[TP], high: Callable[[TP], int | None]) -> dict[TP, int]:
-        """The partitions to fetch anew when the fetch has stopped (else none)."""
-        now = self.clock()
-        if self.handling_since is not None or now - self.last_delivery < self.stall_s:
+    def stopped(self, behind: Mapping[TP, tuple[int, int]]) -> dict[TP, int]:
+        """The partitions to fetch anew when the fetch has stopped (else none).
+
+        ``behind``: each owned partition whose fetch position is short of its end, as
+        ``(position, end)`` (the end a read_committed reader can reach: a transaction's
+        marker after the last record is no record waiting). Each is fetched anew from the
+        record after the last one delivered (at most from its position)."""
+        if not self.silent():
             return {}
-        found = self.waiting(owned, high)
-        if found:
-            if self.stalled_since is None:
-                self.stalled_since = self.last_delivery
-                self.restarts = 0
-            self.restarts += 1
-            log.warning("no record delivered for %.0fs while %d partition(s) wait: fetching "
-                        "them anew from %s", now - self.last_delivery, len(found),
-                        ", ".join(f"{t}[{p}]@{o}" for (t, p), o in sorted(found.items())),
-                        extra={"event": "fetch_stalled"})
-            self.last_delivery = now  # the next restart, if needed, after another wait
+        if not behind:  # at the end of every partition: quiet, not stalled
+            self.stalled_since = None
+            return {}
+        now = self.clock()
+        found = {tp: min(position, self.last_offset.get(tp, position - 1) + 1)
+                 for tp, (position, _) in behind.items()}
+        if self.stalled_since is None:
+            self.stalled_since = self.last_delivery
+            self.restarts = 0
+        self.restarts += 1
+        log.warning("no record delivered for %.0fs while %d partition(s) wait: fetching "
+                    "them anew from %s", now - self.last_delivery, len(found),
+                    ", ".join(f"{t}[{p}]@{o} (end {behind[(t, p)][1]})"
+                              for (t, p), o in sorted(found.items())),
+                    extra={"event": "fetch_stalled"})
+        self.last_delivery = now  # the next restart, if needed, after another wait
         return found
 
     def hopeless(self) -> bool:
