@@ -167,9 +167,6 @@ class DeciderPool:
         """The partition's state, opened if it is not (``lifecycle.Partitions``)."""
         return await self.partitions.ensure(partition)
 
-    def _open_sync(self, partition: int) -> StatefulPartition:
-        return self.partitions.open_sync(partition)
-
     def _tp(self, partition: int) -> TP:
         return (self.scoped_topic, partition)
 
