@@ -33,13 +33,22 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ndd_stream.kafka.transactions import TP, ProducerFenced, TransactionError, Transactions
+from ndd_stream.kafka.transactions import (
+    TP,
+    PartitionTransactions,
+    ProducerFenced,
+    TransactionError,
+    Transactions,
+)
 from ndd_stream.state.codec import Checkpoint
 from ndd_stream.worker.deciding import StatefulPartition
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.records import OutRecord
 
 log = logging.getLogger("ndd_stream.worker")
+
+PRODUCE_BATCH = 128
+"""Exactly-once: a piece's records are added to their transaction this many at a time."""
 
 Send = Callable[[OutRecord], Awaitable[Awaitable[Any]]]
 """Hand a record to Faust's producer; the returned awaitable resolves on delivery (to the
@@ -185,34 +194,62 @@ class TransactionalCommitter(Committer):
 
 
 class _TransactionalPiece(Piece):
+    """The records of each input partition are held and added to its transaction
+    :data:`PRODUCE_BATCH` at a time (the rest at the commit, in the commit's thread): the
+    same transaction, with a call into the client per batch of records rather than one, a
+    few wake-ups of its sender thread, and no Python callback per record."""
+
     def __init__(self, committer: TransactionalCommitter) -> None:
         self.txns = committer.txns
         self.metrics = committer.metrics
+        self.held: dict[TP, list[OutRecord]] = {}
+        self.broken: dict[TP, TransactionError] = {}  # a partition whose records failed
 
     async def produce(self, tp: TP, record: OutRecord) -> None:
-        self.txns.get(tp).produce(record.topic, record.key, record.value, record.partition,
-                                  record.headers)
+        held = self.held.get(tp)
+        if held is None:
+            held = self.held[tp] = []
+        held.append(record)
+        if len(held) >= PRODUCE_BATCH:
+            self.held[tp] = []
+            if tp not in self.broken:
+                try:
+                    self.txns.get(tp).produce_all(held)
+                except TransactionError as exc:  # the commit reports it (PieceFailed)
+                    self.broken[tp] = exc
 
     async def commit(self, reached: Sequence[Reached], decided: int = 0) -> None:
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
+        moved = {r.tp for r in reached}
+        for tp in [tp for tp in self.held if tp not in moved and tp not in self.broken]:
+            # outputs of a partition that did not move: its open transaction keeps them
+            try:
+                self.txns.get(tp).produce_all(self.held.pop(tp))
+            except TransactionError as exc:
+                self.broken[tp] = exc
         jobs = []
         for r in reached:
-            txn = self.txns.get(r.tp)
-            # 1. the outputs are in the partition's open transaction already (produce)
+            # 1. the outputs are in the partition's open transaction, or join it here
+            records = self.held.pop(r.tp, [])
             # 2. the changelog records and checkpoint join it, and a gatherer's items now
             # pending go to the shards in the transaction of the checkpoint that lists them
+            reported = None
             if r.state is not None and r.checkpoint is not None:
-                for x in [*r.state.drain_changelog(r.checkpoint),
-                          *getattr(r.state, "drain_fanout", list)()]:
-                    txn.produce(x.topic, x.key, x.value, x.partition, x.headers)
+                records += r.state.drain_changelog(r.checkpoint)
+                records += getattr(r.state, "drain_fanout", list)()
+                reported = r.state.changelog_topic
             # 3. commit with the input offset reached (partitions side by side)
-            jobs.append(loop.run_in_executor(None, txn.commit, {r.tp: r.next_offset}))
+            jobs.append(loop.run_in_executor(None, _commit, self.txns.get(r.tp), records,
+                                             reported, {r.tp: r.next_offset},
+                                             self.broken.get(r.tp)))
         delivered = await asyncio.gather(*jobs, return_exceptions=True)
         if jobs and any(r.state is not None for r in reached):  # a decider's piece
             self.metrics.transaction.observe(time.perf_counter() - started)
             self.metrics.transaction_decisions.observe(decided / len(jobs))
-        failed: dict[TP, TransactionError] = {}
+        # a partition that did not move but whose records failed: its transaction is not
+        # whole, and must not be committed by a later piece
+        failed = {tp: exc for tp, exc in self.broken.items() if tp not in moved}
         # 4. RocksDB, a cache of the committed changelog: only now, only what committed
         for r, ends in zip(reached, delivered, strict=True):
             if isinstance(ends, TransactionError):
@@ -226,6 +263,15 @@ class _TransactionalPiece(Piece):
                     changelog, r.state.changelog_next)))
         if failed:
             raise PieceFailed(failed)
+
+
+def _commit(txn: PartitionTransactions, records: Sequence[OutRecord], changelog: str | None,
+            offsets: dict[TP, int], broken: TransactionError | None) -> dict[TP, int]:
+    """One partition's transaction: its last records, then the commit. Blocking."""
+    if broken is not None:  # some of its records are not in it: never committed
+        raise broken
+    txn.produce_all(records, changelog)
+    return txn.commit(offsets)
 
 
 def committer_for(txns: Transactions | None, metrics: WorkerMetrics, *, acknowledged_items: int,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -26,6 +26,9 @@ log = logging.getLogger("ndd_stream.worker")
 #: per-item channel values would grow the registry (and every scrape) without limit.
 CHANNEL_LABELS_MAX = 200
 OTHER_CHANNEL = "(other)"
+ITEM_CHILDREN_MAX = 4096
+"""At most this many of ``ndd_items_total``'s counters are kept at hand (the rest are
+looked up each time; channels beyond CHANNEL_LABELS_MAX share one counter anyway)."""
 
 
 @dataclass
@@ -33,6 +36,9 @@ class WorkerMetrics:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
 
     _channels: set[str] = field(default_factory=set, init=False, repr=False)
+    # the counters of ndd_items_total by (status, channel, partition), looked up once
+    _item_children: dict[tuple[str, str, str], Any] = field(default_factory=dict, init=False,
+                                                            repr=False)
 
     def __post_init__(self) -> None:
         r = self.registry
@@ -114,12 +120,18 @@ class WorkerMetrics:
 
     def count_item(self, status: str, channel: str, partition: str) -> None:
         """One decided item in ``ndd_items_total``, its channel label bounded."""
-        if channel not in self._channels:
-            if len(self._channels) >= CHANNEL_LABELS_MAX:
-                channel = OTHER_CHANNEL
-            else:
-                self._channels.add(channel)
-        self.items.labels(status, channel, partition).inc()
+        child = self._item_children.get((status, channel, partition))
+        if child is None:
+            label = channel
+            if channel not in self._channels:
+                if len(self._channels) >= CHANNEL_LABELS_MAX:
+                    label = OTHER_CHANNEL
+                else:
+                    self._channels.add(channel)
+            child = self.items.labels(status, label, partition)
+            if len(self._item_children) < ITEM_CHILDREN_MAX:
+                self._item_children[(status, channel, partition)] = child
+        child.inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -121,6 +121,8 @@ class DeciderPool:
             self.order, self.sequencers, reopen_timeout_s, self._settle)
         self.deciders = self.partitions.deciders
         self._touched: set[int] = set()
+        self._gatherers: list[GatherDecider] = []  # the open ones, as a piece starts
+        self._busy_child: dict[int, Any] = {}  # ndd_busy_seconds_total by partition
         self._revoking: set[int] = set()  # partitions a rebalance waits for (see _decide)
         self._busy = 0.0  # clock seconds spent deciding (see _now)
         self._decision_thread = concurrent.futures.ThreadPoolExecutor(
@@ -267,12 +269,13 @@ class DeciderPool:
         :data:`CHECKPOINT_ITEMS` decisions (or the run's end). Returns ``(end, records
         handled)``."""
         self._touched = set()
+        self._gatherers = [d for d in self.deciders.values() if isinstance(d, GatherDecider)]
         piece = self.committer.begin(send)
         self._turn = time.perf_counter()
         end, handled, decided = at, 0, 0
         ends: dict[int, int] = {}  # partition -> the offset after its last record here
         while True:
-            ready = self._ready()
+            ready = self._ready() if self._gatherers else None
             if ready:  # decisions a gatherer left for after a checkpoint: before new records
                 decided += await self._resolve(ready, piece)
                 if decided >= self.piece_items:
@@ -315,8 +318,7 @@ class DeciderPool:
             self._touched.add(decider.partition)
             started = time.perf_counter()
             outcomes = decider.resolve()
-            self.metrics.busy.labels(self._label(decider.partition)).inc(
-                time.perf_counter() - started)
+            self._busy_in(decider.partition).inc(time.perf_counter() - started)
             source = Source(self.scoped_topic, decider.partition, decider.next_offset)
             decided += await self._emit(decider, outcomes, source, piece)
         await self._yield()
@@ -333,11 +335,21 @@ class DeciderPool:
             self._turn = time.perf_counter()
         else:
             outcome = decider.process(item.value, item.key, item.headers, source, note)
-        took = time.perf_counter() - started
+        now = time.perf_counter()
+        took = now - started
         self.metrics.latency.observe(took)
-        self.metrics.busy.labels(self._label(item.partition)).inc(took)
-        await self._yield()
+        self._busy_in(item.partition).inc(took)
+        if now - self._turn > YIELD_SECONDS:
+            await self._yield()
         return outcome if isinstance(outcome, list) else [outcome]
+
+    def _busy_in(self, partition: int) -> Any:
+        """The partition's ``ndd_busy_seconds_total`` (looked up once)."""
+        child = self._busy_child.get(partition)
+        if child is None:
+            child = self._busy_child[partition] = self.metrics.busy.labels(
+                self._label(partition))
+        return child
 
     async def _yield(self) -> None:
         """Give the event loop a turn after :data:`YIELD_SECONDS` of inline decisions."""
@@ -357,12 +369,12 @@ class DeciderPool:
 
     def _ready(self) -> list[GatherDecider]:
         """The gatherers with decisions left for after a checkpoint (GatherDecider.ready)."""
-        return [d for d in self.deciders.values() if isinstance(d, GatherDecider) and d.ready()]
+        return [d for d in self._gatherers if d.ready()]
 
     def _left_over(self) -> set[int]:
         """The partitions with decisions left for after a checkpoint (gatherer, sequencer)."""
         held = self.sequencers.held_over() if self.merges else set()
-        return {d.partition for d in self._ready()} | held
+        return {d.partition for d in self._ready()} | held if self._gatherers else held
 
     def _label(self, partition: int) -> str:
         """A partition in metric labels: "3" for scoped partition 3, "shard-5" for shard 5."""
