@@ -218,16 +218,20 @@ class _TransactionalPiece(Piece):
                 except TransactionError as exc:  # the commit reports it (PieceFailed)
                     self.broken[tp] = exc
 
-    async def commit(self, reached: Sequence[Reached], decided: int = 0) -> None:
-        loop = asyncio.get_running_loop()
-        started = time.perf_counter()
-        moved = {r.tp for r in reached}
+    def _keep_open(self, moved: set[TP]) -> None:
+        """The outputs of partitions that did not move join their open transactions,
+        which a later piece commits."""
         for tp in [tp for tp in self.held if tp not in moved and tp not in self.broken]:
-            # outputs of a partition that did not move: its open transaction keeps them
             try:
                 self.txns.get(tp).produce_all(self.held.pop(tp))
             except TransactionError as exc:
                 self.broken[tp] = exc
+
+    async def commit(self, reached: Sequence[Reached], decided: int = 0) -> None:
+        loop = asyncio.get_running_loop()
+        started = time.perf_counter()
+        moved = {r.tp for r in reached}
+        self._keep_open(moved)
         jobs = []
         for r in reached:
             # 1. the outputs are in the partition's open transaction, or join it here
