@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ log = logging.getLogger("ndd_stream.worker")
 #: per-item channel values would grow the registry (and every scrape) without limit.
 CHANNEL_LABELS_MAX = 200
 OTHER_CHANNEL = "(other)"
+STATE_BYTES_EVERY_S = 5.0
 ITEM_CHILDREN_MAX = 4096
 """At most this many of ``ndd_items_total``'s counters are kept at hand (the rest are
 looked up each time; channels beyond CHANNEL_LABELS_MAX share one counter anyway)."""
@@ -39,6 +41,8 @@ class WorkerMetrics:
     # the counters of ndd_items_total by (status, channel, partition), looked up once
     _item_children: dict[tuple[str, str, str], Any] = field(default_factory=dict, init=False,
                                                             repr=False)
+    # when each partition's ndd_state_bytes was last measured (time.monotonic)
+    sized: dict[str, float] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         r = self.registry
@@ -158,10 +162,15 @@ def count_outcome(metrics: WorkerMetrics, partition: int, outcome: Outcome,
 
 
 def set_gauges(metrics: WorkerMetrics, part: str, decider: StatefulPartition) -> None:
-    """A partition's window and state gauges, after a commit (``part``: its label)."""
+    """A partition's window and state gauges, after a commit (``part``: its label). The
+    state's size on disk (a listing of its directory) at most every
+    :data:`STATE_BYTES_EVERY_S`."""
     metrics.window_documents.labels(part).set(decider.window_documents())
     metrics.window_hours.labels(part).set(decider.window_hours())
-    metrics.state_bytes.labels(part).set(decider.store.inner.size_bytes())
+    now = time.monotonic()
+    if now - metrics.sized.get(part, -STATE_BYTES_EVERY_S) >= STATE_BYTES_EVERY_S:
+        metrics.sized[part] = now
+        metrics.state_bytes.labels(part).set(decider.store.inner.size_bytes())
     gather = decider.gather_gauges()
     if gather is not None:
         waiting, held, spilled = gather
