@@ -33,13 +33,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ndd_stream.kafka.transactions import (
-    TP,
-    PartitionTransactions,
-    ProducerFenced,
-    TransactionError,
-    Transactions,
-)
+from ndd_stream.kafka.transactions import TP, ProducerFenced, TransactionError, Transactions
 from ndd_stream.state.codec import Checkpoint
 from ndd_stream.worker.deciding import StatefulPartition
 from ndd_stream.worker.metrics import WorkerMetrics
@@ -195,15 +189,15 @@ class TransactionalCommitter(Committer):
 
 class _TransactionalPiece(Piece):
     """The records of each input partition are held and added to its transaction
-    :data:`PRODUCE_BATCH` at a time (the rest at the commit, in the commit's thread): the
-    same transaction, with a call into the client per batch of records rather than one, a
-    few wake-ups of its sender thread, and no Python callback per record."""
+    :data:`PRODUCE_BATCH` at a time (the rest at the commit): the same transaction, with a
+    call into the client per batch of records rather than one per record, a few wake-ups of
+    its sender thread, and no Python callback per record. A record the client refuses
+    raises, as each call did."""
 
     def __init__(self, committer: TransactionalCommitter) -> None:
         self.txns = committer.txns
         self.metrics = committer.metrics
         self.held: dict[TP, list[OutRecord]] = {}
-        self.broken: dict[TP, TransactionError] = {}  # a partition whose records failed
 
     async def produce(self, tp: TP, record: OutRecord) -> None:
         held = self.held.get(tp)
@@ -212,28 +206,18 @@ class _TransactionalPiece(Piece):
         held.append(record)
         if len(held) >= PRODUCE_BATCH:
             self.held[tp] = []
-            if tp not in self.broken:
-                try:
-                    self.txns.get(tp).produce_all(held)
-                except TransactionError as exc:  # the commit reports it (PieceFailed)
-                    self.broken[tp] = exc
-
-    def _keep_open(self, moved: set[TP]) -> None:
-        """The outputs of partitions that did not move join their open transactions,
-        which a later piece commits."""
-        for tp in [tp for tp in self.held if tp not in moved and tp not in self.broken]:
-            try:
-                self.txns.get(tp).produce_all(self.held.pop(tp))
-            except TransactionError as exc:
-                self.broken[tp] = exc
+            self.txns.get(tp).produce_all(held)
 
     async def commit(self, reached: Sequence[Reached], decided: int = 0) -> None:
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
         moved = {r.tp for r in reached}
-        self._keep_open(moved)
+        for tp in [tp for tp in self.held if tp not in moved]:
+            # outputs of a partition that did not move: its open transaction keeps them
+            self.txns.get(tp).produce_all(self.held.pop(tp))
         jobs = []
         for r in reached:
+            txn = self.txns.get(r.tp)
             # 1. the outputs are in the partition's open transaction, or join it here
             records = self.held.pop(r.tp, [])
             # 2. the changelog records and checkpoint join it, and a gatherer's items now
@@ -243,17 +227,14 @@ class _TransactionalPiece(Piece):
                 records += r.state.drain_changelog(r.checkpoint)
                 records += getattr(r.state, "drain_fanout", list)()
                 reported = r.state.changelog_topic
+            txn.produce_all(records, reported)
             # 3. commit with the input offset reached (partitions side by side)
-            jobs.append(loop.run_in_executor(None, _commit, self.txns.get(r.tp), records,
-                                             reported, {r.tp: r.next_offset},
-                                             self.broken.get(r.tp)))
+            jobs.append(loop.run_in_executor(None, txn.commit, {r.tp: r.next_offset}))
         delivered = await asyncio.gather(*jobs, return_exceptions=True)
         if jobs and any(r.state is not None for r in reached):  # a decider's piece
             self.metrics.transaction.observe(time.perf_counter() - started)
             self.metrics.transaction_decisions.observe(decided / len(jobs))
-        # a partition that did not move but whose records failed: its transaction is not
-        # whole, and must not be committed by a later piece
-        failed = {tp: exc for tp, exc in self.broken.items() if tp not in moved}
+        failed: dict[TP, TransactionError] = {}
         # 4. RocksDB, a cache of the committed changelog: only now, only what committed
         for r, ends in zip(reached, delivered, strict=True):
             if isinstance(ends, TransactionError):
@@ -267,15 +248,6 @@ class _TransactionalPiece(Piece):
                     changelog, r.state.changelog_next)))
         if failed:
             raise PieceFailed(failed)
-
-
-def _commit(txn: PartitionTransactions, records: Sequence[OutRecord], changelog: str | None,
-            offsets: dict[TP, int], broken: TransactionError | None) -> dict[TP, int]:
-    """One partition's transaction: its last records, then the commit. Blocking."""
-    if broken is not None:  # some of its records are not in it: never committed
-        raise broken
-    txn.produce_all(records, changelog)
-    return txn.commit(offsets)
 
 
 def committer_for(txns: Transactions | None, metrics: WorkerMetrics, *, acknowledged_items: int,
