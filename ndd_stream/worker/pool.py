@@ -301,7 +301,9 @@ class DeciderPool:
                 decided += await self._emit(decider, outcomes, source, piece)
             if decided >= self.piece_items or (end >= len(run) and not self._left_over()):
                 break
-        if end >= len(run):  # after the run: as the records in order handed out
+        if end >= len(run):  # after the run: as the records in order handed out (a
+            # catch-up whose records retention removed moves too: they are logged as lost
+            # and never come back); before its end, after this piece's records (``ends``)
             ends = {p: n for p in self.deciders
                     if (n := self.order.next.get(self._tp(p))) is not None}
         reached = checkpoints(self.deciders, self.merges, self._touched, ends)
