@@ -3,6 +3,7 @@
     python -m bench.e2e [--warmup 50000] [--measure 5000] [--workers 1 2] [--threshold 0.8]
                         [--scope global --shards 1 2 --out e2e-shards]
                         [--broker kafka --guarantee at-least-once exactly-once --repeat 3]
+                        [--code BASE_DIR --repeat 3]
 
 For each worker count: start the embedded broker, create the topics, pre-load
 ``warmup + measure`` ~5 KB items (bench.workload, event time spaced so that the window
@@ -10,6 +11,12 @@ holds ``warmup`` documents), start the workers, and time the last ``measure`` it
 from the moment the outputs pass ``warmup`` to the moment they reach the total. The
 same items are also decided in process by the core alone, so the report gives the cost
 of the Kafka and Faust layers. Results: bench/results/e2e.json and .md.
+
+``--code DIR`` (a checkout of another revision, e.g. ``git archive main | tar -x -C DIR``
+with the C kernels copied in) runs the workers from that tree too, alternating with this
+tree within each round: a same-run baseline. Each run gives the worker's CPU per item
+beyond the core's (``own_ms_per_item``: the worker's CPU ms per output from the warm-up
+on, less the core's CPU ms per item on the same items in process).
 """
 
 from __future__ import annotations
@@ -50,17 +57,19 @@ def make_items(total: int, window_docs: int, scope: str = "channel") -> list[byt
     return out
 
 
-def core_rate(settings: Settings, items: list[bytes], warmup: int) -> float:
-    """Items/s of parse + decide alone over the measured items (window warmed first)."""
+def core_rate(settings: Settings, items: list[bytes], warmup: int) -> tuple[float, float]:
+    """Items/s of parse + decide alone over the measured items (window warmed first), and
+    the CPU ms per item (``time.process_time``)."""
     det = Detector(settings.detector_config())
     fmt = settings.item_format()
     docs = [parse_item(raw, fmt, f"p{i}") for i, raw in enumerate(items)]
     for doc in docs[:warmup]:
         det.decide(doc)  # type: ignore[arg-type]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for raw in items[warmup:]:
         det.decide(parse_item(raw, fmt, "p"))  # type: ignore[arg-type]
-    return (len(items) - warmup) / (time.perf_counter() - start)
+    n = len(items) - warmup
+    return n / (time.perf_counter() - start), (time.process_time() - cpu) * 1000 / n
 
 
 def count_outputs(consumer: Consumer) -> int:
@@ -175,7 +184,7 @@ def _broker(kind: str, workdir: Path) -> Iterator[Any]:
 def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir: Path,
         scope: str = "channel", shards: int = 1, partitions: int = 4,
         settle: bool = False, broker_kind: str = "kafka",
-        guarantee: str = "at-least-once") -> dict[str, Any]:
+        guarantee: str = "at-least-once", code: Path | None = None) -> dict[str, Any]:
     with _broker(broker_kind, workdir) as broker:
         # Tansu holds every group join for half the session: a short one there; the
         # worker's own default on Apache Kafka
@@ -188,7 +197,7 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
         assert not report.errors, report
         procs: list[subprocess.Popen[bytes]] = []
         if settle:  # workers first, items once the group is stable
-            procs = start_workers(settings, workers, workdir)
+            procs = start_workers(settings, workers, workdir, code)
             waited = settled([workdir / f"worker-{i}.log" for i in range(workers)],
                              partitions, shards)
             print(f"workers settled after {waited:.0f}s", flush=True)
@@ -209,7 +218,7 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
         meta = consumer.list_topics(timeout=10)
         consumer.assign([TopicPartition(t, p, 0) for t in outs for p in meta.topics[t].partitions])
         if not settle:
-            procs = start_workers(settings, workers, workdir)
+            procs = start_workers(settings, workers, workdir, code)
         total, seen = len(items), 0
         t_warm = t_end = None
         deadline = time.monotonic() + 3600
@@ -247,7 +256,7 @@ def run(workers: int, items: list[bytes], warmup: int, threshold: float, workdir
         assert t_warm is not None and t_end is not None, f"only {seen}/{total} outputs"
         rate = (total - warm_seen) / max(t_end - t_warm, 1e-9)
         return {"workers": workers, "shards": shards, "scope": scope, "broker": broker_kind,
-                "guarantee": guarantee,
+                "guarantee": guarantee, "code": str(code) if code else "this tree",
                 "items": total, "warmup": warmup,
                 "measured": total - warm_seen, "seconds": round(t_end - t_warm, 2),
                 "worker_cpu_s": cpu, "worker_peak_rss_mb": rss, "owned": owners,
@@ -279,15 +288,19 @@ def measured_cpu(timeline: Sequence[Sequence[Any]], warmup: int) -> dict[str, li
             "ms_per_item": [round(c / items * 1000, 2) for c in spent]}
 
 
-def start_workers(settings: Settings, workers: int, workdir: Path
+def start_workers(settings: Settings, workers: int, workdir: Path, code: Path | None = None
                   ) -> list[subprocess.Popen[bytes]]:
+    """``code``: run the workers from that tree's ``ndd_stream`` (a baseline)."""
     procs = []
     env = {**os.environ, **settings.to_env()}
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
     for i in range(workers):
         wenv = {**env, "NDD_DATA_DIR": str(workdir / f"state-{i}")}
         log = open(workdir / f"worker-{i}.log", "wb")  # noqa: SIM115
         procs.append(subprocess.Popen([sys.executable, "-m", "ndd_stream.cli", "worker"],
-                                      env=wenv, stdout=log, stderr=subprocess.STDOUT))
+                                      env=wenv, stdout=log, stderr=subprocess.STDOUT,
+                                      cwd=code))
     return procs
 
 
@@ -311,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="NDD_GUARANTEE values, each run with every --workers count, "
                     "alternated --repeat times (exactly-once needs --broker kafka)")
     ap.add_argument("--repeat", type=int, default=1, help="rounds of the guarantees")
+    ap.add_argument("--code", type=Path, nargs="*", default=[],
+                    help="baseline trees whose workers run too, alternating with this tree "
+                    "within each round")
     ap.add_argument("--settle", action="store_true",
                     help="start the workers first and produce once their group is stable")
     args = ap.parse_args(argv)
@@ -319,17 +335,22 @@ def main(argv: list[str] | None = None) -> int:
     items = make_items(args.warmup + args.measure, args.window or args.warmup, args.scope)
     print(f"generated {len(items)} items in {time.perf_counter() - t0:.0f}s", flush=True)
     settings = Settings(threshold=args.threshold, scope=args.scope)
-    core = core_rate(settings, items, args.warmup)
-    print(f"core alone: {core:.0f} items/s", flush=True)
+    core, core_ms = core_rate(settings, items, args.warmup)
+    print(f"core alone: {core:.0f} items/s, {core_ms:.2f} CPU ms per item", flush=True)
+    codes: list[Path | None] = [*[c.resolve() for c in args.code], None]
     runs = []
     # the brokers and guarantees alternated within each round: a paired comparison
-    for shards, n, _, kind, guarantee in itertools.product(
-            args.shards, args.workers, range(args.repeat), args.broker, args.guarantee):
+    for shards, n, rnd, kind, guarantee, code in itertools.product(
+            args.shards, args.workers, range(args.repeat), args.broker, args.guarantee, codes):
         with tempfile.TemporaryDirectory() as tmp:
             result = run(n, items, args.warmup, args.threshold, Path(tmp), args.scope,
-                         shards, args.partitions, args.settle, kind, guarantee)
+                         shards, args.partitions, args.settle, kind, guarantee, code)
         result["broker"] = kind
+        result["round"] = rnd + 1
         result["core_items_per_s"] = round(core, 1)
+        result["core_cpu_ms_per_item"] = round(core_ms, 3)
+        result["own_ms_per_item"] = [round(ms - core_ms, 3) for ms in
+                                     result["measured_cpu"]["ms_per_item"][:n]]
         result["layer_overhead"] = round(core / result["per_worker"], 2)
         print(result, flush=True)
         runs.append(result)
@@ -339,13 +360,15 @@ def main(argv: list[str] | None = None) -> int:
            "scope": args.scope, "partitions": args.partitions, "settle": args.settle,
            "runs": runs}
     (RESULTS / f"{args.out}.json").write_bytes(jsonio.dumps(out))
-    lines = ["| broker | guarantee | shards | workers | items/s total | items/s per worker | "
-             "core alone items/s | core ÷ per-worker | stalled s | "
-             "CPU ms per item (workers, broker) |", "|---|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['broker']} | {r['guarantee']} | {r['shards']} | {r['workers']} | "
-              f"{r['items_per_s']} | {r['per_worker']} | "
+    lines = ["| round | code | broker | guarantee | shards | workers | items/s total | "
+             "items/s per worker | core alone items/s | core ÷ per-worker | stalled s | "
+             "CPU ms per item (workers, broker) | worker's own CPU ms per item |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['round']} | {r['code']} | {r['broker']} | {r['guarantee']} | "
+              f"{r['shards']} | {r['workers']} | {r['items_per_s']} | {r['per_worker']} | "
               f"{r['core_items_per_s']} | {r['layer_overhead']} | {r['stalled_s']} | "
-              f"{', '.join(map(str, r['measured_cpu']['ms_per_item']))} |" for r in runs]
+              f"{', '.join(map(str, r['measured_cpu']['ms_per_item']))} | "
+              f"{', '.join(map(str, r['own_ms_per_item']))} |" for r in runs]
     (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -339,7 +339,7 @@ def test_a_partition_open_cancelled_midway_is_not_opened_twice(tmp_path: Path) -
     that store, not open the RocksDB directory a second time (its lock is held)."""
     pool = _pool(MemoryLog(), tmp_path)
     started, proceed, opened = threading.Event(), threading.Event(), threading.Event()
-    open_sync = pool._open_sync
+    open_sync = pool.partitions.open_sync
 
     def gated_open(partition: int) -> PartitionDecider:
         started.set()
@@ -349,7 +349,7 @@ def test_a_partition_open_cancelled_midway_is_not_opened_twice(tmp_path: Path) -
         finally:
             opened.set()
 
-    pool._open_sync = gated_open  # type: ignore[method-assign]
+    pool.partitions.open_sync = gated_open  # type: ignore[method-assign]
 
     async def scenario() -> None:
         loop = asyncio.get_running_loop()

@@ -37,8 +37,8 @@ import concurrent.futures
 import threading
 import time
 import uuid
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from confluent_kafka import (
     Consumer,
@@ -63,6 +63,14 @@ left the cluster's metadata, librdkafka issues 5456 and 5511)."""
 TRANSACTION_TIMEOUT_MS = 60_000
 """A transaction left open (its worker killed) is aborted by the broker after this; the
 partition's next owner aborts it sooner, at ``init_transactions``."""
+
+
+class _Record(NamedTuple):
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    partition: int | None
+    headers: Any
 
 
 class TransactionError(RuntimeError):
@@ -166,21 +174,38 @@ class PartitionTransactions:
     def produce(self, topic: str, key: bytes | None, value: bytes | None,
                 partition: int | None, headers: Any) -> None:
         """Add a record to the open transaction (opened on the first record)."""
+        self.produce_all([_Record(topic, key, value, partition, list(headers))], topic)
+
+    def produce_all(self, records: Sequence[Any], reported: str | None = None) -> None:
+        """Add ``records`` (each with ``topic``, ``key``, ``value``, ``partition`` and
+        ``headers``) to the open transaction, opened on the first record, in one go: one
+        call per record and nothing else, so that the client's sender thread is woken a few
+        times a batch rather than once a record. Delivery is reported (for :meth:`commit`'s
+        answer) for the last record of topic ``reported`` only: a transaction's records
+        to a partition are delivered in order, so its offset is the partition's end."""
+        if not records:
+            return
+        last = next((i for i in range(len(records) - 1, -1, -1)
+                     if records[i].topic == reported), -1) if reported is not None else -1
+        produce = self._producer.produce
         try:
             if not self._open:
                 self._producer.begin_transaction()
                 self._open = True
                 self._delivered = {}
-            kwargs: dict[str, Any] = {"key": key, "value": value, "headers": list(headers),
-                                      "on_delivery": self._on_delivery}
-            if partition is not None:
-                kwargs["partition"] = partition
-            while True:
-                try:
-                    self._producer.produce(topic, **kwargs)
-                    break
-                except BufferError:  # the local queue is full: let deliveries drain it
-                    self._producer.poll(0.05)
+            for i, r in enumerate(records):
+                kwargs: dict[str, Any] = {"key": r.key, "value": r.value,
+                                          "headers": r.headers}
+                if r.partition is not None:
+                    kwargs["partition"] = r.partition
+                if i == last:
+                    kwargs["on_delivery"] = self._on_delivery
+                while True:
+                    try:
+                        produce(r.topic, **kwargs)
+                        break
+                    except BufferError:  # the local queue is full: let deliveries drain it
+                        self._producer.poll(0.05)
             self._producer.poll(0)
         except KafkaException as exc:
             raise _error(exc, f"{self.transactional_id}: produce") from exc
@@ -188,7 +213,8 @@ class PartitionTransactions:
     def commit(self, offsets: Mapping[TP, int]) -> dict[TP, int]:
         """Commit the open transaction (one is opened if none is) with the consumed input
         ``offsets`` (next offset to read). Returns the next offset after the last record
-        delivered per destination partition. Any failure aborts what can be aborted and
+        delivered per destination partition (of the records whose delivery is reported:
+        :meth:`produce_all`). Any failure aborts what can be aborted and
         raises :class:`TransactionError`. Blocking."""
         try:
             if not self._open:

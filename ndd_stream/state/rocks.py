@@ -84,6 +84,10 @@ class RocksStore:
     def add(self, doc: StoredDocument) -> None:
         self._batch.put(document_key(doc), encode_document(doc))
 
+    def put(self, key: bytes, value: bytes) -> None:
+        """A document already encoded (``document_key``, ``encode_document``)."""
+        self._batch.put(key, value)
+
     def drop_hour(self, scope: str, hour: int) -> None:
         self._batch.delete_range(hour_prefix(scope, hour), hour_prefix(scope, hour + 1))
         self._dropped_since_compaction += 1

@@ -19,9 +19,8 @@ import contextlib
 import faulthandler
 import logging
 import re
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Coroutine, Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import faust
@@ -29,8 +28,6 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from ndd_stream.core import kernels
-from ndd_stream.core.detector import DetectorConfig
-from ndd_stream.core.items import ItemFormat
 from ndd_stream.kafka.config import describe, librdkafka_config
 from ndd_stream.kafka.limits import NO_LIMITS, WriteLimits, producer_request_limit
 from ndd_stream.kafka.reads import BrokerReads, read_range
@@ -38,13 +35,14 @@ from ndd_stream.kafka.transactions import Transactions
 from ndd_stream.settings import Settings
 from ndd_stream.worker.changelog import ChangelogError
 from ndd_stream.worker.commit import committer_for
-from ndd_stream.worker.deciding import LayoutChanged, OutputTopics
+from ndd_stream.worker.deciding import LayoutChanged
 from ndd_stream.worker.gathering import GatherDecider
 from ndd_stream.worker.inorder import InOrder
 from ndd_stream.worker.lifecycle import BrokerLostData
 from ndd_stream.worker.lost import LostRecords, RecordsLost, watch_fetch_resets
 from ndd_stream.worker.merge import SourceId
 from ndd_stream.worker.metrics import WorkerMetrics
+from ndd_stream.worker.pages import add_pages
 from ndd_stream.worker.pool import CHECKPOINT_ITEMS, TRANSACTION_ITEMS, DeciderPool
 from ndd_stream.worker.records import OutRecord, Source
 from ndd_stream.worker.router import Router, route_raw
@@ -72,7 +70,6 @@ from ndd_stream.worker.startup import (
 )
 
 log = logging.getLogger("ndd_stream.worker")
-
 
 
 class Service:
@@ -119,7 +116,7 @@ class Service:
         if settings.shards > 1:  # sharded windows: docs/DEPLOYMENT.md, section 4
             shards_name = self.shards_name = topic_name(settings, "shards")
             shards_changelog = topic_name(settings, "shards_changelog")
-            gather = partial(_gather_decider, config=config, fmt=self._format,
+            gather = partial(GatherDecider, config=config, fmt=self._format,
                              topics=self.topics, shards=settings.shards,
                              shards_topic=shards_name,
                              memory_bytes=settings.gather_memory_mb << 20)
@@ -127,8 +124,9 @@ class Service:
                 state_dir, config, self._format, self.topics, self.reads, self.metrics,
                 scoped_topic=shards_name, dir_prefix="shard", committer=self.committer,
                 reopen_timeout_s=settings.broker_timeout_s, lost=self.lost.restore_gap,
-                factory=partial(_shard_partition, config=config, shards=settings.shards,
-                                changelog=shards_changelog, scoped_topic=self.scoped_name))
+                factory=partial(ShardPartition, config=config, shards=settings.shards,
+                                changelog_topic=shards_changelog,
+                                scoped_topic=self.scoped_name))
         self.pool = DeciderPool(
             state_dir, config, self._format, self.topics, self.reads, self.metrics,
             scoped_topic=self.scoped_name, order=order, factory=gather,
@@ -322,9 +320,8 @@ class Service:
             app.timer(interval=max(0.01, s.order_idle_ms / 3000))(self._heartbeat)
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]
         app.on_partitions_assigned.connect(self._on_assigned)  # type: ignore[arg-type]
-        # Faust binds a page's handler to its view (the ``web`` argument): plain functions
-        app.page("/metrics")(_page(self._metrics_page))
-        app.page("/health")(_page(self._health_page))
+        add_pages(app, self.metrics, self.stall, self.pool.deciders,
+                  self.shard_pool.deciders if self.shard_pool is not None else {})
         app.timer(interval=2.0)(self._watch_crash)
         app.timer(interval=min(5.0, s.fetch_stall_s / 4))(self._watch_fetch)
         app.timer(interval=broker_check_interval(s.broker_timeout_s))(self.watch.check)
@@ -366,18 +363,6 @@ class Service:
             sorted((tp.topic, tp.partition) for tp in assigned if tp.topic not in internal),
             sorted(tp.partition for tp in assigned if tp.topic == self.scoped_name),
             sorted(tp.partition for tp in assigned if tp.topic == self.shards_name))
-
-    async def _metrics_page(self, web: Any, request: Any) -> Any:
-        return web.bytes(self.metrics.render(), content_type="text/plain; version=0.0.4")
-
-    async def _health_page(self, web: Any, request: Any) -> Any:
-        shards = self.shard_pool.deciders if self.shard_pool is not None else {}
-        problem = self.stall.problem()
-        return web.json({"status": problem or "ok", "partitions": sorted(self.pool.deciders),
-                         "shards": sorted(shards),
-                         "window_documents": sum(d.window_documents() for d in [
-                             *self.pool.deciders.values(), *shards.values()])},
-                        status=503 if problem else 200)
 
     async def _watch_fetch(self) -> None:
         """A fetch that stopped with records waiting is started again (worker/stall.py)."""
@@ -421,26 +406,6 @@ class Service:
         self.reads.close()
         if self.txns is not None:
             self.txns.shutdown()
-
-
-def _page(handler: Callable[[Any, Any], Awaitable[Any]]
-                 ) -> Callable[[Any, Any], Awaitable[Any]]:
-    """A page handler Faust can bind to its view: a function, not a bound method."""
-    async def page(web: Any, request: Any) -> Any:
-        return await handler(web, request)
-    return page
-
-
-def _gather_decider(partition: int, path: Path, *, config: DetectorConfig, fmt: ItemFormat,
-                    topics: OutputTopics, shards: int, shards_topic: str,
-                    memory_bytes: int) -> GatherDecider:
-    return GatherDecider(partition, path, config, fmt, topics, shards, shards_topic,
-                         memory_bytes)
-
-
-def _shard_partition(partition: int, path: Path, *, config: DetectorConfig, shards: int,
-                     changelog: str, scoped_topic: str) -> ShardPartition:
-    return ShardPartition(partition, path, config, shards, changelog, scoped_topic)
 
 
 def run_worker(settings: Settings) -> int:

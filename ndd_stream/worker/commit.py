@@ -41,6 +41,9 @@ from ndd_stream.worker.records import OutRecord
 
 log = logging.getLogger("ndd_stream.worker")
 
+PRODUCE_BATCH = 128
+"""Exactly-once: a piece's records are added to their transaction this many at a time."""
+
 Send = Callable[[OutRecord], Awaitable[Awaitable[Any]]]
 """Hand a record to Faust's producer; the returned awaitable resolves on delivery (to the
 record's metadata: its ``offset``)."""
@@ -185,27 +188,46 @@ class TransactionalCommitter(Committer):
 
 
 class _TransactionalPiece(Piece):
+    """The records of each input partition are held and added to its transaction
+    :data:`PRODUCE_BATCH` at a time (the rest at the commit): the same transaction, with a
+    call into the client per batch of records rather than one per record, a few wake-ups of
+    its sender thread, and no Python callback per record. A record the client refuses
+    raises, as each call did."""
+
     def __init__(self, committer: TransactionalCommitter) -> None:
         self.txns = committer.txns
         self.metrics = committer.metrics
+        self.held: dict[TP, list[OutRecord]] = {}
 
     async def produce(self, tp: TP, record: OutRecord) -> None:
-        self.txns.get(tp).produce(record.topic, record.key, record.value, record.partition,
-                                  record.headers)
+        held = self.held.get(tp)
+        if held is None:
+            held = self.held[tp] = []
+        held.append(record)
+        if len(held) >= PRODUCE_BATCH:
+            self.held[tp] = []
+            self.txns.get(tp).produce_all(held)
 
     async def commit(self, reached: Sequence[Reached], decided: int = 0) -> None:
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
+        moved = {r.tp for r in reached}
+        for tp in [tp for tp in self.held if tp not in moved]:
+            # outputs of a partition that did not move: its open transaction keeps them
+            self.txns.get(tp).produce_all(self.held.pop(tp))
         jobs = []
         for r in reached:
             txn = self.txns.get(r.tp)
-            # 1. the outputs are in the partition's open transaction already (produce)
+            # 1. the outputs are in the partition's open transaction, or join it here
+            records = self.held.pop(r.tp, [])
             # 2. the changelog records and checkpoint join it, and a gatherer's items now
             # pending go to the shards in the transaction of the checkpoint that lists them
+            reported = None
             if r.state is not None and r.checkpoint is not None:
-                for x in [*r.state.drain_changelog(r.checkpoint),
-                          *getattr(r.state, "drain_fanout", list)()]:
-                    txn.produce(x.topic, x.key, x.value, x.partition, x.headers)
+                records += r.state.drain_changelog(r.checkpoint)
+                records += getattr(r.state, "drain_fanout", list)()
+                reported = r.state.changelog_topic
+            txn.produce_all(records, reported)
             # 3. commit with the input offset reached (partitions side by side)
             jobs.append(loop.run_in_executor(None, txn.commit, {r.tp: r.next_offset}))
         delivered = await asyncio.gather(*jobs, return_exceptions=True)

@@ -41,23 +41,25 @@ class OutputTopics:
 
 
 class ChangelogRecorder:
-    """A StateStore that forwards to RocksDB and remembers what to send to the changelog."""
+    """A StateStore that forwards to RocksDB and remembers what to send to the changelog
+    (each document encoded once, for both)."""
 
     def __init__(self, inner: RocksStore) -> None:
         self.inner = inner
-        self.pending: list[StoredDocument] = []
+        # the documents stored since the last drain: (scope, hour, key, value)
+        self.pending: list[tuple[str, int, bytes, bytes]] = []
         # keys of the documents of hours that left the window: tombstones for the
         # changelog, so that compaction reclaims them (after the documents: same batch)
         self.tombstones: list[bytes] = []
 
     def add(self, doc: StoredDocument) -> None:
-        self.inner.add(doc)
-        self.pending.append(doc)
+        key, value = document_key(doc), encode_document(doc)
+        self.inner.put(key, value)
+        self.pending.append((doc.scope, doc.hour, key, value))
 
     def drop_hour(self, scope: str, hour: int) -> None:
         self.tombstones += self.inner.hour_keys(scope, hour)
-        self.tombstones += [document_key(d) for d in self.pending
-                            if d.scope == scope and d.hour == hour]
+        self.tombstones += [key for s, h, key, _ in self.pending if s == scope and h == hour]
         self.inner.drop_hour(scope, hour)
 
     def load(self) -> Iterator[StoredDocument]:
@@ -125,8 +127,8 @@ class StatefulPartition:
     def drain_changelog(self, checkpoint: Checkpoint | None = None) -> list[OutRecord]:
         """Changelog records for the documents stored since the last call, then (if given)
         the checkpoint they lead to, as one record."""
-        out = [OutRecord(self.changelog_topic, document_key(d), encode_document(d), [],
-                         partition=self.partition) for d in self.store.pending]
+        out = [OutRecord(self.changelog_topic, key, value, [], partition=self.partition)
+               for _, _, key, value in self.store.pending]
         out += [OutRecord(self.changelog_topic, key, None, [], partition=self.partition)
                 for key in self.store.tombstones]
         self.store.pending.clear()

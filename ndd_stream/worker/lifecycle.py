@@ -1,7 +1,10 @@
-"""Opening a stateful partition: fence, local state, restore, checkpoint, checks.
+"""A pool's stateful partitions: opening (fence, local state, restore, checkpoint, checks),
+closing, and opening again after a failed piece.
 
-In this order, so that what is read is all the previous owner will ever commit and the
-partition resumes from one position, its checkpoint:
+:class:`Partitions` holds the open partitions of one pool (``worker/pool.py``) and which
+ones this worker owns; :func:`open_partition` opens one, in this order, so that what is
+read is all the previous owner will ever commit and the partition resumes from one
+position, its checkpoint:
 1. the committer opens the input partition (exactly-once: registers its transactional id,
    which aborts the previous owner's open transaction and refuses its later commits);
 2. the local RocksDB state is opened (what this worker committed before, if anything);
@@ -11,23 +14,32 @@ partition resumes from one position, its checkpoint:
 4. the checkpoint is chosen (the changelog's last one after the local state's, else the
    local one) and the state applied up to it;
 5. the state's layout (shards, scopes) is checked against the running configuration.
+
+When a piece's commit fails, the partitions whose state is behind what was handed out
+are closed and opened again from what they committed (:meth:`Partitions.reopen`); a
+partition fenced by a newer owner is left to it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import KafkaException
 
 from ndd_stream.kafka.reads import Log
 from ndd_stream.worker.changelog import read_changelog
-from ndd_stream.worker.commit import Committer
+from ndd_stream.worker.commit import Committer, PieceFailed
 from ndd_stream.worker.deciding import LayoutChanged, StatefulPartition
+from ndd_stream.worker.inorder import TP, InOrder
 from ndd_stream.worker.metrics import WorkerMetrics
+from ndd_stream.worker.patience import patiently
+from ndd_stream.worker.sequencing import Sequencers
 
 log = logging.getLogger("ndd_stream.worker")
 
@@ -110,3 +122,95 @@ def _check_log_start(where: Where, changelog: str, partition: int, start: int) -
         return
     if first > start:
         where.lost(changelog, partition, start, first - 1)
+
+
+class Partitions:
+    """The open stateful partitions of one pool (``deciders``) and those this worker owns
+    (``owned``; None: not told yet, so all of them). Opening registers a partition with
+    the pool's offset order (``InOrder``, from the state's own position) and sequencers;
+    closing unregisters it and closes its input partition in the committer."""
+
+    def __init__(self, where: Where, order: InOrder, sequencers: Sequencers,
+                 reopen_timeout_s: float, settle: Callable[[], None]) -> None:
+        self.where = where
+        self.order = order
+        self.sequencers = sequencers
+        self.reopen_timeout_s = reopen_timeout_s  # opening again is tried so long
+        self.settle = settle  # waits for a decision still running in the pool's thread
+        self.deciders: dict[int, Any] = {}
+        self.owned: set[int] | None = None
+        self._opening: dict[int, asyncio.Task[Any]] = {}
+
+    def tp(self, partition: int) -> TP:
+        return (self.where.scoped_topic, partition)
+
+    def open_sync(self, partition: int) -> StatefulPartition:
+        return open_partition(self.where, partition)
+
+    async def ensure(self, partition: int) -> Any:
+        """The partition's state, opened if it is not."""
+        decider = self.deciders.get(partition)
+        if decider is not None:
+            return decider
+        task = self._opening.get(partition)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._open(partition))
+            self._opening[partition] = task
+        # Shielded: a waiter cancelled mid-open (a rebalance callback, a stop) must not
+        # orphan the RocksDB store the executor thread goes on opening; a second open of
+        # the same directory would fail on RocksDB's lock ("lock hold by current process").
+        return await asyncio.shield(task)
+
+    async def ensure_patiently(self, partition: int) -> Any:
+        """``ensure``, tried again while the cluster's routine events last."""
+        return await patiently(f"{self.where.dir_prefix} {partition}: opening",
+                               lambda: self.ensure(partition), self.reopen_timeout_s)
+
+    async def _open(self, partition: int) -> Any:
+        """Open in a thread and register the decider, whoever still waits for it."""
+        try:
+            decider = await asyncio.get_running_loop().run_in_executor(
+                None, self.open_sync, partition)
+        finally:
+            self._opening.pop(partition, None)
+        self.deciders[partition] = decider
+        self.sequencers.open(partition, decider)
+        # Decided strictly in order from the state's own position (not Faust's).
+        self.order.resume(self.tp(partition), decider.next_offset)
+        self.where.metrics.assigned.set(len(self.deciders))
+        return decider
+
+    def close(self, partitions: Sequence[int] | None = None) -> None:
+        """Close ``partitions`` (None: all), once no decision runs in the pool's thread."""
+        self.settle()
+        for partition in list(self.deciders if partitions is None else partitions):
+            decider = self.deciders.pop(partition, None)
+            self.sequencers.close(partition)
+            if decider is not None:
+                decider.close()
+                self.order.resume(self.tp(partition), None)
+        self.where.committer.close(None if partitions is None
+                                   else [self.tp(p) for p in partitions])
+        self.where.metrics.assigned.set(len(self.deciders))
+
+    async def reopen(self, failed: PieceFailed, handed: Mapping[TP, int]) -> dict[TP, int]:
+        """After a failed piece: close every partition whose state is behind what was
+        handed out (the failed ones, and those whose records after the piece are dropped
+        with it), open again those still owned; where each must be read up to again."""
+        behind = {p for p, d in self.deciders.items()
+                  if handed.get(self.tp(p), d.next_offset) > d.next_offset}
+        behind |= {tp[1] for tp in failed.failed}
+        for tp in failed.fenced():
+            if self.owned is None:  # not told yet: owned were those open
+                self.owned = set(self.deciders)
+            self.owned.discard(tp[1])
+        self.close(sorted(behind))
+        until: dict[TP, int] = {}
+        for partition in sorted(behind):
+            if self.owned is not None and partition not in self.owned:
+                continue
+            decider = await self.ensure_patiently(partition)
+            end = handed.get(self.tp(partition), decider.next_offset)
+            if end > decider.next_offset:
+                until[self.tp(partition)] = end
+        return until

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -26,6 +27,10 @@ log = logging.getLogger("ndd_stream.worker")
 #: per-item channel values would grow the registry (and every scrape) without limit.
 CHANNEL_LABELS_MAX = 200
 OTHER_CHANNEL = "(other)"
+STATE_BYTES_EVERY_S = 5.0
+ITEM_CHILDREN_MAX = 4096
+"""At most this many of ``ndd_items_total``'s counters are kept at hand (the rest are
+looked up each time; channels beyond CHANNEL_LABELS_MAX share one counter anyway)."""
 
 
 @dataclass
@@ -33,6 +38,11 @@ class WorkerMetrics:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
 
     _channels: set[str] = field(default_factory=set, init=False, repr=False)
+    # the counters of ndd_items_total by (status, channel, partition), looked up once
+    _item_children: dict[tuple[str, str, str], Any] = field(default_factory=dict, init=False,
+                                                            repr=False)
+    # when each partition's ndd_state_bytes was last measured (time.monotonic)
+    sized: dict[str, float] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         r = self.registry
@@ -114,12 +124,18 @@ class WorkerMetrics:
 
     def count_item(self, status: str, channel: str, partition: str) -> None:
         """One decided item in ``ndd_items_total``, its channel label bounded."""
-        if channel not in self._channels:
-            if len(self._channels) >= CHANNEL_LABELS_MAX:
-                channel = OTHER_CHANNEL
-            else:
-                self._channels.add(channel)
-        self.items.labels(status, channel, partition).inc()
+        child = self._item_children.get((status, channel, partition))
+        if child is None:
+            label = channel
+            if channel not in self._channels:
+                if len(self._channels) >= CHANNEL_LABELS_MAX:
+                    label = OTHER_CHANNEL
+                else:
+                    self._channels.add(channel)
+            child = self.items.labels(status, label, partition)
+            if len(self._item_children) < ITEM_CHILDREN_MAX:
+                self._item_children[(status, channel, partition)] = child
+        child.inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
@@ -146,10 +162,15 @@ def count_outcome(metrics: WorkerMetrics, partition: int, outcome: Outcome,
 
 
 def set_gauges(metrics: WorkerMetrics, part: str, decider: StatefulPartition) -> None:
-    """A partition's window and state gauges, after a commit (``part``: its label)."""
+    """A partition's window and state gauges, after a commit (``part``: its label). The
+    state's size on disk (a listing of its directory) at most every
+    :data:`STATE_BYTES_EVERY_S`."""
     metrics.window_documents.labels(part).set(decider.window_documents())
     metrics.window_hours.labels(part).set(decider.window_hours())
-    metrics.state_bytes.labels(part).set(decider.store.inner.size_bytes())
+    now = time.monotonic()
+    if now - metrics.sized.get(part, -STATE_BYTES_EVERY_S) >= STATE_BYTES_EVERY_S:
+        metrics.sized[part] = now
+        metrics.state_bytes.labels(part).set(decider.store.inner.size_bytes())
     gather = decider.gather_gauges()
     if gather is not None:
         waiting, held, spilled = gather

@@ -38,8 +38,7 @@ from typing import Any
 from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.items import ItemFormat
 from ndd_stream.kafka.reads import Log, read_range
-from ndd_stream.state.codec import Checkpoint
-from ndd_stream.state.pending import Pair, least_offset
+from ndd_stream.worker.checkpoints import checkpoints
 from ndd_stream.worker.commit import (
     AcknowledgingCommitter,
     Committer,
@@ -56,10 +55,9 @@ from ndd_stream.worker.deciding import (
 )
 from ndd_stream.worker.gathering import GatherDecider
 from ndd_stream.worker.inorder import TP, InOrder, Message
-from ndd_stream.worker.lifecycle import BrokerLostData, Where, open_partition
+from ndd_stream.worker.lifecycle import BrokerLostData, Partitions, Where
 from ndd_stream.worker.merge import SourceId
 from ndd_stream.worker.metrics import WorkerMetrics, count_outcome, set_gauges
-from ndd_stream.worker.patience import patiently
 from ndd_stream.worker.records import Source
 from ndd_stream.worker.sequencing import OrderConfig, Sequencers, Work
 
@@ -108,24 +106,25 @@ class DeciderPool:
         self.factory = factory or (lambda partition, path: PartitionDecider(
             partition, path, config, fmt, topics))
         self.dir_prefix = dir_prefix
-        self.deciders: dict[int, Any] = {}
-        self._opening: dict[int, asyncio.Task[Any]] = {}
-        # Scoped partitions assigned to this worker (None: not told yet, so all of them).
-        self.owned: set[int] | None = None
         self.lock = asyncio.Lock()
         self.committer = committer or AcknowledgingCommitter(CHECKPOINT_ITEMS)
         self.piece_items = self.committer.piece_items
-        self.reopen_timeout_s = reopen_timeout_s  # opening a partition again is tried so long
         self.order = InOrder(partial(read_range, log), metrics, "decided",
                              transactional=self.committer.transactional)
         self.clock = clock
         self.sequencers = Sequencers(order, self._now, metrics, scoped_topic)
         self.merges = self.sequencers.merges  # event-time order only
-        self.where = Where(self.committer, self.factory, log, metrics, state_dir, dir_prefix,
-                           scoped_topic, restore_timeout_s, lost)
+        # the open partitions (lifecycle.py: opening, closing, opening again)
+        self.partitions = Partitions(
+            Where(self.committer, self.factory, log, metrics, state_dir, dir_prefix,
+                  scoped_topic, restore_timeout_s, lost),
+            self.order, self.sequencers, reopen_timeout_s, self._settle)
+        self.deciders = self.partitions.deciders
         self._touched: set[int] = set()
         # the offset after the last record delivered while its partition was not owned
         self._unowned: dict[int, int] = {}
+        self._gatherers: list[GatherDecider] = []  # the open ones, as a piece starts
+        self._busy_child: dict[int, Any] = {}  # ndd_busy_seconds_total by partition
         self._revoking: set[int] = set()  # partitions a rebalance waits for (see _decide)
         self._busy = 0.0  # clock seconds spent deciding (see _now)
         self._decision_thread = concurrent.futures.ThreadPoolExecutor(
@@ -143,18 +142,18 @@ class DeciderPool:
         """The raw partitions that exist: under event-time order each is waited for."""
         self.sequencers.expect(sources)
 
+    @property
+    def owned(self) -> set[int] | None:
+        """Scoped partitions assigned to this worker (None: not told yet, so all of them)."""
+        return self.partitions.owned
+
     async def assign(self, partitions: Sequence[int]) -> None:
         """A rebalance gave this worker ``partitions``: close the others, open these."""
         async with self.lock:
-            self.owned = set(partitions)
-            self.close([p for p in self.deciders if p not in self.owned])
+            self.partitions.owned = owned = set(partitions)
+            self.close([p for p in self.deciders if p not in owned])
         for partition in sorted(partitions):
-            await self._ensure_patiently(partition)
-
-    async def _ensure_patiently(self, partition: int) -> Any:
-        """``ensure``, tried again while the cluster's routine events last."""
-        return await patiently(f"{self.dir_prefix} {partition}: opening",
-                               lambda: self.ensure(partition), self.reopen_timeout_s)
+            await self.partitions.ensure_patiently(partition)
 
     async def revoke(self, partitions: Sequence[int]) -> None:
         """A rebalance takes ``partitions`` away: wait for the batch in flight (which stops
@@ -169,52 +168,22 @@ class DeciderPool:
             self._revoking.difference_update(partitions)
 
     async def ensure(self, partition: int) -> Any:
-        decider = self.deciders.get(partition)
-        if decider is not None:
-            return decider
-        task = self._opening.get(partition)
-        if task is None:
-            task = asyncio.get_running_loop().create_task(self._open(partition))
-            self._opening[partition] = task
-        # Shielded: a waiter cancelled mid-open (a rebalance callback, a stop) must not
-        # orphan the RocksDB store the executor thread goes on opening; a second open of
-        # the same directory would fail on RocksDB's lock ("lock hold by current process").
-        return await asyncio.shield(task)
-
-    async def _open(self, partition: int) -> Any:
-        """Open in a thread and register the decider, whoever still waits for it."""
-        try:
-            decider = await asyncio.get_running_loop().run_in_executor(
-                None, self._open_sync, partition)
-        finally:
-            self._opening.pop(partition, None)
-        self.deciders[partition] = decider
-        self.sequencers.open(partition, decider)
-        # Decided strictly in order from the state's own position (not Faust's).
-        self.order.resume(self._tp(partition), decider.next_offset)
-        self.metrics.assigned.set(len(self.deciders))
-        return decider
+        """The partition's state, opened if it is not (``lifecycle.Partitions``)."""
+        return await self.partitions.ensure(partition)
 
     def _tp(self, partition: int) -> TP:
         return (self.scoped_topic, partition)
 
-    def _open_sync(self, partition: int) -> StatefulPartition:
-        return open_partition(self.where, partition)
-
     def close(self, partitions: Sequence[int] | None = None) -> None:
-        """Close ``partitions`` (None: all). A decision whose batch was cancelled (a
-        stop, a rebalance) may still run in the decision thread: it is waited for (at
-        most one item's bounded time), so no store closes under it."""
+        """Close ``partitions`` (None: all)."""
+        self.partitions.close(partitions)
+
+    def _settle(self) -> None:
+        """A decision whose batch was cancelled (a stop, a rebalance) may still run in the
+        decision thread: it is waited for (at most one item's bounded time), so no store
+        closes under it."""
         if self._in_flight is not None and not self._in_flight.done():
             concurrent.futures.wait([self._in_flight])
-        for partition in list(self.deciders if partitions is None else partitions):
-            decider = self.deciders.pop(partition, None)
-            self.sequencers.close(partition)
-            if decider is not None:
-                decider.close()
-                self.order.resume(self._tp(partition), None)
-        self.committer.close(None if partitions is None else [self._tp(p) for p in partitions])
-        self.metrics.assigned.set(len(self.deciders))
 
     async def process(self, messages: Sequence[Message], send: Send) -> int:
         """Run steps 1-4 of the module docstring for one batch; returns records decided.
@@ -253,7 +222,7 @@ class DeciderPool:
                        until: Mapping[TP, int] | None = None) -> int:
         mine = self._mine(messages)
         for partition in sorted({m.partition for m in mine}):
-            await self._ensure_patiently(partition)  # revoked ones: their new owner's
+            await self.partitions.ensure_patiently(partition)  # revoked ones: their new owner's
         run = await self.order.arrange(mine, until)
         started = self.clock()
         try:
@@ -290,30 +259,8 @@ class DeciderPool:
             try:
                 return await self._decide(run, send)
             except PieceFailed as exc:
-                until = await self._reopen(exc, handed)
+                until = await self.partitions.reopen(exc, handed)
                 run = await self.order.arrange([], until)
-
-    async def _reopen(self, failed: PieceFailed, handed: Mapping[TP, int]) -> dict[TP, int]:
-        """After a failed piece: close every partition whose state is behind what was
-        handed out (the failed ones, and those whose records after the piece are dropped
-        with it), open again those still owned; where each must be read up to again."""
-        behind = {p for p, d in self.deciders.items()
-                  if handed.get(self._tp(p), d.next_offset) > d.next_offset}
-        behind |= {tp[1] for tp in failed.failed}
-        for tp in failed.fenced():
-            if self.owned is None:  # not told yet: owned were those open
-                self.owned = set(self.deciders)
-            self.owned.discard(tp[1])
-        self.close(sorted(behind))
-        until: dict[TP, int] = {}
-        for partition in sorted(behind):
-            if self.owned is not None and partition not in self.owned:
-                continue
-            decider = await self._ensure_patiently(partition)
-            end = handed.get(self._tp(partition), decider.next_offset)
-            if end > decider.next_offset:
-                until[self._tp(partition)] = end
-        return until
 
     async def _decide(self, run: Sequence[Message], send: Send) -> int:
         """Steps 1-4 for a run in offset order (through the sequencers, if any), in pieces
@@ -344,12 +291,13 @@ class DeciderPool:
         :data:`CHECKPOINT_ITEMS` decisions (or the run's end). Returns ``(end, records
         handled)``."""
         self._touched = set()
+        self._gatherers = [d for d in self.deciders.values() if isinstance(d, GatherDecider)]
         piece = self.committer.begin(send)
         self._turn = time.perf_counter()
         end, handled, decided = at, 0, 0
         ends: dict[int, int] = {}  # partition -> the offset after its last record here
         while True:
-            ready = self._ready()
+            ready = self._ready() if self._gatherers else None
             if ready:  # decisions a gatherer left for after a checkpoint: before new records
                 decided += await self._resolve(ready, piece)
                 if decided >= self.piece_items:
@@ -375,10 +323,15 @@ class DeciderPool:
                 decided += await self._emit(decider, outcomes, source, piece)
             if decided >= self.piece_items or (end >= len(run) and not self._left_over()):
                 break
-        checkpoints = self._checkpoints(end >= len(run), ends)
+        if end >= len(run):  # after the run: as the records in order handed out (a
+            # catch-up whose records retention removed moves too: they are logged as lost
+            # and never come back); before its end, after this piece's records (``ends``)
+            ends = {p: n for p in self.deciders
+                    if (n := self.order.next.get(self._tp(p))) is not None}
+        reached = checkpoints(self.deciders, self.merges, self._touched, ends)
         await piece.commit([Reached.of(self._tp(p), self.deciders[p], checkpoint)
-                            for p, checkpoint in checkpoints.items()], decided)
-        for partition in checkpoints:
+                            for p, checkpoint in reached.items()], decided)
+        for partition in reached:
             set_gauges(self.metrics, self._label(partition), self.deciders[partition])
         return end, handled
 
@@ -389,8 +342,7 @@ class DeciderPool:
             self._touched.add(decider.partition)
             started = time.perf_counter()
             outcomes = decider.resolve()
-            self.metrics.busy.labels(self._label(decider.partition)).inc(
-                time.perf_counter() - started)
+            self._busy_in(decider.partition).inc(time.perf_counter() - started)
             source = Source(self.scoped_topic, decider.partition, decider.next_offset)
             decided += await self._emit(decider, outcomes, source, piece)
         await self._yield()
@@ -407,44 +359,27 @@ class DeciderPool:
             self._turn = time.perf_counter()
         else:
             outcome = decider.process(item.value, item.key, item.headers, source, note)
-        took = time.perf_counter() - started
+        now = time.perf_counter()
+        took = now - started
         self.metrics.latency.observe(took)
-        self.metrics.busy.labels(self._label(item.partition)).inc(took)
-        await self._yield()
+        self._busy_in(item.partition).inc(took)
+        if now - self._turn > YIELD_SECONDS:
+            await self._yield()
         return outcome if isinstance(outcome, list) else [outcome]
+
+    def _busy_in(self, partition: int) -> Any:
+        """The partition's ``ndd_busy_seconds_total`` (looked up once)."""
+        child = self._busy_child.get(partition)
+        if child is None:
+            child = self._busy_child[partition] = self.metrics.busy.labels(
+                self._label(partition))
+        return child
 
     async def _yield(self) -> None:
         """Give the event loop a turn after :data:`YIELD_SECONDS` of inline decisions."""
         if time.perf_counter() - self._turn > YIELD_SECONDS:
             await asyncio.sleep(0)
             self._turn = time.perf_counter()
-
-    def _checkpoints(self, last: bool, ends: Mapping[int, int]) -> dict[int, Checkpoint]:
-        """Where each partition now stands, if it moved: after the run, as the records in
-        order handed out (a catch-up whose records retention removed moves too: they are
-        logged as lost, and never come back); before it, after this piece's records
-        (``ends``)."""
-        cursor: dict[int, int] = {}
-        undecided: dict[int, Sequence[Pair]] = {}  # gatherers' pending lists
-        for partition, decider in self.deciders.items():
-            merge = self.merges.get(partition)
-            gathering = isinstance(decider, GatherDecider)
-            if merge is not None:
-                if partition in self._touched:
-                    cursor[partition] = merge.resume_offset()
-            else:
-                position = (self.order.next.get(self._tp(partition)) if last
-                            else ends.get(partition))
-                if position is not None and (position > decider.next_offset or (
-                        gathering and partition in self._touched)):
-                    cursor[partition] = position
-            if gathering and partition in cursor:  # re-read from the oldest undecided item
-                undecided[partition] = listed = decider.pending()
-                if listed:
-                    cursor[partition] = min(cursor[partition], least_offset(listed))
-        return {p: Checkpoint(
-            position, order=self.merges[p].checkpoint() if p in self.merges else None,
-            pending=undecided.get(p, ())) for p, position in cursor.items()}
 
     async def _emit(self, decider: StatefulPartition, outcomes: Sequence[Outcome],
                     source: Source, piece: Piece) -> int:
@@ -458,12 +393,12 @@ class DeciderPool:
 
     def _ready(self) -> list[GatherDecider]:
         """The gatherers with decisions left for after a checkpoint (GatherDecider.ready)."""
-        return [d for d in self.deciders.values() if isinstance(d, GatherDecider) and d.ready()]
+        return [d for d in self._gatherers if d.ready()]
 
     def _left_over(self) -> set[int]:
         """The partitions with decisions left for after a checkpoint (gatherer, sequencer)."""
         held = self.sequencers.held_over() if self.merges else set()
-        return {d.partition for d in self._ready()} | held
+        return {d.partition for d in self._ready()} | held if self._gatherers else held
 
     def _label(self, partition: int) -> str:
         """A partition in metric labels: "3" for scoped partition 3, "shard-5" for shard 5."""

@@ -74,6 +74,8 @@ H_ORDER = "ndd-order"
 H_EVENT_TIME = "ndd-event-time"
 H_CONTROL = "ndd-control"
 
+_ENGINE = ENGINE_VERSION.encode()
+
 PROGRESS_KEY = b"ndd-progress"
 PROGRESS_VERSION = 1
 
@@ -152,7 +154,7 @@ def decision_headers(decision: Decision, source: Source | None) -> Headers:
         (H_IDENTITY, decision.identity.encode()),
         (H_SIMILARITY, f"{decision.similarity:.6f}".encode()),
         (H_SCOPE, decision.scope.encode()),
-        (H_ENGINE, ENGINE_VERSION.encode()),
+        (H_ENGINE, _ENGINE),
     ]
     if decision.duplicate_of is not None:
         out.append((H_DUPLICATE_OF, decision.duplicate_of.encode()))
@@ -179,7 +181,7 @@ def decision_headers(decision: Decision, source: Source | None) -> Headers:
 
 def dlq_headers(reason: str, detail: str, source: Source | None) -> Headers:
     out: Headers = [(H_DLQ_REASON, reason.encode()), (H_DLQ_DETAIL, detail[:500].encode()),
-                    (H_ENGINE, ENGINE_VERSION.encode())]
+                    (H_ENGINE, _ENGINE)]
     if source is not None:
         out.extend(source.headers())
     return out

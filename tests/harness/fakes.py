@@ -15,7 +15,7 @@ itself is never mocked in the broker tests, which run the same code for real.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -138,6 +138,10 @@ class MemoryPartitionTransactions(PartitionTransactions):
     def produce(self, topic: str, key: bytes | None, value: bytes | None,
                 partition: int | None, headers: Any) -> None:
         self.records.append((topic, partition or 0, key, value, list(headers)))
+
+    def produce_all(self, records: Sequence[Any], reported: str | None = None) -> None:
+        for r in records:
+            self.produce(r.topic, r.key, r.value, r.partition, r.headers)
 
     def commit(self, offsets: Mapping[TP, int]) -> dict[TP, int]:
         records, self.records = self.records, []
