@@ -59,7 +59,7 @@ from ndd_stream.worker.runtime import (
 )
 from ndd_stream.worker.sequencing import OrderConfig
 from ndd_stream.worker.sharding import ShardPartition
-from ndd_stream.worker.stall import StallWatch, unblock
+from ndd_stream.worker.stall import StallWatch, restart_stopped_fetch
 from ndd_stream.worker.startup import (
     free_port,
     item_format_within,
@@ -156,19 +156,6 @@ class Service:
         fut: Awaitable[Any] = await self.app.producer.send(
             record.topic, record.key, record.value, record.partition, None, record.headers)
         return fut
-
-    def _end(self, tp: Any) -> int | None:
-        """Where this worker's reads of a partition end, from the last fetch (None:
-        unknown): the last stable offset under read_committed, else the high watermark."""
-        high = self._high((tp.topic, tp.partition))
-        if high is None or not self.committer.transactional:
-            return high
-        try:  # aiokafka's own consumer, under Faust's: the one value Faust does not pass on
-            reader: Any = self.app.consumer
-            stable = reader._thread._consumer.last_stable_offset(tp)
-        except Exception:  # not fetched yet
-            return high
-        return int(stable) if isinstance(stable, int) and 0 <= stable <= high else high
 
     def _high(self, tp: tuple[str, int]) -> int | None:
         """Where the raw partition ends, from the router's last fetch (None: unknown)."""
@@ -365,28 +352,7 @@ class Service:
             sorted(tp.partition for tp in assigned if tp.topic == self.shards_name))
 
     async def _watch_fetch(self) -> None:
-        """A fetch that stopped with records waiting is started again (worker/stall.py)."""
-        if not self.stall.silent():
-            return
-        consumer = self.app.consumer
-        behind: dict[tuple[str, int], tuple[int, int]] = {}
-        for tp in consumer.assignment():
-            end = self._end(tp)
-            position = await consumer.position(tp) if end is not None else None
-            if position is not None and end is not None and position < end:
-                behind[(tp.topic, tp.partition)] = (int(position), end)
-        stopped = self.stall.stopped(behind)
-        if not stopped:
-            return
-        if self.stall.hopeless():
-            fatal(f"{self.stall.problem()}, through {self.stall.restarts} restarts of the "
-                  "fetch; exiting so that a restart resumes from the committed state")
-        found = unblock(self.app, stopped)
-        if found:
-            log.warning("the consumer did not fetch: %s; resumed", ", ".join(found),
-                        extra={"event": "fetch_unblocked"})
-        for (topic, partition), offset in stopped.items():
-            await consumer.seek(faust.types.TP(topic, partition), offset)
+        await restart_stopped_fetch(self.app, self.stall, self.committer.transactional, fatal)
 
     async def _watch_crash(self) -> None:
         if self.app.crash_reason is not None:

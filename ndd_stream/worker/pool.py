@@ -121,8 +121,6 @@ class DeciderPool:
             self.order, self.sequencers, reopen_timeout_s, self._settle)
         self.deciders = self.partitions.deciders
         self._touched: set[int] = set()
-        # the offset after the last record delivered while its partition was not owned
-        self._unowned: dict[int, int] = {}
         self._gatherers: list[GatherDecider] = []  # the open ones, as a piece starts
         self._busy_child: dict[int, Any] = {}  # ndd_busy_seconds_total by partition
         self._revoking: set[int] = set()  # partitions a rebalance waits for (see _decide)
@@ -220,7 +218,7 @@ class DeciderPool:
 
     async def _process(self, messages: Sequence[Message], send: Send,
                        until: Mapping[TP, int] | None = None) -> int:
-        mine = self._mine(messages)
+        mine = self.partitions.mine(messages)
         for partition in sorted({m.partition for m in mine}):
             await self.partitions.ensure_patiently(partition)  # revoked ones: their new owner's
         run = await self.order.arrange(mine, until)
@@ -230,25 +228,9 @@ class DeciderPool:
         finally:
             self._busy += self.clock() - started
 
-    def _mine(self, messages: Sequence[Message]) -> list[Message]:
-        """The records of partitions owned now; where the others reached is noted (see
-        :meth:`unowned_seen`)."""
-        mine = []
-        for m in messages:
-            if self.owned is None or m.partition in self.owned:
-                mine.append(m)
-            else:
-                self._unowned[m.partition] = max(self._unowned.get(m.partition, 0),
-                                                 m.offset + 1)
-        return mine
-
     def unowned_seen(self, partitions: Iterable[int]) -> dict[int, int]:
-        """Where Faust delivered each of ``partitions`` up to while it was not owned here
-        (taken). Faust resumes fetching at an assignment before this worker's rebalance
-        callback has opened the partitions: a partition's first records can come while it
-        is not owned yet, and at the end of a partition no later record reveals the gap,
-        so the rebalance callback decides up to there at once (:meth:`catch_up`)."""
-        return {p: self._unowned.pop(p) for p in partitions if p in self._unowned}
+        """See ``lifecycle.Partitions.unowned_seen``."""
+        return self.partitions.unowned_seen(partitions)
 
     async def _decide_redoing(self, run: Sequence[Message], send: Send) -> int:
         """``_decide``; when a piece's commit fails for some partitions, the partitions

@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from faust.types import TP as TopicPartition
+
 log = logging.getLogger("ndd_stream.worker")
 
 TP = tuple[str, int]
@@ -145,3 +147,47 @@ def unblock(app: Any, tps: Iterable[TP]) -> list[str]:
     if found and getattr(app, "rebalancing", False):
         found.append("a rebalance marked as under way")
     return found
+
+
+async def restart_stopped_fetch(app: Any, watch: StallWatch, read_committed: bool,
+                                fatal: Callable[[str], None]) -> None:
+    """The worker's timer: once ``watch`` is silent, the owned partitions whose fetch
+    position is short of their end are unblocked and fetched anew; through every restart,
+    the worker ends (``fatal``)."""
+    if not watch.silent():
+        return
+    consumer = app.consumer
+    behind: dict[TP, tuple[int, int]] = {}
+    for tp in consumer.assignment():
+        end = _end(app, tp, read_committed)
+        position = await consumer.position(tp) if end is not None else None
+        if position is not None and end is not None and position < end:
+            behind[(tp.topic, tp.partition)] = (int(position), end)
+    stopped = watch.stopped(behind)
+    if not stopped:
+        return
+    if watch.hopeless():
+        fatal(f"{watch.problem()}, through {watch.restarts} restarts of the fetch; exiting "
+              "so that a restart resumes from the committed state")
+    found = unblock(app, stopped)
+    if found:
+        log.warning("the consumer did not fetch: %s; resumed", ", ".join(found),
+                    extra={"event": "fetch_unblocked"})
+    for (topic, partition), offset in stopped.items():
+        await consumer.seek(TopicPartition(topic, partition), offset)
+
+
+def _end(app: Any, tp: Any, read_committed: bool) -> int | None:
+    """Where this worker's reads of a partition end, from the last fetch (None: unknown):
+    the last stable offset under read_committed, else the high watermark."""
+    try:
+        high = app.consumer.highwater(tp)
+    except Exception:  # not fetched yet
+        return None
+    if high is None or not read_committed:
+        return None if high is None else int(high)
+    try:  # aiokafka's own consumer, under Faust's: the one value Faust does not pass on
+        stable = app.consumer._thread._consumer.last_stable_offset(tp)
+    except Exception:  # not fetched yet
+        return int(high)
+    return int(stable) if isinstance(stable, int) and 0 <= stable <= high else int(high)
