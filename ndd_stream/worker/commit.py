@@ -191,32 +191,48 @@ class _TransactionalPiece(Piece):
     """The records of each input partition are held and added to its transaction
     :data:`PRODUCE_BATCH` at a time (the rest at the commit): the same transaction, with a
     call into the client per batch of records rather than one per record, a few wake-ups of
-    its sender thread, and no Python callback per record. A record the client refuses
-    raises, as each call did."""
+    its sender thread, and no Python callback per record. A partition whose transaction
+    refuses a record (fenced, aborted) takes no more records in this piece and fails with
+    the commit's failures (``PieceFailed``), so that it is opened again or left to its new
+    owner like a failed commit."""
 
     def __init__(self, committer: TransactionalCommitter) -> None:
         self.txns = committer.txns
         self.metrics = committer.metrics
         self.held: dict[TP, list[OutRecord]] = {}
+        self.failed: dict[TP, TransactionError] = {}
 
     async def produce(self, tp: TP, record: OutRecord) -> None:
+        if tp in self.failed:
+            return
         held = self.held.get(tp)
         if held is None:
             held = self.held[tp] = []
         held.append(record)
         if len(held) >= PRODUCE_BATCH:
             self.held[tp] = []
-            self.txns.get(tp).produce_all(held)
+            self._join(tp, held)
+
+    def _join(self, tp: TP, records: list[Any], reported: str | None = None) -> bool:
+        """Add records to ``tp``'s transaction; False (and noted) when it refuses them."""
+        try:
+            self.txns.get(tp).produce_all(records, reported)
+        except TransactionError as exc:
+            self.failed[tp] = exc
+            return False
+        return True
 
     async def commit(self, reached: Sequence[Reached], decided: int = 0) -> None:
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
         moved = {r.tp for r in reached}
-        for tp in [tp for tp in self.held if tp not in moved]:
+        for tp in [tp for tp in self.held if tp not in moved and tp not in self.failed]:
             # outputs of a partition that did not move: its open transaction keeps them
-            self.txns.get(tp).produce_all(self.held.pop(tp))
-        jobs = []
+            self._join(tp, self.held.pop(tp))
+        jobs, committing = [], []
         for r in reached:
+            if r.tp in self.failed:
+                continue
             txn = self.txns.get(r.tp)
             # 1. the outputs are in the partition's open transaction, or join it here
             records = self.held.pop(r.tp, [])
@@ -227,16 +243,20 @@ class _TransactionalPiece(Piece):
                 records += r.state.drain_changelog(r.checkpoint)
                 records += getattr(r.state, "drain_fanout", list)()
                 reported = r.state.changelog_topic
-            txn.produce_all(records, reported)
+            if not self._join(r.tp, records, reported):
+                continue
             # 3. commit with the input offset reached (partitions side by side)
             jobs.append(loop.run_in_executor(None, txn.commit, {r.tp: r.next_offset}))
+            committing.append(r)
         delivered = await asyncio.gather(*jobs, return_exceptions=True)
         if jobs and any(r.state is not None for r in reached):  # a decider's piece
             self.metrics.transaction.observe(time.perf_counter() - started)
             self.metrics.transaction_decisions.observe(decided / len(jobs))
-        failed: dict[TP, TransactionError] = {}
+        failed = dict(self.failed)
+        for exc in failed.values():
+            self.metrics.transaction_failures.labels(type(exc).__name__).inc()
         # 4. RocksDB, a cache of the committed changelog: only now, only what committed
-        for r, ends in zip(reached, delivered, strict=True):
+        for r, ends in zip(committing, delivered, strict=True):
             if isinstance(ends, TransactionError):
                 failed[r.tp] = ends
                 self.metrics.transaction_failures.labels(type(ends).__name__).inc()

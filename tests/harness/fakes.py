@@ -140,6 +140,8 @@ class MemoryPartitionTransactions(PartitionTransactions):
         self.records.append((topic, partition or 0, key, value, list(headers)))
 
     def produce_all(self, records: Sequence[Any], reported: str | None = None) -> None:
+        if self.txns.epochs[self.tp] != self.epoch:  # as the client, once it knows
+            raise ProducerFenced(f"{self.transactional_id}: produce: fenced by a newer owner")
         for r in records:
             self.produce(r.topic, r.key, r.value, r.partition, r.headers)
 
