@@ -25,6 +25,7 @@ other worker.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -37,6 +38,8 @@ log = logging.getLogger("ndd_stream.worker")
 
 TP = tuple[str, int]
 
+POSITION_TIMEOUT_S = 5.0
+"""How long the watch waits for the consumer to say where it is in a partition."""
 GIVE_UP_AFTER = 5
 """Restarts of a stopped fetch, one ``NDD_FETCH_STALL_S`` apart, before the worker exits."""
 
@@ -160,7 +163,7 @@ async def restart_stopped_fetch(app: Any, watch: StallWatch, read_committed: boo
     behind: dict[TP, tuple[int, int]] = {}
     for tp in consumer.assignment():
         end = _end(app, tp, read_committed)
-        position = await consumer.position(tp) if end is not None else None
+        position = await _position(consumer, tp) if end is not None else None
         if position is not None and end is not None and position < end:
             behind[(tp.topic, tp.partition)] = (int(position), end)
     stopped = watch.stopped(behind)
@@ -175,6 +178,15 @@ async def restart_stopped_fetch(app: Any, watch: StallWatch, read_committed: boo
                     extra={"event": "fetch_unblocked"})
     for (topic, partition), offset in stopped.items():
         await consumer.seek(TopicPartition(topic, partition), offset)
+
+
+async def _position(consumer: Any, tp: Any) -> int | None:
+    """The consumer's fetch position in ``tp`` (None: not known within a few seconds)."""
+    try:
+        position = await asyncio.wait_for(consumer.position(tp), POSITION_TIMEOUT_S)
+    except Exception:  # unknown, or not within the timeout: no evidence either way
+        return None
+    return None if position is None else int(position)
 
 
 def _end(app: Any, tp: Any, read_committed: bool) -> int | None:
