@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import faust
 from faust.types import TP
 
-from ndd_stream.worker.stall import GIVE_UP_AFTER, StallWatch, unblock
+from ndd_stream.worker.stall import GIVE_UP_AFTER, StallWatch, restart_stopped_fetch, unblock
 
 
 @dataclass
@@ -125,3 +127,45 @@ def test_unblock_resumes_a_flow_a_superseded_recovery_left_suspended() -> None:
     assert unblock(app, [("s", 0)]) == ["flow control suspended",
                                         "a rebalance marked as under way"]
     assert app.flow_control.is_active()
+
+
+def _fetching(app: Any, position: int, stable: int, high: int) -> list[tuple[Any, int]]:
+    """Faust's consumer as the fetch watch reads it: where it is, where the partition ends
+    (last stable offset, high watermark); the seeks it is told."""
+    consumer, seeks = app.consumer, []
+
+    async def at(tp: Any) -> int:
+        return position
+
+    async def seek(tp: Any, offset: int) -> None:
+        seeks.append((tp, offset))
+
+    consumer.position = at
+    consumer.seek = seek
+    consumer.highwater = lambda tp: high
+    consumer._thread._consumer = SimpleNamespace(last_stable_offset=lambda tp: stable)
+    return seeks
+
+
+def test_the_watch_fetches_anew_a_partition_short_of_its_last_stable_offset() -> None:
+    clock, fatal = _Clock(), []
+    watch = StallWatch(60.0, clock)
+    watch.delivered([_Msg("s", 0, 3)])
+    app = _faust_app({TP("s", 0)})
+    seeks = _fetching(app, position=6, stable=9, high=12)
+    clock.now += 61
+    asyncio.run(restart_stopped_fetch(app, watch, True, fatal.append))
+    assert seeks == [(TP("s", 0), 4)] and not fatal
+
+
+def test_the_watch_leaves_alone_a_partition_read_to_its_last_stable_offset() -> None:
+    """An open transaction after the last committed record (high watermark beyond the last
+    stable offset) holds nothing a read_committed reader could have."""
+    clock, fatal = _Clock(), []
+    watch = StallWatch(60.0, clock)
+    watch.delivered([_Msg("s", 0, 7)])
+    app = _faust_app({TP("s", 0)})
+    seeks = _fetching(app, position=9, stable=9, high=12)
+    clock.now += 3600
+    asyncio.run(restart_stopped_fetch(app, watch, True, fatal.append))
+    assert seeks == [] and watch.problem() is None and not fatal
