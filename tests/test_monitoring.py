@@ -480,8 +480,8 @@ def test_a_frozen_worker_with_input_waiting_raises_the_stall_alert(live: Live) -
     assert wait_until(lambda: (prom.value("sum(ndd_assigned_partitions)") or 0)
                       >= live.settings.partitions, 90), worker.log_tail()
     assert not prom.alerts(stalled) and not prom.alerts(down)
-    # a backlog: the worker decides it for longer than a few scrapes
-    Feeder(live.settings, news_lines(3000, seed=45), rate=50_000).start().join(timeout=120)
+    # a backlog: the worker decides it for longer than a few scrapes (~10 s at 1,000/s)
+    Feeder(live.settings, news_lines(10_000, seed=45), rate=50_000).start().join(timeout=120)
     waiting = f'max(ndd_consumer_lag{{instance="{target}"}})'
     decided = f'sum(ndd_items_total{{instance="{target}"}})'
     deciding = f'sum(increase(ndd_items_total{{instance="{target}"}}[{FAST["stall_window"]}]))'
