@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 from harness.fakes import Crash, MemoryLog, MemoryTransactions
@@ -145,12 +146,7 @@ def test_an_aborted_commit_is_redone_after_the_partition_opens_again(
 
 
 def test_the_router_redoes_an_aborted_piece(tmp_path: Path) -> None:
-    log = MemoryLog()
-    for i in range(10):
-        log.append("raw", 0, b"k", b"%d" % i)
-    raw = log.logs[("raw", 0)]
-    txns = MemoryTransactions(log)
-    router = _router(log, TransactionalCommitter(txns, WorkerMetrics(), 4), txns.committed)
+    log, raw, txns, router = _raw_router(10)
     aborts = [True]
 
     def abort_once(tp: tuple[str, int], before: bool) -> None:
@@ -174,12 +170,7 @@ def test_the_router_forwards_what_came_before_its_partition_was_owned(
         tmp_path: Path) -> None:
     """Exactly-once: records of a raw partition delivered before the rebalance callback
     opened it are passed over (not this worker's yet); its catch-up forwards them."""
-    log = MemoryLog()
-    for i in range(6):
-        log.append("raw", 0, b"k", b"%d" % i)
-    raw = log.logs[("raw", 0)]
-    txns = MemoryTransactions(log)
-    router = _router(log, TransactionalCommitter(txns, WorkerMetrics(), 4), txns.committed)
+    log, raw, txns, router = _raw_router(6)
 
     async def run() -> None:
         await router.route(raw[2:])  # Faust resumed fetching first
@@ -191,6 +182,16 @@ def test_the_router_forwards_what_came_before_its_partition_was_owned(
     asyncio.run(run())
     assert [r.value for r in log.topic(SCOPED)] == [b"%d" % i for i in range(6)]
     assert txns.committed == {("raw", 0): 6}
+
+
+def _raw_router(n: int) -> tuple[MemoryLog, list[Any], MemoryTransactions, Router]:
+    """A raw partition of ``n`` records and an exactly-once router over it."""
+    log = MemoryLog()
+    for i in range(n):
+        log.append("raw", 0, b"k", b"%d" % i)
+    txns = MemoryTransactions(log)
+    router = _router(log, TransactionalCommitter(txns, WorkerMetrics(), 4), txns.committed)
+    return log, log.logs[("raw", 0)], txns, router
 
 
 def _router(log: MemoryLog, committer: TransactionalCommitter | AcknowledgingCommitter,
@@ -214,12 +215,7 @@ def _crash_before(tp: tuple[str, int], before: bool) -> None:
 
 
 def test_the_router_forwards_each_raw_record_once_across_a_kill(tmp_path: Path) -> None:
-    log = MemoryLog()
-    for i in range(10):
-        log.append("raw", 0, b"k", b"%d" % i)
-    raw = log.logs[("raw", 0)]
-    txns = MemoryTransactions(log)
-    router = _router(log, TransactionalCommitter(txns, WorkerMetrics(), 4), txns.committed)
+    log, raw, txns, router = _raw_router(10)
 
     async def first() -> None:
         await router.assign([("raw", 0)])
