@@ -19,7 +19,8 @@ _FIELDS = ("topic", "partition", "offset", "last_offset", "count", "event")
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            # milliseconds: a start-up or a rebalance is a few seconds of many lines
+            "time": f"{self.formatTime(record, '%Y-%m-%dT%H:%M:%S')}.{int(record.msecs):03d}",
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
