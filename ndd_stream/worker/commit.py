@@ -20,7 +20,12 @@ between two steps sends a piece's outputs again, answered with the same decision
 
 A decider's position is its checkpoint (in the changelog, then in RocksDB); under
 exactly-once the committed input offset moves with it, in the same transaction
-(docs/ARCHITECTURE.md, "Positions and commits").
+(docs/ARCHITECTURE.md, "Positions and commits"). :func:`checkpoints` computes it at the end
+of a piece: the first scoped offset whose work is not reflected, and, where they exist,
+what event-time order and shards add to it, each from its one place: the sequencer's held
+items (``worker/sequencing.py``; the position is then the lowest offset still held) and a
+gatherer's pending items (``worker/gathering.py``; the position is then at most the oldest
+undecided item's).
 """
 
 from __future__ import annotations
@@ -29,13 +34,16 @@ import asyncio
 import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ndd_stream.kafka.transactions import TP, ProducerFenced, TransactionError, Transactions
 from ndd_stream.state.codec import Checkpoint
+from ndd_stream.state.pending import Pair, least_offset
 from ndd_stream.worker.deciding import StatefulPartition
+from ndd_stream.worker.gathering import GatherDecider
+from ndd_stream.worker.merge import EventTimeMerge
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.records import OutRecord
 
@@ -100,6 +108,33 @@ class Piece(ABC):
     async def commit(self, reached: Sequence[Reached], decided: int = 0) -> None:
         """Make the piece's outputs and ``reached`` durable (see the module docstring);
         ``decided``: the decisions in it, for the metrics."""
+
+
+def checkpoints(deciders: Mapping[int, Any], merges: Mapping[int, EventTimeMerge[Any]],
+                touched: Collection[int], moved: Mapping[int, int]) -> dict[int, Checkpoint]:
+    """The checkpoint of each partition that moved in a piece. ``moved``: where offset
+    order left each partition (the offset after its last record handed out); ``touched``:
+    the partitions whose sequencer or gatherer the piece changed."""
+    cursor: dict[int, int] = {}
+    undecided: dict[int, Sequence[Pair]] = {}  # gatherers' pending lists
+    for partition, decider in deciders.items():
+        merge = merges.get(partition)
+        gathering = isinstance(decider, GatherDecider)
+        if merge is not None:
+            if partition in touched:
+                cursor[partition] = merge.resume_offset()
+        else:
+            position = moved.get(partition)
+            if position is not None and (position > decider.next_offset or (
+                    gathering and partition in touched)):
+                cursor[partition] = position
+        if gathering and partition in cursor:  # re-read from the oldest undecided item
+            undecided[partition] = listed = decider.pending()
+            if listed:
+                cursor[partition] = min(cursor[partition], least_offset(listed))
+    return {p: Checkpoint(
+        position, order=merges[p].checkpoint() if p in merges else None,
+        pending=undecided.get(p, ())) for p, position in cursor.items()}
 
 
 class Committer(ABC):

@@ -38,7 +38,6 @@ from typing import Any
 from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.items import ItemFormat
 from ndd_stream.kafka.reads import Log, read_range
-from ndd_stream.worker.checkpoints import checkpoints
 from ndd_stream.worker.commit import (
     AcknowledgingCommitter,
     Committer,
@@ -46,6 +45,7 @@ from ndd_stream.worker.commit import (
     PieceFailed,
     Reached,
     Send,
+    checkpoints,
 )
 from ndd_stream.worker.deciding import (
     Outcome,
