@@ -22,6 +22,17 @@ def _consumer() -> Any:
     return consumer
 
 
+async def _waiting_hand_off() -> tuple[Any, asyncio.Queue[int], asyncio.Future[Any]]:
+    """A consumer whose hand-off of 2 waits: the queue is full (it holds 1)."""
+    consumer, queue = _consumer(), asyncio.Queue[int](maxsize=1)
+    queue.put_nowait(1)
+    waiting = asyncio.ensure_future(
+        consumer.wait_first(queue.put(2), consumer.suspend_flow.wait()))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    return consumer, queue, waiting
+
+
 def test_a_hand_off_with_room_is_the_winner_without_a_task() -> None:
     async def run() -> None:
         consumer, queue = _consumer(), asyncio.Queue[int](maxsize=1)
@@ -38,12 +49,7 @@ def test_a_hand_off_with_room_is_the_winner_without_a_task() -> None:
 
 def test_a_hand_off_to_a_full_queue_waits_for_room() -> None:
     async def run() -> None:
-        consumer, queue = _consumer(), asyncio.Queue[int](maxsize=1)
-        queue.put_nowait(1)
-        waiting = asyncio.ensure_future(
-            consumer.wait_first(queue.put(2), consumer.suspend_flow.wait()))
-        await asyncio.sleep(0.01)
-        assert not waiting.done()
+        _, queue, waiting = await _waiting_hand_off()
         assert queue.get_nowait() == 1  # room: the hand-off goes on
         result = await asyncio.wait_for(waiting, 5)
         assert not result.stopped and len(result.done) == 1
@@ -56,11 +62,7 @@ def test_a_flow_suspended_while_the_hand_off_waits_cancels_it() -> None:
     """As Faust's own: the record is not handed on (its fetch is sought again after the
     rebalance), and the queue keeps no waiter for it."""
     async def run() -> None:
-        consumer, queue = _consumer(), asyncio.Queue[int](maxsize=1)
-        queue.put_nowait(1)
-        waiting = asyncio.ensure_future(
-            consumer.wait_first(queue.put(2), consumer.suspend_flow.wait()))
-        await asyncio.sleep(0.01)
+        consumer, queue, waiting = await _waiting_hand_off()
         consumer.suspend_flow.set()
         result = await asyncio.wait_for(waiting, 5)
         assert result.done and result.done[0] is not None
