@@ -6,6 +6,7 @@ broker tests (test_exactly_once, test_reliability_crash) run the same code on Ka
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from ndd_stream.worker.commit import (
 from ndd_stream.worker.inorder import InOrder
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import DeciderPool
-from ndd_stream.worker.records import OutRecord
+from ndd_stream.worker.records import PROGRESS_KEY, OutRecord, Progress
 from ndd_stream.worker.router import Router
 
 SETTINGS = make_settings()
@@ -184,18 +185,57 @@ def test_the_router_forwards_what_came_before_its_partition_was_owned(
     assert txns.committed == {("raw", 0): 6}
 
 
-def _raw_router(n: int) -> tuple[MemoryLog, list[Any], MemoryTransactions, Router]:
-    """A raw partition of ``n`` records and an exactly-once router over it."""
+def test_a_heartbeat_during_a_commit_confirms_only_what_was_committed(
+        tmp_path: Path) -> None:
+    """Event-time order: the heartbeat (``report_progress`` on the worker's timer, beside
+    the router's batches) while the first batch of a newly owned raw partition commits.
+    Claiming the batch's end before its records, as "caught up", let the scope step over
+    the partition and decide its items as behind once they came: decisions that differed
+    from ``dedup --event-order``, with nothing lost or repeated."""
+    log, raw, txns, router = _raw_router(6, ordered=True)
+    committing, committed = threading.Event(), threading.Event()
+
+    def slow_commit(tp: tuple[str, int], before: bool) -> None:
+        if before:  # in the commit's thread
+            committing.set()
+            committed.wait(10.0)
+
+    async def run() -> None:
+        await router.assign([("raw", 0)])
+        txns.crash = slow_commit
+        routing = asyncio.ensure_future(router.route(raw))
+        while not committing.is_set():
+            await asyncio.sleep(0.01)
+        await router.report_progress({("raw", 0)}, every_s=10.0)  # the heartbeat
+        committed.set()
+        await routing
+
+    asyncio.run(run())
+    scoped = log.topic(SCOPED)
+    reports = [(i, Progress.parse(r.value)) for i, r in enumerate(scoped)
+               if r.key == PROGRESS_KEY]
+    assert len(reports) == 2  # the heartbeat's and the batch's own, after its commit
+    for at, progress in reports:  # never ahead of the records before it
+        assert progress is not None
+        assert progress.next <= sum(r.key != PROGRESS_KEY for r in scoped[:at])
+    assert reports[-1][1].next == 6
+
+
+def _raw_router(n: int, *, ordered: bool = False
+                ) -> tuple[MemoryLog, list[Any], MemoryTransactions, Router]:
+    """A raw partition of ``n`` records and an exactly-once router over it (``ordered``:
+    under event-time order, where the partition ends at ``n``)."""
     log = MemoryLog()
     for i in range(n):
         log.append("raw", 0, b"k", b"%d" % i)
     txns = MemoryTransactions(log)
-    router = _router(log, TransactionalCommitter(txns, WorkerMetrics(), 4), txns.committed)
+    router = _router(log, TransactionalCommitter(txns, WorkerMetrics(), 4), txns.committed,
+                     ordered=ordered)
     return log, log.logs[("raw", 0)], txns, router
 
 
 def _router(log: MemoryLog, committer: TransactionalCommitter | AcknowledgingCommitter,
-            committed: dict[tuple[str, int], int]) -> Router:
+            committed: dict[tuple[str, int], int], *, ordered: bool = False) -> Router:
     def routed(m: object) -> OutRecord:
         return OutRecord(SCOPED, b"k", m.value, [], 0)
 
@@ -205,8 +245,8 @@ def _router(log: MemoryLog, committer: TransactionalCommitter | AcknowledgingCom
     return Router(committer, InOrder(read, WorkerMetrics(), "processed",  # type: ignore[arg-type]
                                      transactional=committer.transactional),
                   routed, lambda tps: {tp: committed.get(tp, -1) for tp in tps}, log.send,
-                  scoped_topic=SCOPED, scoped_partitions=1, ordered=False,
-                  high=lambda tp: None)
+                  scoped_topic=SCOPED, scoped_partitions=1, ordered=ordered,
+                  high=lambda tp: len(log.logs[tp]) if ordered else None)
 
 
 def _crash_before(tp: tuple[str, int], before: bool) -> None:

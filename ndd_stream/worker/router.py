@@ -77,8 +77,8 @@ class Router:
         self.lock = asyncio.Lock()
         # the offset after the last record delivered while its partition was not owned
         self._unowned: dict[TP, int] = {}
-        # event-time order: per raw partition, (next offset, latest event time) forwarded,
-        # and what was last reported of it
+        # event-time order: per raw partition, (next offset, latest event time) forwarded
+        # and committed (from where it resumed: ``_open``), and what was last reported of it
         self.forwarded: dict[TP, tuple[int, int]] = {}
         self._reported: dict[TP, tuple[Progress, float]] = {}
 
@@ -202,6 +202,14 @@ class Router:
                 self.order.resume(tp, max(offset, 0))
             elif offset >= 0:
                 self.order.resume(tp, min(offset, self.order.next.get(tp, offset)))
+            else:
+                continue
+            # Until a batch of it commits, its progress is where it resumes: all before was
+            # forwarded. Not InOrder's next, which a batch moves before it commits: the
+            # heartbeat then confirmed records not in the scoped topic yet, "caught up" at a
+            # partition's end, and the scope stepped over them (decided late, as behind).
+            done, event_ms = self.forwarded.get(tp, (0, NO_TIME))
+            self.forwarded[tp] = (max(done, self.order.next[tp]), event_ms)
 
     async def revoke(self, tps: Sequence[TP]) -> None:
         async with self.lock:
@@ -221,9 +229,7 @@ class Router:
         now = time.monotonic()
         futures = []
         for tp in sorted(tps):
-            next_offset, event_ms = self.forwarded.get(tp, (-1, NO_TIME))
-            if next_offset < 0:
-                next_offset = self.order.next.get(tp, 0)
+            next_offset, event_ms = self.forwarded.get(tp, (0, NO_TIME))
             progress = Progress(tp[0], tp[1], next_offset, event_ms, self.high(tp))
             last = self._reported.get(tp)
             idle = progress.high is not None and progress.next >= progress.high
