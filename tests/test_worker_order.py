@@ -170,6 +170,35 @@ def test_a_backlog_forwarded_partition_by_partition_is_decided_in_event_time_ord
                 if dict(r.headers).get("ndd-order")]
 
 
+def test_records_before_the_raw_partitions_are_told_are_held(tmp_path: Path) -> None:
+    """Faust delivers records before the worker's rebalance callback has listed the raw
+    partitions: the raw partitions forwarded first must not be decided past the others,
+    whose records come later."""
+    lines = cross_channel_lines(160, seed=3)
+    parts = by_partition(lines)
+    log = MemoryLog()
+    forward_backlog(log, parts, chunk=50, seed=1)
+    records = log.logs[(SCOPED, 0)]
+    first_other = next(i for i, r in enumerate(records)
+                       if r.key != PROGRESS_KEY and r.headers != records[0].headers
+                       and dict(r.headers).get("ndd-source-partition")
+                       != dict(records[0].headers).get("ndd-source-partition"))
+    clock = Clock()
+    pool = DeciderPool(tmp_path, SETTINGS.detector_config(), SETTINGS.item_format(), TOPICS,
+                       log, WorkerMetrics(), scoped_topic=SCOPED,
+                       order=OrderConfig(idle_s=1.0, stall_s=60.0, max_bytes=1 << 30),
+                       clock=clock)
+
+    async def go() -> None:
+        await pool.process(records[:first_other], log.send)  # one raw partition's, untold
+        assert not log.topic("unique") + log.topic("duplicate")
+        pool.expect([(RAW, p) for p in range(PARTITIONS)])
+
+    asyncio.run(go())
+    _run(pool, log, first_other, len(records), 37, clock)
+    assert _decisions(log) == _want(event_order(parts))
+
+
 @pytest.mark.parametrize("every", [256, 3])
 def test_a_restart_anywhere_in_the_backlog_changes_no_decision(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, every: int) -> None:

@@ -256,6 +256,7 @@ class Service:
         except KafkaException as exc:
             log.warning("raw partitions unknown (%s): each is waited for once heard of",
                         exc, extra={"event": "metadata_unknown"})
+            self.pool.expect(())
 
     async def _committed_ahead(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """At-least-once: the group's committed offsets of the stateful partitions (the

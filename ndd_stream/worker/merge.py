@@ -164,10 +164,14 @@ class EventTimeMerge(Generic[P]):
         self._replay_to = 0  # after a restore: hold everything until re-read up to here
         self._offered_to = 0
         self.more = False  # the last release stopped at its limit, not at a blocker
+        # Nothing is released until the raw partitions that exist are told (:meth:`expect`):
+        # before that, a source that has not sent yet would not hold anything back.
+        self.told = False
 
     # --- input ------------------------------------------------------------------------
     def expect(self, sources: Iterable[SourceId], now: float) -> None:
         """The raw partitions that exist (metadata): each is waited for once known."""
+        self.told = True
         for source in sources:
             if source not in self.sources:
                 self.sources[source] = SourceState(heard=now)
@@ -233,7 +237,7 @@ class EventTimeMerge(Generic[P]):
         out: list[tuple[OrderKey, P]] = []
         passed: list[Passed] = []
         self.more = False
-        if self._offered_to < self._replay_to:
+        if not self.told or self._offered_to < self._replay_to:
             return out, passed  # the checkpoint's sources are ahead of the held items re-read
         while self._heap:
             if limit is not None and len(out) >= limit:

@@ -60,10 +60,14 @@ class Sequencers:
         self.metrics = metrics
         self.scoped_topic = scoped_topic
         self.merges: dict[int, EventTimeMerge[Message]] = {}
-        self.sources: set[SourceId] = set()  # raw partitions that exist (metadata)
+        # raw partitions that exist (metadata); None until told: a partition opened before
+        # its worker's rebalance callback has listed them (Faust delivers records first)
+        # releases nothing until then
+        self.sources: set[SourceId] | None = None
 
     def expect(self, sources: Iterable[SourceId]) -> None:
-        """The raw partitions that exist: each is waited for."""
+        """The raw partitions that exist: each is waited for (none known: each once heard
+        of)."""
         self.sources = set(sources)
         now = self.now()
         for merge in self.merges.values():
@@ -79,7 +83,8 @@ class Sequencers:
             merge.restore(decider.order, now)
         else:
             merge.consumed = decider.next_offset  # before: decided in offset order
-        merge.expect(self.sources, now)
+        if self.sources is not None:
+            merge.expect(self.sources, now)
         self.merges[partition] = merge
 
     def close(self, partition: int) -> None:
