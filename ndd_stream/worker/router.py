@@ -205,9 +205,9 @@ class Router:
             else:
                 continue
             # Until a batch of it commits, its progress is where it resumes: all before was
-            # forwarded. Not InOrder's next, which a batch moves before it commits: the
-            # heartbeat then confirmed records not in the scoped topic yet, "caught up" at a
-            # partition's end, and the scope stepped over them (decided late, as behind).
+            # forwarded. Not InOrder's next, which a batch moves before it commits: a
+            # heartbeat would confirm records not in the scoped topic yet ("caught up" at a
+            # partition's end), and the scope would step over them (decided as behind).
             done, event_ms = self.forwarded.get(tp, (0, NO_TIME))
             self.forwarded[tp] = (max(done, self.order.next[tp]), event_ms)
 
