@@ -136,11 +136,23 @@ class BrokerReads(Log):
                 self._producer.flush(5.0)
                 self._producer = None
 
-    def committed(self, tps: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """The group's committed offsets; negative where there is none."""
-        if self._admin is None:
-            self._admin = AdminClient(cast(dict[str, Any], self.conf))
-        return committed_offsets(self._admin, self.group, tps)
+    def committed(self, tps: Sequence[tuple[str, int]],
+                  timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
+        """The group's committed offsets (stable ones: the consumer reads
+        ``read_committed``, so an offset a transaction is still committing is waited for);
+        negative where there is none. Through the consumer, not the admin client: an admin
+        client's OffsetFetch answered "not coordinator" (the group's coordinator moving, as
+        in a rolling restart of the brokers) crashes librdkafka 2.16 (a group handle it
+        does not have; librdkafka issue 5040)."""
+        if not tps:
+            return {}
+        with self._lock:
+            found = self._get().committed([TopicPartition(t, p) for t, p in tps],
+                                          timeout=timeout_s)
+        errors = [tp.error for tp in found if tp.error is not None]
+        if errors:  # never an offset of an unknown partition as "none"
+            raise KafkaException(errors[0])
+        return {(tp.topic, tp.partition): tp.offset for tp in found}
 
     def append(self, topic: str, partition: int, key: bytes, value: bytes) -> int | None:
         delivered: list[int] = []
