@@ -7,9 +7,8 @@ as already read, and its next commit can pass them. A rewind through Faust does 
 its read offset is raised again by the next prefetched record. So the worker reads skipped
 ranges itself (``worker/inorder.py``) and reads its changelog (``worker/changelog.py``)
 through :class:`BrokerReads`: one librdkafka consumer, created on its first read, that
-joins no group and commits nothing. The group's committed offsets are looked up with the
-worker's admin client (:func:`committed_offsets`), so a worker that reads nothing past
-Faust holds no such consumer.
+joins no group and commits nothing. The same consumer looks up the group's committed offsets
+(:meth:`BrokerReads.committed`).
 
 The worker's code needs only the two primitives of :class:`Log` (``append``, ``records``);
 the unit tests give it an in-memory log instead.
@@ -27,13 +26,11 @@ from typing import Any, cast
 
 from confluent_kafka import (
     Consumer,
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient
 
 UNSTABLE_RETRY_S = 30.0
 """How long an offset lookup waits out a transaction still committing offsets."""
@@ -110,11 +107,9 @@ class BrokerReads(Log):
     Calls come from executor threads of both agents, so they take turns on a lock.
     """
 
-    def __init__(self, conf: dict[str, object], group: str,
-                 admin: AdminClient | None = None) -> None:
+    def __init__(self, conf: dict[str, object], group: str) -> None:
         self.conf = conf
         self.group = group
-        self._admin = admin
         self._lock = threading.Lock()
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
@@ -138,21 +133,34 @@ class BrokerReads(Log):
 
     def committed(self, tps: Sequence[tuple[str, int]],
                   timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
-        """The group's committed offsets (stable ones: the consumer reads
-        ``read_committed``, so an offset a transaction is still committing is waited for);
-        negative where there is none. Through the consumer, not the admin client: an admin
-        client's OffsetFetch answered "not coordinator" (the group's coordinator moving, as
-        in a rolling restart of the brokers) crashes librdkafka 2.16 (a group handle it
-        does not have; librdkafka issue 5040)."""
+        """The group's committed offsets of ``tps``, negative where there is none. Stable
+        offsets only (the consumer reads ``read_committed``): an offset a transaction is
+        still committing, or a coordinator moving, is waited out for up to
+        :data:`UNSTABLE_RETRY_S`. Raises KafkaException. Blocking.
+
+        Through the consumer, not an admin client: an admin client's OffsetFetch answered
+        "not coordinator" (the group's coordinator moving, as in a rolling restart of the
+        brokers) crashes librdkafka 2.16 (a group handle it does not have; librdkafka
+        issue 5040)."""
         if not tps:
             return {}
-        with self._lock:
-            found = self._get().committed([TopicPartition(t, p) for t, p in tps],
-                                          timeout=timeout_s)
-        errors = [tp.error for tp in found if tp.error is not None]
-        if errors:  # never an offset of an unknown partition as "none"
-            raise KafkaException(errors[0])
-        return {(tp.topic, tp.partition): tp.offset for tp in found}
+        deadline = time.monotonic() + UNSTABLE_RETRY_S
+        while True:
+            try:
+                with self._lock:
+                    found = self._get().committed(
+                        [TopicPartition(t, p) for t, p in tps], timeout=timeout_s)
+                errors = [tp.error for tp in found if tp.error is not None]
+            except KafkaException as e:
+                found, errors = [], [e.args[0]]
+            waiting = [e for e in errors if isinstance(e, KafkaError) and (
+                e.code() == KafkaError.UNSTABLE_OFFSET_COMMIT or passing(e))]
+            if waiting and len(waiting) == len(errors) and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            if errors:  # never an offset of an unknown partition as "none"
+                raise KafkaException(errors[0])
+            return {(tp.topic, tp.partition): tp.offset for tp in found}
 
     def append(self, topic: str, partition: int, key: bytes, value: bytes) -> int | None:
         delivered: list[int] = []
@@ -305,25 +313,3 @@ def _poll(consumer: Consumer, topic: str, partition: int, start: int, timeout_s:
             continue  # left over from an earlier read
         read += 1
         yield _fetched(msg, topic, partition)
-
-
-def committed_offsets(admin: AdminClient, group: str, tps: Sequence[tuple[str, int]],
-                      timeout_s: float = 10.0) -> dict[tuple[str, int], int]:
-    """The group's committed offsets of ``tps`` (OffsetFetch, stable offsets only: an
-    offset a transaction is still committing is waited for); negative where there is none.
-    Raises KafkaException. Blocking."""
-    if not tps:
-        return {}
-    deadline = time.monotonic() + UNSTABLE_RETRY_S
-    while True:
-        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in tps])
-        found = admin.list_consumer_group_offsets(
-            [request], require_stable=True, request_timeout=timeout_s)[group].result()
-        errors = [tp.error for tp in found.topic_partitions if tp.error is not None]
-        unstable = any(e.code() == KafkaError.UNSTABLE_OFFSET_COMMIT for e in errors)
-        if unstable and time.monotonic() < deadline:
-            time.sleep(0.2)
-            continue
-        if errors:  # never an offset of an unknown partition as "none"
-            raise KafkaException(errors[0])
-        return {(tp.topic, tp.partition): tp.offset for tp in found.topic_partitions}

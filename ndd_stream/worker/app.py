@@ -102,7 +102,7 @@ class Service:
         self.app = make_app(settings, limits, self.web_port)
         self._admin = AdminClient(librdkafka_config(settings))
         self.watch = BrokerWatch(settings, self._admin)
-        self.reads = BrokerReads(librdkafka_config(settings), settings.app_id, self._admin)
+        self.reads = BrokerReads(librdkafka_config(settings), settings.app_id)
         self.ordered = settings.event_time_order()
         # an idle raw partition is stepped over on a confirmation 2/3 of the wait after the
         # item came; routers confirm every 1/3 (heartbeat below): at most the whole wait
