@@ -369,8 +369,11 @@ def _visible(conf: Mapping[str, Any], app_id: str, topic: str, offset: int,
     registers or it times out (``TRANSACTION_TIMEOUT_MS``). The reader then sees neither
     the probe nor the end; a last stable offset at or below the probe while the records
     are there is the same answer: the broker withholds what is not committed."""
+    # a fetch that finds nothing new (the aborted probe, hidden) answers at once, not
+    # after the broker's default wait of 500 ms: the worker's start waits on this
     reader = Consumer({**conf, "group.id": f"{app_id}-probe", "enable.auto.commit": False,
-                       "isolation.level": "read_committed", "enable.partition.eof": True})
+                       "isolation.level": "read_committed", "enable.partition.eof": True,
+                       "fetch.wait.max.ms": 10})
     try:
         reader.assign([TopicPartition(topic, 0, offset)])
         deadline = time.monotonic() + timeout_s

@@ -207,12 +207,20 @@ class Service:
         deliver them again. The router and the pools note how far such records reached,
         and the same catch-up goes up to there (``Router.catch_up``,
         ``DeciderPool.unowned_seen``).
+
+        The raw and the stateful partitions are opened side by side: neither waits on the
+        other, and each waits on the broker (fencing, offsets, restores).
         """
+        await asyncio.gather(self._assigned_raw(raw), self._assigned_stateful(scoped, shards))
+
+    async def _assigned_raw(self, raw: list[tuple[str, int]]) -> None:
         try:
             await self.router.assign(raw)
         except Exception as exc:  # a producer that cannot register, offsets unknown
             fatal(f"opening raw partitions {raw} failed: {exc!r}")
         self._in_background(self._forward_early())
+
+    async def _assigned_stateful(self, scoped: list[int], shards: Sequence[int]) -> None:
         if self.ordered:
             await self._expect_sources()
         pools = [(self.pool, self.scoped_name, scoped)]
