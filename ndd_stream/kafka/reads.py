@@ -104,26 +104,32 @@ class BrokerReads(Log):
 
     One consumer for the worker's life, in the app's group (for OffsetFetch) but never
     joining it (``assign``) and never committing; one producer for changelog sentinels.
-    Calls come from executor threads of both agents, so they take turns on a lock.
+    Calls come from executor threads of both agents, so reads take turns on a lock. The
+    committed offsets do not wait behind a read (a restore's read can take minutes): they
+    use the consumer without moving its assignment, under a lock of their own that only
+    :meth:`close` also takes.
     """
 
     def __init__(self, conf: dict[str, object], group: str) -> None:
         self.conf = conf
         self.group = group
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # reads: assign, then poll
+        self._committed_lock = threading.Lock()
+        self._creating = threading.Lock()
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
 
     def _get(self) -> Consumer:
-        if self._consumer is None:
-            self._consumer = Consumer({
-                **self.conf, "group.id": self.group, "enable.auto.commit": False,
-                "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
-                "enable.partition.eof": False, "isolation.level": "read_committed"})
-        return self._consumer
+        with self._creating:
+            if self._consumer is None:
+                self._consumer = Consumer({
+                    **self.conf, "group.id": self.group, "enable.auto.commit": False,
+                    "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
+                    "enable.partition.eof": False, "isolation.level": "read_committed"})
+            return self._consumer
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._committed_lock:
             if self._consumer is not None:
                 self._consumer.close()
                 self._consumer = None
@@ -147,7 +153,7 @@ class BrokerReads(Log):
         deadline = time.monotonic() + UNSTABLE_RETRY_S
         while True:
             try:
-                with self._lock:
+                with self._committed_lock:
                     found = self._get().committed(
                         [TopicPartition(t, p) for t, p in tps], timeout=timeout_s)
                 errors = [tp.error for tp in found if tp.error is not None]
