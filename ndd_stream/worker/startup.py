@@ -156,8 +156,9 @@ TRANSACTION_RETRY_BACKOFF_MS = 10
 partition's next transaction starts as soon as its last one commits, while the broker is
 still writing that one's markers: the broker answers the new transaction's first requests
 (adding partitions, adding offsets) "concurrent transactions", and each is retried after
-this backoff. At 100 ms that retry was most of a commit: a piece of 130 records took 105 ms
-on Apache Kafka 4.3.1 on one node, 34 ms at 10 (bench/txn_latency.py). Later retries of a
+this backoff. At 100 ms that retry was most of a commit: pieces of 130 records back to
+back took 90-103 ms each on Apache Kafka 4.3.1 on one node, 14-19 ms at 10
+(bench/txn_latency.py, docs/BENCHMARK.md). Later retries of a
 request still back off exponentially, up to ``retry.backoff.max.ms`` (1 s)."""
 
 
