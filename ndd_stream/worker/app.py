@@ -47,6 +47,7 @@ from ndd_stream.worker.pool import CHECKPOINT_ITEMS, TRANSACTION_ITEMS, DeciderP
 from ndd_stream.worker.records import OutRecord, Source
 from ndd_stream.worker.router import Router, route_raw
 from ndd_stream.worker.runtime import (
+    BATCH_MAX,
     SHARD_BATCH_MAX,
     SHARD_BUFFER_MAX,
     BrokerWatch,
@@ -298,13 +299,14 @@ class Service:
         raw = (self._topic(pattern=s.raw_topic_pattern) if s.raw_topic_pattern
                else self._topic(*s.raw_topics))
         ack = not self.committer.transactional
+        most = TRANSACTION_ITEMS if self.committer.transactional else BATCH_MAX
         lag = partial(record_lag, app, self.metrics)
         app.agent(raw, name="ndd-router")(
-            partial(run_agent, self.router.route, "router", ack=ack, lost=self.lost,
-                    stall=self.stall, event="router_error"))
+            partial(run_agent, self.router.route, "router", most=most, ack=ack,
+                    lost=self.lost, stall=self.stall, event="router_error"))
         app.agent(self._topic(self.scoped_name), name="ndd-decider")(
             partial(run_agent, partial(self.pool.process, send=self.send), "decider",
-                    ack=ack, after=lag, lost=self.lost, stall=self.stall))
+                    most=most, ack=ack, after=lag, lost=self.lost, stall=self.stall))
         if self.shard_pool is not None and self.shards_name is not None:
             app.agent(self._topic(self.shards_name, maxsize=SHARD_BUFFER_MAX),
                       name="ndd-shard")(

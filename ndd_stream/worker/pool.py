@@ -80,8 +80,9 @@ resolve hundreds of items (a shard's answers) and a gatherer's batch of 500 reco
 thousands: killed once in a backlog, it re-sent up to 10,755 of 17,050 outputs."""
 TRANSACTION_ITEMS = 1024
 """Exactly-once: a piece is one transaction per partition, and a kill re-sends nothing, so
-pieces may be larger (a whole batch, usually): fewer commits, each a few round trips the
-decider waits for. What this bounds is the work a kill throws away."""
+pieces may be larger (a whole batch, usually, and the agents' batches are this large too):
+fewer commits, each a few round trips the decider waits for (on the Reuters-day backlog 21
+decider commits instead of 37). What this bounds is the work a kill throws away."""
 OPEN_AT_ONCE = 4
 """Partitions opened side by side at an assignment. Each restore holds the changelog
 records it read until they are applied, so this also bounds a restart's peak memory."""

@@ -15,7 +15,11 @@ timers and the web endpoints. It is not trusted with positions:
   queue is full (:class:`_Consumer` hands it on at once when it can);
 - its table manager waits a second at every start for tables declared late, and the
   consumer joins the group only after it; the worker keeps its state in RocksDB and
-  declares no Faust table (:class:`_TableManager` does not wait).
+  declares no Faust table (:class:`_TableManager` does not wait);
+- its consumer reads both stages, the raw topics and the scoped one the router writes,
+  but lets a fetch wait up to 1.5 s for data and hands on everything prefetched at once,
+  partition after partition: on a backlog the router ran ahead and the decider, the
+  slower stage, waited (:class:`_ReadCommittedThread` takes turns and waits less).
 
 Everything else the worker does is plain code in the other modules.
 """
@@ -28,7 +32,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from typing import Any
 
 import faust
@@ -51,7 +55,7 @@ from ndd_stream.worker.startup import producer_kwargs
 
 log = logging.getLogger("ndd_stream.worker")
 
-BATCH_MAX = 500  # records per take_events batch
+BATCH_MAX = 500  # records per take_events batch (exactly-once: pool.TRANSACTION_ITEMS)
 BATCH_WITHIN_S = 0.05  # ... or whatever arrived within this time
 # A record of the shards topic carries up to shardwire.BATCH_BYTES (256 KiB, ~50 news
 # items) and BATCH_ITEMS (64): at most this many per batch (8 MiB, at most 2,048 items, ~1,600
@@ -160,12 +164,65 @@ async def _resumed(coro: Coroutine[Any, Any, Any], waits_on: Any) -> Any:
             return done.value
 
 
+FETCH_MAX_WAIT_MS = 100
+"""How long the broker may hold a fetch that finds nothing (Faust sets 1,500 ms). One fetch
+at a time goes to a broker, and it covers only partitions with nothing prefetched: on a
+backlog that was often the scoped partitions alone, waiting for the router, which waited
+for this fetch to end before it could read on (0.4-0.8 s with nothing decided)."""
+FETCH_TURN_RECORDS = 500
+"""At most this many records of one topic per hand-off, so that each topic takes turns."""
+
+
 class _ReadCommittedThread(faust_aiokafka.AIOKafkaConsumerThread):
     def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
-        # read before start(), where aiokafka hands it to its fetcher
+        # read before start(), where aiokafka hands them to its fetcher
         consumer._isolation_level = "read_committed"
+        consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS
         return consumer
+
+    async def _fetch_records(self, consumer: Any, active_partitions: Any,
+                             timeout: float | None = None,
+                             max_records: int | None = None) -> Any:
+        """What Faust's fetch loop hands on next, the topics taking turns
+        (:func:`take_turns`). Faust's own took all that was prefetched, in the order it was
+        fetched: the whole raw backlog (up to ``consumer_max_fetch_size`` a partition) went
+        to the router before the decider saw a scoped record."""
+        if not active_partitions:  # Faust's own answer (aiokafka reads "none" as "all")
+            return await super()._fetch_records(consumer, active_partitions, timeout=timeout,
+                                                max_records=max_records)
+
+        async def fetch(tps: Any, wait: float | None, most: int) -> Any:
+            return await super(_ReadCommittedThread, self)._fetch_records(
+                consumer, tps, timeout=wait, max_records=most)
+
+        return await take_turns(fetch, active_partitions, timeout, consumer._fetcher._records)
+
+
+Fetch = Callable[[Any, float | None, int], Awaitable[dict[Any, list[Any]]]]
+"""aiokafka's ``fetched_records(partitions, timeout, max_records)``: the prefetched records
+of ``partitions``, partition after partition in the order they were fetched, at most
+``max_records``; with a timeout and nothing prefetched, it waits for the next fetch."""
+
+
+async def take_turns(fetch: Fetch, active: Iterable[Any], timeout: float | None,
+                     prefetched: Any) -> dict[Any, list[Any]]:
+    """Each topic's prefetched records, at most :data:`FETCH_TURN_RECORDS` a topic; a
+    partition that still has records afterwards is moved behind the others in
+    ``prefetched`` (aiokafka's ordered buffer), so the next turn starts elsewhere. Waits
+    (up to ``timeout``) only when no topic has anything prefetched."""
+    topics: dict[str, set[Any]] = {}
+    for tp in active:
+        topics.setdefault(tp.topic, set()).add(tp)
+    records: dict[Any, list[Any]] = {}
+    for tps in topics.values():
+        records.update(await fetch(tps, 0, FETCH_TURN_RECORDS))
+    if not records:
+        records = await fetch(set().union(*topics.values()), timeout, FETCH_TURN_RECORDS)
+    for tp in records:
+        if tp in prefetched:
+            prefetched.move_to_end(tp)
+    return records
 
 
 class _ReadCommittedConsumer(_Consumer):
