@@ -9,15 +9,24 @@ and checkpoint, and the input offset it reached (``send_offsets_to_transaction``
 committed or all aborted together.
 
 Why a transactional id per input partition, not one producer per worker with the group's
-generation (KIP-447): the group is Faust's (aiokafka), and confluent-kafka hands out group
-metadata only for a group its own consumer has joined. The offsets are committed for the
-group ``app_id`` with the metadata of a consumer that never joins it (generation -1, no
-member); the broker accepts a transactional offset commit without member or generation
-(checked on Apache Kafka 4.3.1 with the group's aiokafka members active). Fencing then
-rests on the transactional id: the partition's next owner calls ``init_transactions()``
-with the same id before it reads the changelog, which aborts the old owner's open
-transaction and makes any later commit of the old owner fail (``_FENCED``). A zombie
-(paused past its session) therefore commits nothing for a partition it lost.
+generation (KIP-447): the fence. The offsets are committed for the group ``app_id`` with
+the metadata of a consumer that never joins it (generation -1, no member); the broker
+accepts a transactional offset commit without member or generation (checked on Apache
+Kafka 4.3.1 with the group's aiokafka members active). Fencing then rests on the
+transactional id: the partition's next owner calls ``init_transactions()`` with the same id
+before it reads the changelog, which aborts the old owner's open transaction at once and
+makes any later commit of the old owner fail (``_FENCED``). A zombie (paused past its
+session) therefore commits nothing for a partition it lost. One producer per worker could
+be fenced by the group's generation instead: confluent-kafka takes group metadata as the
+bytes its own consumer hands out, librdkafka's ``CGMDv2`` layout (generation, member id),
+and written from the aiokafka member's generation and id they commit, while a stale
+generation or an unknown member is refused (``ILLEGAL_GENERATION``, ``UNKNOWN_MEMBER_ID``;
+checked on 4.3.1). But nobody would then abort a killed worker's open transaction: its
+partitions' records stay invisible to ``read_committed`` readers, and its offsets
+unstable, until the broker's ``transaction.timeout.ms`` (below) runs out; and every
+partition of the worker would share each commit. The per-partition id keeps a ``kill -9``
+costing one rebalance, at two connections and four threads a partition
+(docs/DEPLOYMENT.md).
 
 Why not Faust's own ``processing_guarantee="exactly_once"``: it picks the transactional
 producer by the *destination* partition (this worker's outputs are not co-partitioned with
