@@ -9,7 +9,16 @@ import asyncio
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
-from ndd_stream.worker.runtime import FETCH_TURN_RECORDS, take_turns
+import faust
+
+from ndd_stream.worker.runtime import (
+    FETCH_MAX_WAIT_MS,
+    FETCH_TURN_RECORDS,
+    _Consumer,
+    _ConsumerThread,
+    read_committed,
+    take_turns,
+)
 
 
 class TP(NamedTuple):
@@ -89,3 +98,22 @@ def test_only_the_active_partitions_are_handed_on() -> None:
     fetched = Prefetched(raw0=10, scoped=10)
     assert list(fetched.turn(SCOPED)) == [SCOPED]  # raw0 paused: it stays prefetched
     assert fetched.buffer[RAW0] == list(range(10))
+
+
+def test_either_guarantee_fetches_in_turns_and_waits_100_ms() -> None:
+    """The consumer thread of both guarantees; exactly-once also reads committed only."""
+    async def consumer_of(committed: bool) -> tuple[Any, Any]:
+        app = faust.App(f"turns-{committed}", broker="kafka://127.0.0.1:1",
+                        web_enabled=False)
+        app.transport.Consumer = _Consumer  # type: ignore[misc]
+        if committed:
+            read_committed(app)
+        thread = app.consumer._new_consumer_thread()  # type: ignore[attr-defined]
+        return thread, thread._create_worker_consumer(app.transport)
+
+    for committed in (False, True):
+        thread, consumer = asyncio.run(consumer_of(committed))
+        assert isinstance(thread, _ConsumerThread)
+        assert consumer._fetch_max_wait_ms == FETCH_MAX_WAIT_MS
+        assert consumer._isolation_level == (
+            "read_committed" if committed else "read_uncommitted")

@@ -19,7 +19,7 @@ timers and the web endpoints. It is not trusted with positions:
 - its consumer reads both stages, the raw topics and the scoped one the router writes,
   but lets a fetch wait up to 1.5 s for data and hands on everything prefetched at once,
   partition after partition: on a backlog the router ran ahead and the decider, the
-  slower stage, waited (:class:`_ReadCommittedThread` takes turns and waits less).
+  slower stage, waited (:class:`_ConsumerThread` takes turns and waits less).
 
 Everything else the worker does is plain code in the other modules.
 """
@@ -113,7 +113,11 @@ class _TableManager(TableManager):
 
 
 class _Consumer(faust_aiokafka.Consumer):
-    """Faust's consumer, its per-record hand-off without tasks when nothing waits."""
+    """Faust's consumer, its per-record hand-off without tasks when nothing waits, its
+    fetches in turns (:class:`_ConsumerThread`)."""
+
+    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
+        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     async def wait_first(self, *coros: Any, timeout: Any = None) -> Any:
         """The first of ``coros`` to finish, as Faust's. Faust's fetch loop asks this of
@@ -173,11 +177,12 @@ FETCH_TURN_RECORDS = 500
 """At most this many records of one topic per hand-off, so that each topic takes turns."""
 
 
-class _ReadCommittedThread(faust_aiokafka.AIOKafkaConsumerThread):
+class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    """Faust's consumer thread, its fetches waiting less and the topics taking turns."""
+
     def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
-        # read before start(), where aiokafka hands them to its fetcher
-        consumer._isolation_level = "read_committed"
+        # read before start(), where aiokafka hands it to its fetcher
         consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS
         return consumer
 
@@ -193,7 +198,7 @@ class _ReadCommittedThread(faust_aiokafka.AIOKafkaConsumerThread):
                                                 max_records=max_records)
 
         async def fetch(tps: Any, wait: float | None, most: int) -> Any:
-            return await super(_ReadCommittedThread, self)._fetch_records(
+            return await super(_ConsumerThread, self)._fetch_records(
                 consumer, tps, timeout=wait, max_records=most)
 
         return await take_turns(fetch, active_partitions, timeout, consumer._fetcher._records)
@@ -223,6 +228,14 @@ async def take_turns(fetch: Fetch, active: Iterable[Any], timeout: float | None,
         if tp in prefetched:
             prefetched.move_to_end(tp)
     return records
+
+
+class _ReadCommittedThread(_ConsumerThread):
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        # read before start(), where aiokafka hands it to its fetcher
+        consumer._isolation_level = "read_committed"
+        return consumer
 
 
 class _ReadCommittedConsumer(_Consumer):
