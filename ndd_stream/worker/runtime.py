@@ -56,7 +56,11 @@ from ndd_stream.worker.startup import producer_kwargs
 log = logging.getLogger("ndd_stream.worker")
 
 BATCH_MAX = 500  # records per take_events batch (exactly-once: pool.TRANSACTION_ITEMS)
-BATCH_WITHIN_S = 0.05  # ... or whatever arrived within this time
+BATCH_WITHIN_S = 0.02
+"""... or whatever arrived within this time: what a live item waits in each agent (two per
+item) before its batch goes. At 50 ms a live feed of 200 items/s waited 119-133 ms from
+produce to output (p50); at 20 ms 58-69 ms, and a backlog's batches fill before it ends
+(bench.order, docs/BENCHMARK.md)."""
 # A record of the shards topic carries up to shardwire.BATCH_BYTES (256 KiB, ~50 news
 # items) and BATCH_ITEMS (64): at most this many per batch (8 MiB, at most 2,048 items, ~1,600
 # news items, so a checkpoint and a rebalance
