@@ -29,7 +29,7 @@ range delete. The hour is offset by 2**63 so negative hours sort correctly.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -129,6 +129,9 @@ class Checkpoint:
     # NDD_SHARDS the state was built with; None: not recorded (written before shards
     # existed, so 1 if the state holds anything). A change of it needs new state.
     shards: int | None = None
+    # offset order: per raw partition ("topic:partition"), the offset after the last of its
+    # records decided here; a record below it is a copy the router forwarded again
+    sources: Mapping[str, int] | None = None
 
 
 def encode_checkpoint(checkpoint: Checkpoint) -> bytes:
@@ -141,6 +144,8 @@ def encode_checkpoint(checkpoint: Checkpoint) -> bytes:
                             "order": checkpoint.order}
     if checkpoint.shards is not None:
         data["shards"] = checkpoint.shards
+    if checkpoint.sources:
+        data["sources"] = dict(checkpoint.sources)
     if not checkpoint.pending:
         return _V2 + dumps(data)
     if isinstance(checkpoint.pending, PendingSnapshot):
@@ -169,7 +174,8 @@ def decode_checkpoint(value: bytes | None) -> Checkpoint:
         else:
             pending = tuple((int(o), int(n)) for o, n in data.get("pending", ()))
         shards = data.get("shards")
+        sources = {str(k): int(v) for k, v in data.get("sources", {}).items()}
         return Checkpoint(int(data.get("next", 0)), int(data.get("changelog", 0)), order,
-                          pending, None if shards is None else int(shards))
+                          pending, None if shards is None else int(shards), sources or None)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise CorruptRecord(f"undecodable checkpoint: {exc}") from exc

@@ -134,7 +134,8 @@ def checkpoints(deciders: Mapping[int, Any], merges: Mapping[int, EventTimeMerge
                 cursor[partition] = min(cursor[partition], least_offset(listed))
     return {p: Checkpoint(
         position, order=merges[p].checkpoint() if p in merges else None,
-        pending=undecided.get(p, ())) for p, position in cursor.items()}
+        pending=undecided.get(p, ()), sources=dict(deciders[p].sources) or None)
+        for p, position in cursor.items()}
 
 
 class Committer(ABC):

@@ -21,6 +21,7 @@ from ndd_stream.state.codec import Checkpoint, document_key, encode_checkpoint, 
 from ndd_stream.state.rocks import RocksStore
 from ndd_stream.worker.changelog import CHECKPOINT_KEY
 from ndd_stream.worker.records import (
+    COPY,
     H_ORDER,
     OutRecord,
     Source,
@@ -80,6 +81,7 @@ class Outcome:
     decision: Decision | None = None
     invalid: Invalid | None = None
     channel: str = ""
+    skipped_copy: bool = False  # a copy whose decision left the window: nothing sent again
 
 
 class StatefulPartition:
@@ -94,6 +96,7 @@ class StatefulPartition:
         self.changelog_topic = changelog_topic
         self.store = ChangelogRecorder(RocksStore(path))
         self.checkpoint = self.store.inner.checkpoint()  # the one position (state.codec)
+        self.sources = dict(self.checkpoint.sources or {})  # see Checkpoint.sources
         self.detector: Any = self._make_detector()
         self.restored: int = self.detector.restore()
 
@@ -154,6 +157,7 @@ class StatefulPartition:
         for key, value in docs:
             self.store.inner.add(decode_document(key, value))
         self.checkpoint = checkpoint
+        self.sources = dict(checkpoint.sources or {})
         self.store.inner.commit(checkpoint)
         if docs:
             self.detector = self._make_detector()
@@ -192,11 +196,15 @@ class PartitionDecider(StatefulPartition):
 
     def __init__(
         self, partition: int, path: Path, config: DetectorConfig, fmt: ItemFormat,
-        topics: OutputTopics,
+        topics: OutputTopics, offset_order: bool = True,
     ) -> None:
         self.config = config
         self.fmt = fmt
         self.topics = topics
+        # offset order: a record of a raw partition below the offset after the last one
+        # decided here is a copy (each raw partition is forwarded in offset order); under
+        # event-time order the sequencer says so (``order_note`` COPY)
+        self.offset_order = offset_order
         super().__init__(partition, path, topics.changelog)
 
     def _make_detector(self) -> Detector:
@@ -215,10 +223,31 @@ class PartitionDecider(StatefulPartition):
             record = OutRecord(self.topics.dlq, key, raw,
                                dlq_headers(item.reason, item.detail, source))
             return Outcome([record], invalid=item)
-        decision = self.detector.decide(item)
+        if self._copy(source, order_note):
+            # Its decision went out when it was first decided (the state that knows it
+            # reflects delivered outputs). While its hour is in the window the copy gets
+            # that decision again; after, judged anew, it would be "unique, late".
+            decision = self.detector.recall(item)
+            if decision is None:
+                return Outcome([], skipped_copy=True, channel=item.channel)
+            order_note = None
+        else:
+            decision = self.detector.decide(item)
         records = routed_records(self.topics, decision, item.channel, item.timestamp, key, raw,
                                  source, order_note)
         return Outcome(records, decision=decision, channel=item.channel)
+
+    def _copy(self, source: Source, order_note: str | None) -> bool:
+        """Whether the record at raw ``source`` was decided here before (offset order: and
+        note that it is decided now)."""
+        if not self.offset_order:
+            return order_note == COPY
+        name = f"{source.topic}:{source.partition}"
+        seen = self.sources.get(name, 0)
+        if source.offset < seen:
+            return True
+        self.sources[name] = source.offset + 1
+        return False
 
 
 def routed_records(topics: OutputTopics, decision: Decision, channel: str, timestamp: float,

@@ -31,7 +31,14 @@ from ndd_stream.core.shards import Answer, Gatherer, Pending, Slot
 from ndd_stream.state.codec import Checkpoint
 from ndd_stream.state.pending import Pair, PendingList
 from ndd_stream.worker.deciding import Outcome, OutputTopics, StatefulPartition, routed_records
-from ndd_stream.worker.records import H_CONTROL, OutRecord, Source, dlq_headers, header_map
+from ndd_stream.worker.records import (
+    COPY,
+    H_CONTROL,
+    OutRecord,
+    Source,
+    dlq_headers,
+    header_map,
+)
 from ndd_stream.worker.shardwire import (
     ANSWER_CONTROL,
     BadShardRecord,
@@ -185,6 +192,8 @@ class GatherDecider(StatefulPartition):
             record = OutRecord(self.topics.dlq, key, raw,
                                dlq_headers(item.reason, item.detail, source))
             return [Outcome([record], invalid=item)]
+        if order_note == COPY:  # answered by identity, as every re-admitted item
+            order_note = None
         read = Parked(item, raw, key, source, order_note)
         if scoped.offset in self._readmit:
             self._readmit[scoped.offset] = self._park(read)

@@ -57,6 +57,9 @@ class WorkerMetrics:
         self.replayed = Counter("ndd_replayed_total",
                                 "Redelivered items answered with their original decision",
                                 registry=r)
+        self.copies_skipped = Counter(
+            "ndd_copies_skipped_total", "Redelivered items not answered again: decided before, "
+            "their hour has left the window", registry=r)
         self.latency = Histogram(
             "ndd_decision_seconds", "Time to decide one item (parse + detect)",
             buckets=(0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1.0),
@@ -153,6 +156,9 @@ def count_outcome(metrics: WorkerMetrics, partition: int, outcome: Outcome,
                         "offset": source.offset, "event": "dlq"})
         return
     decision = outcome.decision
+    if outcome.skipped_copy:
+        metrics.copies_skipped.inc()
+        return
     if decision is None:  # a shard's answer
         metrics.shard_answers.labels(str(partition)).inc()
         return

@@ -108,7 +108,7 @@ class DeciderPool:
         self.metrics = metrics
         # what each partition is: a decider (default), a gatherer or a shard
         self.factory = factory or (lambda partition, path: PartitionDecider(
-            partition, path, config, fmt, topics))
+            partition, path, config, fmt, topics, offset_order=order is None))
         self.dir_prefix = dir_prefix
         self.lock = asyncio.Lock()
         self.committer = committer or AcknowledgingCommitter(CHECKPOINT_ITEMS)

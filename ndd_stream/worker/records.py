@@ -71,6 +71,9 @@ H_DLQ_REASON = "ndd-dlq-reason"
 H_DLQ_DETAIL = "ndd-dlq-detail"
 H_DLQ_TRUNCATED = "ndd-dlq-truncated"
 H_ORDER = "ndd-order"
+COPY = "copy"
+"""What the event-time order says of a record forwarded again and decided before (an
+order note that is not written as a header)."""
 H_EVENT_TIME = "ndd-event-time"
 H_CONTROL = "ndd-control"
 

@@ -27,6 +27,7 @@ from ndd_stream.worker.merge import (
 )
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.records import (
+    COPY,
     H_CONTROL,
     Progress,
     Source,
@@ -140,9 +141,10 @@ class Sequencers:
                if ms is not None and src is not None else None)
         verdict = merge.offer(key, item.offset, len(item.value or b""), item, now, _stamp(item))
         awaits = getattr(decider, "awaits", None)
-        if (awaits is not None and awaits(item.offset)) or verdict in (Verdict.NOW,
-                                                                       Verdict.COPY):
+        if (awaits is not None and awaits(item.offset)) or verdict is Verdict.NOW:
             return [(item, None)]  # (awaits: released before a restart, not decided yet)
+        if verdict is Verdict.COPY:
+            return [(item, COPY)]
         if verdict is Verdict.BEHIND:
             self.metrics.order_behind.labels(str(item.partition)).inc()
             log.info("%s[%d]@%d: arrived after the event-time order passed it (%s): "
