@@ -227,13 +227,6 @@ class Detector:
         self._count(decision)
         return decision
 
-    def recall(self, doc: Document) -> Decision | None:
-        """The decision ``doc``'s identity was given, flagged replayed, while its hour is
-        in the window (None: never decided, or expired with its hour). Records nothing."""
-        window = self._windows.get(doc.scope)
-        previous = window.decisions.get(doc.identity) if window is not None else None
-        return _replayed(previous) if previous is not None else None
-
     def restore(self) -> int:
         """Rebuild the in-memory window from the store (after a restart); returns documents.
 

@@ -81,7 +81,7 @@ class Outcome:
     decision: Decision | None = None
     invalid: Invalid | None = None
     channel: str = ""
-    skipped_copy: bool = False  # a copy whose decision left the window: nothing sent again
+    skipped_copy: bool = False  # a record forwarded again and decided before: nothing sent
 
 
 class StatefulPartition:
@@ -202,8 +202,9 @@ class PartitionDecider(StatefulPartition):
         self.fmt = fmt
         self.topics = topics
         # offset order: a record of a raw partition below the offset after the last one
-        # decided here is a copy (each raw partition is forwarded in offset order); under
-        # event-time order the sequencer says so (``order_note`` COPY)
+        # decided here is a copy the router forwarded again (each router forwards a raw
+        # partition in offset order from a committed offset, so every record below it came
+        # here before); under event-time order the sequencer says so (``order_note`` COPY)
         self.offset_order = offset_order
         super().__init__(partition, path, topics.changelog)
 
@@ -224,15 +225,11 @@ class PartitionDecider(StatefulPartition):
                                dlq_headers(item.reason, item.detail, source))
             return Outcome([record], invalid=item)
         if self._copy(source, order_note):
-            # Its decision went out when it was first decided (the state that knows it
-            # reflects delivered outputs). While its hour is in the window the copy gets
-            # that decision again; after, judged anew, it would be "unique, late".
-            decision = self.detector.recall(item)
-            if decision is None:
-                return Outcome([], skipped_copy=True, channel=item.channel)
-            order_note = None
-        else:
-            decision = self.detector.decide(item)
+            # Its decision went out when it was first decided: a state that knows the record
+            # reflects delivered outputs. Not answered again: a copy that came after its hour
+            # left the window would be judged anew, as "unique, late".
+            return Outcome([], skipped_copy=True, channel=item.channel)
+        decision = self.detector.decide(item)
         records = routed_records(self.topics, decision, item.channel, item.timestamp, key, raw,
                                  source, order_note)
         return Outcome(records, decision=decision, channel=item.channel)

@@ -58,8 +58,8 @@ class WorkerMetrics:
                                 "Redelivered items answered with their original decision",
                                 registry=r)
         self.copies_skipped = Counter(
-            "ndd_copies_skipped_total", "Redelivered items not answered again: decided before, "
-            "their hour has left the window", registry=r)
+            "ndd_copies_skipped_total", "Raw records the router forwarded again (at-least-once, "
+            "after a kill or a rebalance), decided before: not answered again", registry=r)
         self.latency = Histogram(
             "ndd_decision_seconds", "Time to decide one item (parse + detect)",
             buckets=(0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1.0),

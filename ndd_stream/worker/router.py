@@ -16,8 +16,9 @@ A raw partition's position is the group's committed offset, looked up at assignm
 owned are skipped (they are their owner's, and must not move the position); at-least-once
 a record of a partition revoked while the batch was in flight is forwarded all the same:
 Faust acknowledges it, and skipping it lost records when the partition came back with its
-offset committed past them (long join/leave runs, 111 of 40k). A copy forwarded twice is
-decided once and replayed (same decision).
+offset committed past them (long join/leave runs, 111 of 40k). A record forwarded twice
+is decided once; the decider knows the copy by its raw offset and does not answer it
+again (``PartitionDecider``).
 
 Under event-time order the router also tells every scoped partition how far it has
 forwarded each raw partition (progress records after each batch, and on a timer).
