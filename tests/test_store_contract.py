@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ndd_stream.core import detector as detector_module
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Decision, Document, Status
 from ndd_stream.core.novelty import Novelty
@@ -269,11 +270,15 @@ def _stream(n: int, seed: int) -> list[Document]:
     return docs
 
 
+@pytest.mark.parametrize("reuse", [None, 0, 3000])
 @pytest.mark.parametrize("figures", [False, True])
 def test_restored_detector_continues_with_identical_decisions(
-    make_store: Factory, figures: bool
+    make_store: Factory, figures: bool, reuse: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With figure-rich texts the novelty rule fires, and needs the restored figures."""
+    """With figure-rich texts the novelty rule fires, and needs the restored figures.
+    ``reuse``: the restore keeps none, some or (None) all first-pass signatures."""
+    if reuse is not None:
+        monkeypatch.setattr(detector_module, "RESTORE_REUSE_BYTES", reuse)
     docs = _stream(400, seed=11)
     if figures:
         rnd = random.Random(5)

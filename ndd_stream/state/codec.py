@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ndd_stream.core.document import Decision
@@ -89,11 +89,12 @@ def _stored_decision(decision: Decision) -> dict[str, Any]:
 
 
 def _read_decision(data: dict[str, Any]) -> Decision:
-    decision = Decision.from_dict(data)
-    if decision.story:
-        return decision
-    # omitted: the derived one (records written before stories read the same way)
-    return replace(decision, story=derived_story(decision))
+    if not data.get("story"):
+        # omitted: the derived one (records written before stories read the same way);
+        # set before the Decision is built (a restore reads every document of a window)
+        duplicate_of = data.get("duplicate_of")
+        data["story"] = duplicate_of if duplicate_of is not None else data["identity"]
+    return Decision.from_dict(data)
 
 
 def decode_document(key: bytes, value: bytes) -> StoredDocument:
