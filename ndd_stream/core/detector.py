@@ -39,6 +39,7 @@ from ndd_stream.core.order import (
 from ndd_stream.core.postings import PostingIndex
 from ndd_stream.core.qgrams import Codes, fmix64, signature, sorted_unique
 from ndd_stream.core.similarity import (
+    FULL_PREFIX_BELOW,
     extended_prefix,
     intersection_size,
     min_overlap,
@@ -237,8 +238,8 @@ class Detector:
 
         Replays the stored records in arrival order. Decisions are not recomputed: the
         stored ones are authoritative, so replayed items get their original decision.
-        The q-gram order is relearned from the stored texts first (two passes), which
-        only affects speed.
+        The q-gram order, where the index uses one, is relearned from the stored texts
+        first (two passes), which only affects speed.
         """
         records = list(self.store.load())
         computed = self._learn_order(records)
@@ -273,6 +274,8 @@ class Detector:
         it computed of the records (by position), up to :data:`RESTORE_REUSE_BYTES`, to
         index them with instead of computing it twice."""
         kept: dict[int, tuple[Codes, _Probe]] = {}
+        if self.config.flat_index and self.config.threshold < FULL_PREFIX_BELOW:
+            return kept  # the flat index indexes every q-gram there: it needs no order
         budget = RESTORE_REUSE_BYTES
         for i, rec in enumerate(records):
             if rec.indexed:
