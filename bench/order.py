@@ -21,7 +21,8 @@ mode (the same items, the same run, one after the other):
   differ from ``ndd-stream dedup --event-order`` on the same items.
 
 ``--live-rate R`` instead feeds the items at R/s into running workers and reports the
-added latency: output time - produce time per item (p50/p95/max).
+added latency: output time - produce time per item (p50/p95/max), overall and per fifth
+of the feed (a worker that slows as it runs shows a growing wait).
 
 ``offset`` is the behaviour before event-time order (the router's fetch order): the
 baseline of the same run. Results are appended to bench/results/order.json.
@@ -267,12 +268,28 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
     if live_rate:
         # produce -> routed, per item (first copy): the raw record's and the output's
         # CreateTime, both stamped by clients on this machine
-        waits = sorted(c[0].timestamp_ms - int(c[0].header("ndd-source-timestamp") or 0)
-                       for c in by_source.values() if c[0].timestamp_ms)
+        sent = [(int(c[0].header("ndd-source-timestamp") or 0), c[0].timestamp_ms)
+                for c in by_source.values() if c[0].timestamp_ms]
+        waits = sorted(out - at for at, out in sent)
         result.update(live_rate=live_rate, feed_seconds=round(done - feed_start, 1),
-                      latency_ms={"p50": waits[len(waits) // 2],
-                                  "p95": waits[int(len(waits) * 0.95)], "max": waits[-1]})
+                      latency_ms=_spread(waits), latency_ms_by_fifth=_by_fifth(sent))
     return result
+
+
+def _spread(waits: list[int]) -> dict[str, int]:
+    """p50, p95 and max of sorted waits."""
+    return {"p50": waits[len(waits) // 2], "p95": waits[int(len(waits) * 0.95)],
+            "max": waits[-1]}
+
+
+def _by_fifth(sent: list[tuple[int, int]]) -> list[dict[str, int]]:
+    """The waits of each fifth of the feed (by produce time): a wait that grows from one
+    fifth to the next is a worker slowing down as it runs."""
+    first, last = min(at for at, _ in sent), max(at for at, _ in sent)
+    fifths: list[list[int]] = [[] for _ in range(5)]
+    for at, out in sent:
+        fifths[min(4, (at - first) * 5 // max(1, last - first + 1))].append(out - at)
+    return [_spread(sorted(w)) for w in fifths if w]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -51,6 +51,7 @@ from ndd_stream.worker.runtime import (
     SHARD_BATCH_MAX,
     SHARD_BUFFER_MAX,
     BrokerWatch,
+    agent_input,
     broker_check_interval,
     execute,
     fatal,
@@ -149,8 +150,8 @@ class Service:
 
     def _topic(self, *names: str, pattern: str | None = None,
                maxsize: int | None = None) -> faust.TopicT:
-        return self.app.topic(*names, pattern=pattern, key_serializer="raw",
-                              value_serializer="raw", allow_empty=True, maxsize=maxsize)
+        return agent_input(self.app, *names, pattern=pattern, maxsize=maxsize,
+                           acks=not self.settings.exactly_once())
 
     async def send(self, record: OutRecord) -> Awaitable[Any]:
         """Hand a record to the producer; the returned future resolves on delivery."""

@@ -106,6 +106,18 @@ and, under exactly-once, reads ``read_committed``."""
     return app
 
 
+def agent_input(app: faust.App, *names: str, pattern: str | None, maxsize: int | None,
+                acks: bool) -> faust.TopicT:
+    """An agent's input topic(s), records as raw bytes. ``acks=False`` (exactly-once: the
+    transactions move the offsets, nothing is acknowledged) turns Faust's bookkeeping off:
+    with it on, Faust's fetch loop kept a gap for each transaction marker of the
+    read_committed input, never trimmed as nothing was committed, and merged them all at
+    every new one: a live worker's wait grew from ~60 to ~320 ms in 150 s (docs/BENCHMARK.md,
+    "A live item's wait")."""
+    return app.topic(*names, pattern=pattern, key_serializer="raw", value_serializer="raw",
+                     allow_empty=True, maxsize=maxsize, acks=acks)
+
+
 class _TableManager(TableManager):
     """Faust's table manager without its one-second wait at start: the worker declares no
     Faust table, so there is none to wait for, and the group join waits on this."""
