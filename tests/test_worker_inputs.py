@@ -3,7 +3,7 @@
 Exactly-once nothing is acknowledged to Faust (the transactions move the offsets), so
 Faust's acknowledgement bookkeeping must be off: with it on, its fetch loop kept a gap for
 each transaction marker of the read_committed input and merged them all at every new one,
-and a live worker slowed by the minute (docs/BENCHMARK.md, "A live item's wait").
+and a live worker slowed by the minute (docs/BENCHMARK.md, "A live worker over minutes").
 At-least-once Faust's acknowledgements are the raw partitions' position and stay on.
 No broker: the service is built, not started.
 """

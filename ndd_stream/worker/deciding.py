@@ -235,8 +235,8 @@ class PartitionDecider(StatefulPartition):
         return Outcome(records, decision=decision, channel=item.channel)
 
     def _copy(self, source: Source, order_note: str | None) -> bool:
-        """Whether the record at raw ``source`` was decided here before (offset order: and
-        note that it is decided now)."""
+        """Whether the record at raw ``source`` is a copy of one decided here; under offset
+        order a record that is not one is counted as decided from now."""
         if not self.offset_order:
             return order_note == COPY
         name = f"{source.topic}:{source.partition}"

@@ -117,7 +117,7 @@ class Verdict(Enum):
     HELD = "held"  # waits for its turn
     NOW = "now"  # no order key (unusable time: the DLQ's) - decided at once
     BEHIND = "behind"  # arrived after the frontier passed it: decided at once, counted
-    COPY = "copy"  # a re-forwarded record already decided: decided at once (replayed)
+    COPY = "copy"  # a re-forwarded record already decided: not answered again
     DONE = "done"  # re-read after a restart, decided before it: skipped
     DUPLICATE = "duplicate"  # a second copy of a record already held: dropped
 

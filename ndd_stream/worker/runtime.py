@@ -112,8 +112,8 @@ def agent_input(app: faust.App, *names: str, pattern: str | None, maxsize: int |
     transactions move the offsets, nothing is acknowledged) turns Faust's bookkeeping off:
     with it on, Faust's fetch loop kept a gap for each transaction marker of the
     read_committed input, never trimmed as nothing was committed, and merged them all at
-    every new one: a live worker's wait grew from ~60 to ~320 ms in 150 s (docs/BENCHMARK.md,
-    "A live item's wait")."""
+    every new one: a live worker's wait grew by the minute (docs/BENCHMARK.md, "A live
+    worker over minutes")."""
     return app.topic(*names, pattern=pattern, key_serializer="raw", value_serializer="raw",
                      allow_empty=True, maxsize=maxsize, acks=acks)
 
