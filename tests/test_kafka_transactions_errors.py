@@ -1,28 +1,42 @@
-"""How a transaction's failure is told apart (no broker): fenced (leave the partition),
-aborted (open the partition again and redo), refused (exit); and a blocking call that never
-returns is given up instead of stalling the worker."""
+"""How a transaction's failure is told apart (no broker): refused to a past member of the
+group (leave the partitions to the rebalance), aborted (open the partitions again and
+redo), refused (exit); a blocking call that never returns is given up instead of stalling
+the worker; the group's member is named as librdkafka names it; a worker keeps its id."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from ndd_stream.kafka.transactions import (
+    Member,
     ProducerFenced,
     TransactionAborted,
     TransactionError,
+    Transactions,
     _bounded,
     _error,
+    check_group_metadata,
+    group_metadata,
 )
+from ndd_stream.worker.startup import worker_id
+
+NOWHERE = {"bootstrap.servers": "127.0.0.1:9", "log_level": 0}
 
 
 @pytest.mark.parametrize(("code", "kind"), [
-    (KafkaError._FENCED, ProducerFenced),
-    (KafkaError.PRODUCER_FENCED, ProducerFenced),
-    (KafkaError.INVALID_PRODUCER_EPOCH, ProducerFenced),
+    (KafkaError.ILLEGAL_GENERATION, ProducerFenced),
+    (KafkaError.UNKNOWN_MEMBER_ID, ProducerFenced),
+    (KafkaError.FENCED_INSTANCE_ID, ProducerFenced),
+    (KafkaError._FENCED, TransactionAborted),
+    (KafkaError.PRODUCER_FENCED, TransactionAborted),
+    (KafkaError.INVALID_PRODUCER_EPOCH, TransactionAborted),
     (KafkaError.NOT_COORDINATOR, TransactionAborted),
     (KafkaError.COORDINATOR_NOT_AVAILABLE, TransactionAborted),
     (KafkaError._TIMED_OUT, TransactionAborted),
@@ -48,3 +62,43 @@ def test_a_call_that_returns_or_raises_is_passed_through() -> None:
     assert _bounded(lambda x: x + 1, "add", 1.0, 41) == 42
     with pytest.raises(KafkaException):
         _bounded(lambda: (_ for _ in ()).throw(KafkaException(KafkaError(1))), "raise", 1.0)
+
+
+def test_the_group_metadata_is_written_as_librdkafka_writes_it() -> None:
+    check_group_metadata(NOWHERE, "news")  # generation -1, no member: raises if different
+    written = group_metadata("news", Member(7, "m-1", "pod-0"))
+    assert written == b"CGMDv2:" + (7).to_bytes(4, sys.byteorder) + b"news\0m-1\0\0pod-0\0"
+
+
+def test_no_commit_without_a_member_of_the_group() -> None:
+    """A worker whose consumer is not a member now (its generation reset by a rebalance)
+    commits nothing: the broker would take a commit without a generation from a zombie."""
+    txns = Transactions(NOWHERE, "news", "w", lambda: None)
+    with pytest.raises(ProducerFenced, match="not a member"):
+        txns.commit([], {("news.raw", 0): 1})
+
+
+def test_a_worker_keeps_its_id_on_its_state(tmp_path: Path) -> None:
+    made = worker_id(tmp_path / "app")
+    assert len(made) == 32 and worker_id(tmp_path / "app") == made
+    assert (tmp_path / "app" / "worker-id").read_text().strip() == made
+    assert worker_id(tmp_path / "other") != made
+
+
+def test_a_second_worker_on_one_directory_takes_another_id(tmp_path: Path) -> None:
+    """Another process holds the directory's id (its lock): this one takes the next."""
+    state = tmp_path / "shared"
+    state.mkdir()
+    (state / "worker-id").write_text("theirs\n")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys, time; f = open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_EX); "
+        "print('held', flush=True); time.sleep(60)"), str(state / "worker-id")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        mine = worker_id(state)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert mine not in ("", "theirs")
+    assert (state / "worker-id.1").read_text().strip() == mine

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.fakes import Crash, MemoryLog, MemoryTransactions
+from harness.fakes import Crash, MemoryGroup, MemoryLog, MemoryTransactions
 from harness.kafka import make_settings
 from test_worker_pool import SCOPED, TOPICS, _decisions, _lines, _scoped, _want
 
@@ -71,9 +71,9 @@ def test_a_kill_at_any_commit_repeats_and_loses_nothing(tmp_path: Path, at: int,
     scoped = _scoped(log, lines)
     commits = 0
 
-    def crash(tp: tuple[str, int], is_before: bool) -> None:
+    def crash(tps: list[tuple[str, int]], is_before: bool) -> None:
         nonlocal commits
-        if is_before == before and tp[0] == SCOPED:
+        if is_before == before and tps[0][0] == SCOPED:
             commits += 1
             if commits == at:
                 raise Crash
@@ -83,7 +83,7 @@ def test_a_kill_at_any_commit_repeats_and_loses_nothing(tmp_path: Path, at: int,
     with pytest.raises(Crash):
         asyncio.run(first.process(scoped, log.send))
     first.close()  # the uncommitted RocksDB batch is dropped, as by a kill
-    txns.crash = lambda tp, is_before: None
+    txns.crash = lambda tps, is_before: None
     for state in ("first", "other"):  # the restarted worker, and a new owner
         again = _pool(log, MemoryTransactions(log) if state == "other" else txns,
                       tmp_path / state)
@@ -97,18 +97,17 @@ def test_a_kill_at_any_commit_repeats_and_loses_nothing(tmp_path: Path, at: int,
 
 
 def test_a_fenced_owner_commits_nothing(tmp_path: Path) -> None:
-    """A zombie (paused past its session) whose partition was opened by its new owner:
-    its next commit fails and shows nothing; the new owner decides every item once."""
-    log, lines = MemoryLog(), _lines(12)
-    txns = MemoryTransactions(log)
+    """A zombie (paused past its session) whose partition the group gave to a new owner:
+    its next commit, with the generation the group left behind, fails and shows nothing;
+    the new owner decides every item once."""
+    log, lines, group = MemoryLog(), _lines(12), MemoryGroup()
+    txns = MemoryTransactions(log, group)
     scoped = _scoped(log, lines)
     zombie = _pool(log, txns, tmp_path / "zombie")
     asyncio.run(zombie.process(scoped[:4], log.send))
-    owner_txns = MemoryTransactions(log)
-    owner_txns.epochs = txns.epochs  # one broker: the same transactional ids
-    owner_txns.committed = txns.committed
-    owner = _pool(log, owner_txns, tmp_path / "owner")
-    asyncio.run(owner.ensure(0))  # open: fences the zombie, reads the committed changelog
+    group.rebalance()  # without the zombie
+    owner = _pool(log, MemoryTransactions(log, group), tmp_path / "owner")
+    asyncio.run(owner.ensure(0))  # open: reads the committed changelog
     asyncio.run(zombie.process(scoped[4:8], log.send))  # fenced: left to the owner
     assert 0 not in zombie.deciders and zombie.owned == set()
     asyncio.run(zombie.process(scoped[8:], log.send))  # and nothing of it decided again
@@ -129,12 +128,12 @@ def test_an_aborted_commit_is_redone_after_the_partition_opens_again(
     scoped = _scoped(log, lines)
     commits = 0
 
-    def abort(tp: tuple[str, int], before: bool) -> None:
+    def abort(tps: list[tuple[str, int]], before: bool) -> None:
         nonlocal commits
-        if before and tp[0] == SCOPED:
+        if before and tps[0][0] == SCOPED:
             commits += 1
             if commits == at:
-                raise TransactionAborted(f"{tp}: commit: abortable: NOT_COORDINATOR")
+                raise TransactionAborted(f"{tps}: commit: abortable: NOT_COORDINATOR")
 
     txns.crash = abort
     pool = _pool(log, txns, tmp_path)
@@ -143,17 +142,17 @@ def test_an_aborted_commit_is_redone_after_the_partition_opens_again(
     assert {i: d[:1] for i, d in _decisions(log).items()} == _want(lines)
     assert _repeats(log) == 0
     assert txns.committed == {(SCOPED, 0): 14}
-    assert txns.epochs[(SCOPED, 0)] == 2  # opened again: a new producer fenced the old
+    assert txns.aborts == 1
 
 
 def test_the_router_redoes_an_aborted_piece(tmp_path: Path) -> None:
     log, raw, txns, router = _raw_router(10)
     aborts = [True]
 
-    def abort_once(tp: tuple[str, int], before: bool) -> None:
+    def abort_once(tps: list[tuple[str, int]], before: bool) -> None:
         if before and aborts:
             aborts.pop()
-            raise TransactionAborted(f"{tp}: commit: abortable: NOT_COORDINATOR")
+            raise TransactionAborted(f"{tps}: commit: abortable: NOT_COORDINATOR")
 
     async def run() -> None:
         await router.assign([("raw", 0)])
@@ -195,7 +194,7 @@ def test_a_heartbeat_during_a_commit_confirms_only_what_was_committed(
     log, raw, txns, router = _raw_router(6, ordered=True)
     committing, committed = threading.Event(), threading.Event()
 
-    def slow_commit(tp: tuple[str, int], before: bool) -> None:
+    def slow_commit(tps: list[tuple[str, int]], before: bool) -> None:
         if before:  # in the commit's thread
             committing.set()
             committed.wait(10.0)
@@ -249,7 +248,7 @@ def _router(log: MemoryLog, committer: TransactionalCommitter | AcknowledgingCom
                   high=lambda tp: len(log.logs[tp]) if ordered else None)
 
 
-def _crash_before(tp: tuple[str, int], before: bool) -> None:
+def _crash_before(tps: list[tuple[str, int]], before: bool) -> None:
     if before:
         raise Crash
 
@@ -265,7 +264,7 @@ def test_the_router_forwards_each_raw_record_once_across_a_kill(tmp_path: Path) 
 
     with pytest.raises(Crash):
         asyncio.run(first())
-    txns.crash = lambda tp, before: None
+    txns.crash = lambda tps, before: None
     again = _router(log, TransactionalCommitter(txns, WorkerMetrics(), 4), txns.committed)
 
     async def resumed() -> None:
@@ -293,3 +292,27 @@ def test_an_acknowledging_piece_delivers_outputs_before_the_changelog(
 
     asyncio.run(run())
     assert order == ["unique"]  # no state: the router's piece, its offset is Faust's
+
+
+def test_one_transaction_per_piece_and_outputs_wait_for_their_partition(
+        tmp_path: Path) -> None:
+    """A piece's partitions commit in one transaction; outputs of a partition that did not
+    move wait for the piece that moves it (never committed without its position)."""
+    log = MemoryLog()
+    txns = MemoryTransactions(log)
+    committer = TransactionalCommitter(txns, WorkerMetrics(), 4)
+    a, b = ("raw", 0), ("raw", 1)
+
+    async def run() -> None:
+        piece = committer.begin(log.send)
+        await piece.produce(a, OutRecord(SCOPED, b"k", b"a1", [], 0))
+        await piece.produce(b, OutRecord(SCOPED, b"k", b"b1", [], 0))
+        await piece.commit([Reached(a, 1)])
+        assert [r.value for r in log.topic(SCOPED)] == [b"a1"]
+        piece = committer.begin(log.send)
+        await piece.produce(a, OutRecord(SCOPED, b"k", b"a2", [], 0))
+        await piece.commit([Reached(a, 2), Reached(b, 1)])
+
+    asyncio.run(run())
+    assert [r.value for r in log.topic(SCOPED)] == [b"a1", b"a2", b"b1"]
+    assert txns.committed == {a: 2, b: 1} and txns.commits == 2

@@ -1,32 +1,31 @@
-"""Kafka transactions under ``NDD_GUARANTEE=exactly-once``: one producer per input partition.
+"""Kafka transactions under ``NDD_GUARANTEE=exactly-once``: one producer per worker.
 
-The one place where the worker produces through a client other than Faust's. Each input
-partition the worker owns (a raw partition for the router, a scoped partition for the
-decider) gets a confluent-kafka producer with ``transactional.id =
-<app_id>-<topic>-<partition>`` (Kafka Streams' first exactly-once design, KIP-98/KIP-129).
-One piece of that partition's work is one transaction: its outputs, its changelog records
-and checkpoint, and the input offset it reached (``send_offsets_to_transaction``), all
-committed or all aborted together.
+The one place where the worker produces through a client other than Faust's. A worker has
+one confluent-kafka producer, ``transactional.id = <app_id>-worker-<id>``, the id kept in
+its state directory (``worker-id``), so that a worker restarted on its state registers the
+same id and aborts at once whatever transaction it left open. One piece of work is one
+transaction: the piece's outputs, its changelog records and checkpoints, and the input
+offsets it reached (``send_offsets_to_transaction``), all committed or all aborted
+together. The agents' pieces take turns on the producer (:meth:`Transactions.commit` holds
+a lock): a piece's records are held until its commit, which adds them all, so the lock is
+held for the commit alone.
 
-Why a transactional id per input partition, not one producer per worker with the group's
-generation (KIP-447): the fence. The offsets are committed for the group ``app_id`` with
-the metadata of a consumer that never joins it (generation -1, no member); the broker
-accepts a transactional offset commit without member or generation (checked on Apache
-Kafka 4.3.1 with the group's aiokafka members active). Fencing then rests on the
-transactional id: the partition's next owner calls ``init_transactions()`` with the same id
-before it reads the changelog, which aborts the old owner's open transaction at once and
-makes any later commit of the old owner fail (``_FENCED``). A zombie (paused past its
-session) therefore commits nothing for a partition it lost. One producer per worker could
-be fenced by the group's generation instead: confluent-kafka takes group metadata as the
-bytes its own consumer hands out, librdkafka's ``CGMDv2`` layout (generation, member id),
-and written from the aiokafka member's generation and id they commit, while a stale
-generation or an unknown member is refused (``ILLEGAL_GENERATION``, ``UNKNOWN_MEMBER_ID``;
-checked on 4.3.1). But nobody would then abort a killed worker's open transaction: its
-partitions' records stay invisible to ``read_committed`` readers, and its offsets
-unstable, until the broker's ``transaction.timeout.ms`` (below) runs out; and every
-partition of the worker would share each commit. The per-partition id keeps a ``kill -9``
-costing one rebalance, at two connections and four threads a partition
-(docs/DEPLOYMENT.md).
+Fencing is by the consumer group's generation (KIP-447, Kafka Streams' ``exactly_once_v2``):
+each commit carries the generation and member id of the worker's group member (Faust's
+aiokafka consumer) as librdkafka's serialized group metadata (``CGMDv2``, checked at start
+against the client's own, :func:`check_group_metadata`). A worker paused past its session
+(a zombie) commits with a generation the group has left behind: the broker refuses it
+(``ILLEGAL_GENERATION``, ``UNKNOWN_MEMBER_ID``) and nothing of the piece is committed
+(:class:`ProducerFenced`: its partitions are left to the rebalance). A commit whose
+offsets the broker took before the group moved on is waited out by the next owner: it
+reads the partition's committed offset ``read_committed`` before anything else
+(``BrokerReads.committed``: an unstable offset is retried until that transaction ends).
+
+A worker killed with a transaction open: the transaction is open only during a commit (the
+records are added at the commit), and the broker aborts it after
+:data:`TRANSACTION_TIMEOUT_MS`, below the group's session timeout, so it is gone by the
+time the group hands the worker's partitions to others; restarted on its state, the worker
+aborts it at once. Until then ``read_committed`` readers of the partitions it wrote to wait.
 
 Why not Faust's own ``processing_guarantee="exactly_once"``: it picks the transactional
 producer by the *destination* partition (this worker's outputs are not co-partitioned with
@@ -36,17 +35,17 @@ every transaction error raises :class:`TransactionError`; the worker exits (code
 restarts from the committed state.
 
 Calls block (``init_transactions``, ``commit``): the worker runs them in executor threads,
-never on the event loop. One producer is used by one piece at a time (the pool's lock, the
-router's batch), so a producer needs no lock of its own; the registry takes one.
+never on the event loop.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import struct
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from confluent_kafka import (
@@ -56,30 +55,26 @@ from confluent_kafka import (
     KafkaException,
     Producer,
     TopicPartition,
+    libversion,
 )
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 TP = tuple[str, int]
 
 INIT_TIMEOUT_S = 60.0
-"""``init_transactions``: the broker may first have to abort the previous owner's open
-transaction (at most ``transaction.timeout.ms`` if that owner is paused)."""
+"""``init_transactions``: the broker may first have to abort the transaction this id left
+open (a worker killed mid-commit)."""
 COMMIT_TIMEOUT_S = 30.0
 """Each blocking step of a commit (offsets, commit, abort) returns within this, or the
 producer is given up (``TransactionAborted``): librdkafka's own timeout is not always kept
 (``send_offsets_to_transaction`` can block for good once the group coordinator's broker
 left the cluster's metadata, librdkafka issues 5456 and 5511)."""
-TRANSACTION_TIMEOUT_MS = 60_000
-"""A transaction left open (its worker killed) is aborted by the broker after this; the
-partition's next owner aborts it sooner, at ``init_transactions``."""
-
-
-class _Record(NamedTuple):
-    topic: str
-    key: bytes | None
-    value: bytes | None
-    partition: int | None
-    headers: Any
+TRANSACTION_TIMEOUT_MS = 10_000
+"""A transaction left open (its worker killed mid-commit) is aborted by the broker after
+this (plus up to the broker's ``transaction.abort.timed.out.transaction.cleanup.interval.ms``,
+10 s by default): below the default session timeout (30 s), so it is gone by the time the
+group hands the worker's partitions to others. A commit that takes longer is aborted by
+the broker and redone (Kafka Streams' ``exactly_once_v2`` uses the same 10 s)."""
 
 
 class TransactionError(RuntimeError):
@@ -95,14 +90,17 @@ class TransactionAborted(TransactionError):
 
 
 class ProducerFenced(TransactionError):
-    """A newer owner registered the partition's transactional id (a rebalance moved the
-    partition): this worker closes the partition and leaves it to that owner."""
+    """The consumer group moved on (this worker's generation or membership is refused: it
+    was paused past its session, or a rebalance is under way): nothing of the piece is
+    committed, and its partitions are left to the rebalance, which hands them out again."""
 
 
 class TransactionsUnsupported(TransactionError):
     """The broker refuses transactions (the embedded demo broker)."""
 
 
+_GROUP_CODES = frozenset({KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID,
+                          KafkaError.FENCED_INSTANCE_ID, KafkaError.REBALANCE_IN_PROGRESS})
 _FENCED_CODES = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
                            KafkaError.INVALID_PRODUCER_EPOCH})
 _REFUSED_CODES = frozenset({KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -116,8 +114,10 @@ def _error(exc: KafkaException, what: str) -> TransactionError:
     if not isinstance(err, KafkaError):
         return TransactionAborted(f"{what}: {exc}")
     text = f"{what}: {{}}: {err.name()}: {err.str()}"
-    if err.code() in _FENCED_CODES:
-        return ProducerFenced(text.format("fenced by a newer owner"))
+    if err.code() in _GROUP_CODES:
+        return ProducerFenced(text.format("refused to a past member of the group"))
+    if err.code() in _FENCED_CODES:  # this id registered again, or timed out by the broker
+        return TransactionAborted(text.format("fenced"))
     if err.code() in _REFUSED_CODES:
         return TransactionError(text.format("refused"))
     return TransactionAborted(text.format(
@@ -148,193 +148,177 @@ def _bounded(call: Any, what: str, timeout_s: float, *args: Any, grace_s: float 
     return done[0] if done else None
 
 
-class PartitionTransactions:
-    """The transactional producer of one input partition."""
+class Member(NamedTuple):
+    """The worker's member of the consumer group, as its commits name it."""
 
-    def __init__(self, conf: Mapping[str, Any], transactional_id: str,
-                 group_metadata: Any) -> None:
-        self.transactional_id = transactional_id
-        self._group = group_metadata
-        self._producer = Producer({**conf, "transactional.id": transactional_id,
-                                   "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS})
-        self._open = False
+    generation: int
+    member_id: str
+    instance_id: str | None = None
+
+
+def group_metadata(group: str, member: Member) -> bytes:
+    """librdkafka's serialized consumer group metadata (``CGMDv2``: generation, group,
+    member and group instance ids), what ``send_offsets_to_transaction`` takes from a
+    consumer of its own; here written for the aiokafka member that Faust runs."""
+    instance = b"\x01" if member.instance_id is None else (
+        b"\x00" + member.instance_id.encode() + b"\x00")
+    return (b"CGMDv2:" + struct.pack("=i", member.generation) + group.encode() + b"\x00"
+            + member.member_id.encode() + b"\x00" + instance)
+
+
+def check_group_metadata(conf: Mapping[str, Any], group: str) -> None:
+    """Raise :class:`TransactionError` unless :func:`group_metadata` writes what this
+    librdkafka writes (for a consumer that has not joined: generation -1, no member)."""
+    consumer = Consumer({**conf, "group.id": group, "enable.auto.commit": False})
+    try:
+        theirs = consumer.consumer_group_metadata()
+    finally:
+        consumer.close()
+    ours = group_metadata(group, Member(-1, ""))
+    if theirs != ours:
+        raise TransactionError(
+            f"librdkafka {libversion()[0]} writes consumer group metadata as {theirs!r}, "
+            f"not {ours!r}: exactly-once cannot name the group's member in its commits")
+
+
+class Transactions:
+    """The worker's transactional producer: one transaction at a time, each a piece."""
+
+    def __init__(self, conf: Mapping[str, Any], app_id: str, worker_id: str,
+                 member: Callable[[], Member | None]) -> None:
+        self.conf = dict(conf)
+        self.group = app_id
+        self.transactional_id = f"{app_id}-worker-{worker_id}"
+        self._member = member
+        self._lock = threading.Lock()  # one transaction at a time
+        self._producer: Producer | None = None
         self._delivered: dict[TP, int] = {}  # destination -> highest offset delivered
         self._failed: KafkaError | None = None
-        self._given_up = False  # a call did not return: never used again
 
-    def init(self) -> None:
-        """Register the id with the broker: fences its previous holder and aborts that
-        holder's open transaction. Blocking."""
+    def start(self) -> None:
+        """Register the id (once): aborts the transaction it left open, if any, and fences
+        an earlier producer of it. Blocking."""
+        with self._lock:
+            self._registered()
+
+    def _registered(self) -> Producer:
+        if self._producer is not None:
+            return self._producer
+        producer = Producer({**self.conf, "transactional.id": self.transactional_id,
+                             "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS})
         try:
-            _bounded(self._producer.init_transactions, f"{self.transactional_id}: init",
+            _bounded(producer.init_transactions, f"{self.transactional_id}: init",
                      INIT_TIMEOUT_S, INIT_TIMEOUT_S)
         except KafkaException as exc:
             raise _error(exc, f"{self.transactional_id}: init_transactions") from exc
+        self._producer = producer
+        return producer
 
-    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        if err is not None:
-            self._failed = err
-            return
-        tp = (str(msg.topic()), int(msg.partition()))
-        offset = msg.offset()
-        if offset is not None and offset >= 0:
-            self._delivered[tp] = max(self._delivered.get(tp, -1), int(offset))
+    def commit(self, records: Sequence[Any], offsets: Mapping[TP, int],
+               reported: Collection[str] = ()) -> dict[TP, int]:
+        """One transaction: ``records`` (each with ``topic``, ``key``, ``value``,
+        ``partition`` and ``headers``) and the consumed input ``offsets`` (next offset to
+        read), committed for the group's member of now. Returns, for each partition of the
+        ``reported`` topics written to, the offset after its last record. Any failure
+        aborts what can be aborted and raises :class:`TransactionError`; a producer left in
+        doubt is replaced (the next registers the id again). Blocking."""
+        member = self._member()
+        if member is None or member.generation < 0 or not member.member_id:
+            # never a commit without a generation: the broker would take it from a zombie
+            raise ProducerFenced(f"{self.transactional_id}: not a member of the consumer "
+                                 "group now (a rebalance is under way)")
+        with self._lock:
+            producer = self._registered()
+            try:
+                return self._commit(producer, member, records, offsets, reported)
+            except TransactionAborted:
+                self._give_up()  # a call may still be inside: a new producer fences it
+                raise
+            except KafkaException as exc:
+                err = exc.args[0] if exc.args else None
+                fenced = isinstance(err, KafkaError) and (
+                    err.code() in _FENCED_CODES or err.fatal())
+                if fenced or not self._abort(producer):
+                    self._give_up()
+                raise _error(exc, f"{self.transactional_id}: commit") from exc
 
-    def produce(self, topic: str, key: bytes | None, value: bytes | None,
-                partition: int | None, headers: Any) -> None:
-        """Add a record to the open transaction (opened on the first record)."""
-        self.produce_all([_Record(topic, key, value, partition, list(headers))], topic)
-
-    def produce_all(self, records: Sequence[Any], reported: str | None = None) -> None:
-        """Add ``records`` (each with ``topic``, ``key``, ``value``, ``partition`` and
-        ``headers``) to the open transaction, opened on the first record, in one go: one
-        call per record and nothing else, so that the client's sender thread is woken a few
-        times a batch rather than once a record. Delivery is reported (for :meth:`commit`'s
-        answer) for the last record of topic ``reported`` only: a transaction's records
-        to a partition are delivered in order, so its offset is the partition's end."""
-        if not records:
-            return
-        last = next((i for i in range(len(records) - 1, -1, -1)
-                     if records[i].topic == reported), -1) if reported is not None else -1
-        produce = self._producer.produce
-        try:
-            if not self._open:
-                self._producer.begin_transaction()
-                self._open = True
-                self._delivered = {}
-            for i, r in enumerate(records):
-                kwargs: dict[str, Any] = {"key": r.key, "value": r.value,
-                                          "headers": r.headers}
-                if r.partition is not None:
-                    kwargs["partition"] = r.partition
-                if i == last:
-                    kwargs["on_delivery"] = self._on_delivery
-                while True:
-                    try:
-                        produce(r.topic, **kwargs)
-                        break
-                    except BufferError:  # the local queue is full: let deliveries drain it
-                        self._producer.poll(0.05)
-            self._producer.poll(0)
-        except KafkaException as exc:
-            raise _error(exc, f"{self.transactional_id}: produce") from exc
-
-    def commit(self, offsets: Mapping[TP, int]) -> dict[TP, int]:
-        """Commit the open transaction (one is opened if none is) with the consumed input
-        ``offsets`` (next offset to read). Returns the next offset after the last record
-        delivered per destination partition (of the records whose delivery is reported:
-        :meth:`produce_all`). Any failure aborts what can be aborted and
-        raises :class:`TransactionError`. Blocking."""
-        try:
-            if not self._open:
-                self._producer.begin_transaction()
-                self._open = True
-                self._delivered = {}
-            if offsets:
-                self._call(self._producer.send_offsets_to_transaction, "send offsets",
-                           [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
-                           self._group)
-            self._call(self._producer.commit_transaction, "commit")
-        except KafkaException as exc:
-            self._abort()
-            raise _error(exc, f"{self.transactional_id}: commit") from exc
-        except TransactionAborted:
-            self._given_up = True
-            raise
-        finally:
-            self._open = False
+    def _commit(self, producer: Producer, member: Member, records: Sequence[Any],
+                offsets: Mapping[TP, int], reported: Collection[str]) -> dict[TP, int]:
+        self._delivered, self._failed = {}, None
+        producer.begin_transaction()
+        self._produce(producer, records, reported)
+        if offsets:
+            self._call(producer.send_offsets_to_transaction, "send offsets",
+                       [TopicPartition(t, p, o) for (t, p), o in offsets.items()],
+                       group_metadata(self.group, member))
+        self._call(producer.commit_transaction, "commit")
         if self._failed is not None:  # never after a successful commit; kept as a guard
             raise TransactionError(f"{self.transactional_id}: a record was not delivered: "
                                    f"{self._failed}")
         return {tp: offset + 1 for tp, offset in self._delivered.items()}
 
+    def _produce(self, producer: Producer, records: Sequence[Any],
+                 reported: Collection[str]) -> None:
+        """Every record in one go, a delivery report asked for the last record to each
+        partition of the ``reported`` topics only: a transaction's records to a partition
+        are delivered in order, so its offset is where the partition ends."""
+        last: dict[TP, int] = {}
+        if reported:
+            for i, r in enumerate(records):
+                if r.topic in reported:
+                    last[(r.topic, r.partition)] = i
+        ask = set(last.values())
+        produce = producer.produce
+        for i, r in enumerate(records):
+            kwargs: dict[str, Any] = {"key": r.key, "value": r.value, "headers": r.headers}
+            if r.partition is not None:
+                kwargs["partition"] = r.partition
+            if i in ask:
+                kwargs["on_delivery"] = self._on_delivery
+            while True:
+                try:
+                    produce(r.topic, **kwargs)
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain it
+                    producer.poll(0.05)
+        producer.poll(0)
+
+    def _on_delivery(self, err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            self._failed = err
+            return
+        offset = msg.offset()
+        if offset is not None and offset >= 0:
+            tp = (str(msg.topic()), int(msg.partition()))
+            self._delivered[tp] = max(self._delivered.get(tp, -1), int(offset))
+
     def _call(self, call: Any, what: str, *args: Any) -> Any:
         return _bounded(call, f"{self.transactional_id}: {what}", COMMIT_TIMEOUT_S, *args,
                         COMMIT_TIMEOUT_S)
 
-    def _abort(self) -> None:
-        # fenced or fatal: the broker aborts it (the new owner's init, or the timeout)
+    def _abort(self, producer: Producer) -> bool:
+        """Abort the open transaction; False when the producer cannot be used again."""
         try:
-            self._call(self._producer.abort_transaction, "abort")
-        except TransactionAborted:  # a call still inside: never touch the producer again
-            self._given_up = True
-        except KafkaException:
-            pass
+            self._call(producer.abort_transaction, "abort")
+        except TransactionAborted:  # a call still inside
+            return False
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            return not (isinstance(err, KafkaError) and err.fatal())
+        return True
 
-    @property
-    def given_up(self) -> bool:
-        """Whether a call into the producer did not return (it is never used again)."""
-        return self._given_up
-
-    def close(self) -> None:
-        """Drop the producer; an open transaction is aborted (normally there is none). A
-        producer given up is left alone: a call may still be inside it."""
-        if self._given_up:
-            return
-        if self._open:
-            self._abort()
-            self._open = False
-        self._producer.flush(5.0)
-
-
-class Transactions:
-    """The worker's transactional producers, by input partition."""
-
-    def __init__(self, conf: Mapping[str, Any], app_id: str, group_conf: Mapping[str, Any]
-                 ) -> None:
-        self.conf = dict(conf)
-        self.app_id = app_id
-        self._group = group_metadata(group_conf, app_id)
-        self._lock = threading.Lock()
-        self._open: dict[TP, PartitionTransactions] = {}
-        self._opening: dict[TP, threading.Lock] = {}
-
-    def transactional_id(self, tp: TP) -> str:
-        return f"{self.app_id}-{tp[0]}-{tp[1]}"
-
-    def open(self, tp: TP) -> PartitionTransactions:
-        """The producer of input partition ``tp``, registered (fencing its previous holder)
-        if new. Blocking."""
-        with self._lock:
-            opening = self._opening.setdefault(tp, threading.Lock())
-        with opening:  # one registration per id: a second one would fence the first
-            with self._lock:
-                found = self._open.get(tp)
-            if found is not None:
-                return found
-            txn = PartitionTransactions(self.conf, self.transactional_id(tp), self._group)
-            txn.init()
-            with self._lock:
-                self._open[tp] = txn
-            return txn
-
-    def get(self, tp: TP) -> PartitionTransactions:
-        with self._lock:
-            found = self._open.get(tp)
-        if found is None:
-            raise TransactionError(f"{tp[0]}[{tp[1]}]: no transactional producer open")
-        return found
-
-    def close(self, tps: list[TP] | None = None) -> None:
-        with self._lock:
-            chosen = list(self._open) if tps is None else [tp for tp in tps if tp in self._open]
-            closing = [self._open.pop(tp) for tp in chosen]
-        for txn in closing:
-            txn.close()
+    def _give_up(self) -> None:
+        """Never use the producer again: the next commit registers the id anew (which
+        fences this one, a call perhaps still inside it). Not flushed: nothing of an
+        aborted transaction needs to arrive."""
+        self._producer = None
 
     def shutdown(self) -> None:
-        self.close()
-
-
-def group_metadata(conf: Mapping[str, Any], group: str) -> Any:
-    """The group metadata of a consumer of ``group`` that never joins it (see the module
-    docstring): serialized bytes, so the consumer that made them is closed at once rather
-    than held (with its threads and connections) for the worker's life."""
-    consumer = Consumer({**conf, "group.id": group, "enable.auto.commit": False})
-    try:
-        return consumer.consumer_group_metadata()
-    finally:
-        consumer.close()
+        """Drop the producer (no transaction is open between commits)."""
+        with self._lock:
+            if self._producer is not None:
+                self._producer.flush(5.0)
+                self._producer = None
 
 
 def check_transactions(conf: Mapping[str, Any], app_id: str, topic: str,

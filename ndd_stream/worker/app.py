@@ -55,6 +55,7 @@ from ndd_stream.worker.runtime import (
     broker_check_interval,
     execute,
     fatal,
+    group_member,
     make_app,
     record_lag,
     run_agent,
@@ -69,6 +70,7 @@ from ndd_stream.worker.startup import (
     preflight,
     topic_name,
     transaction_conf,
+    worker_id,
 )
 
 log = logging.getLogger("ndd_stream.worker")
@@ -80,10 +82,12 @@ class Service:
     def __init__(self, settings: Settings, metrics: WorkerMetrics | None = None,
                  limits: WriteLimits = NO_LIMITS) -> None:
         self.settings = settings
-        # exactly-once: the transactional producers, one per input partition
+        state_dir = self.state_dir = settings.data_dir / settings.app_id
+        # exactly-once: the worker's transactional producer, named by its member of the group
         self.txns = (Transactions(transaction_conf(settings), settings.app_id,
-                                  librdkafka_config(settings))
+                                  worker_id(state_dir), lambda: group_member(self.app))
                      if settings.exactly_once() else None)
+        self.reads = BrokerReads(librdkafka_config(settings), settings.app_id)
         self.metrics = metrics or WorkerMetrics()
         # records the broker removed before they were read: reported, never silent
         self.lost = LostRecords(self.metrics, settings.dlq_topic,
@@ -93,7 +97,8 @@ class Service:
         self.stall = StallWatch(settings.fetch_stall_s)
         self.committer = committer_for(self.txns, self.metrics,
                                        acknowledged_items=CHECKPOINT_ITEMS,
-                                       transaction_items=TRANSACTION_ITEMS)
+                                       transaction_items=TRANSACTION_ITEMS,
+                                       stable=self.reads.committed)
         self.topics = output_topics(settings)
         self.scoped_name = topic_name(settings, "scoped")
         self.limits = limits
@@ -104,14 +109,12 @@ class Service:
         self.app = make_app(settings, limits, self.web_port)
         self._admin = AdminClient(librdkafka_config(settings))
         self.watch = BrokerWatch(settings, self._admin)
-        self.reads = BrokerReads(librdkafka_config(settings), settings.app_id)
         self.ordered = settings.event_time_order()
         # an idle raw partition is stepped over on a confirmation 2/3 of the wait after the
         # item came; routers confirm every 1/3 (heartbeat below): at most the whole wait
         order = OrderConfig(settings.order_idle_ms * 2 / 3000, settings.order_stall_s,
                             settings.order_buffer_mb << 20) if self.ordered else None
-        state_dir, config = settings.data_dir / settings.app_id, settings.detector_config()
-        self.state_dir = state_dir
+        config = settings.detector_config()
         self.shards_name: str | None = None
         self.shard_pool: DeciderPool | None = None
         gather: Any = None

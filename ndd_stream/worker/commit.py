@@ -6,10 +6,10 @@ produced and, for each input partition it moved, where that partition now stands
 The agents hand outputs to a piece (:meth:`Piece.produce`) and end it with
 :meth:`Piece.commit`; they never ask which guarantee runs.
 
-Exactly-once (:class:`TransactionalCommitter`, Apache Kafka): each input partition has a
+Exactly-once (:class:`TransactionalCommitter`, Apache Kafka): the worker has one
 transactional producer (``kafka/transactions.py``); a piece's outputs, changelog records,
-checkpoint and input offset are one transaction per partition, then RocksDB, a cache of
-the committed changelog, is written. A worker killed before the commit leaves nothing of
+checkpoints and input offsets are one transaction, then RocksDB, a cache of the committed
+changelog, is written. A worker killed before the commit leaves nothing of
 the piece; killed after it, its RocksDB lags the changelog: either way the partition's
 next owner (or the worker restarted) reads the committed changelog on from its store.
 
@@ -74,10 +74,10 @@ class Reached:
 
 
 class PieceFailed(TransactionError):
-    """Some input partitions' transactions of a piece failed (nothing of theirs is
-    committed; the others' are): ``failed`` maps each to its error, a
-    ``kafka.transactions.ProducerFenced`` (a newer owner has it) or another
-    ``TransactionError`` (open it again and redo its work)."""
+    """A piece's transaction failed (nothing of it is committed): ``failed`` maps each of
+    its input partitions to the error, a ``kafka.transactions.ProducerFenced`` (the group
+    moved on: left to the rebalance) or another ``TransactionError`` (open it again and
+    redo its work)."""
 
     def __init__(self, failed: dict[TP, TransactionError]) -> None:
         self.failed = failed
@@ -89,7 +89,7 @@ class PieceFailed(TransactionError):
         for tp, exc in self.failed.items():
             fenced = isinstance(exc, ProducerFenced)
             log.warning("%s[%d]: %s; %s", tp[0], tp[1], exc,
-                        "left to its new owner" if fenced else "opened again and redone",
+                        "left to the rebalance" if fenced else "opened again and redone",
                         extra={"topic": tp[0], "partition": tp[1],
                                "event": "fenced" if fenced else "transaction_aborted"})
             if fenced:
@@ -202,116 +202,102 @@ class _AcknowledgedPiece(Piece):
 
 
 class TransactionalCommitter(Committer):
-    """Exactly-once: one transaction per input partition, then RocksDB."""
+    """Exactly-once: one transaction per piece on the worker's producer, then RocksDB."""
 
     transactional = True
 
-    def __init__(self, txns: Transactions, metrics: WorkerMetrics, piece_items: int) -> None:
+    def __init__(self, txns: Transactions, metrics: WorkerMetrics, piece_items: int,
+                 stable: Callable[[Sequence[TP]], Any] | None = None) -> None:
         self.txns = txns
         self.metrics = metrics
         self.piece_items = piece_items
+        self.stable = stable
+        self.lock = asyncio.Lock()  # the pieces of all agents take turns on the producer
+        # outputs of a partition a piece did not move: for the piece that moves it
+        self.carried: dict[TP, list[OutRecord]] = {}
 
     def open(self, tp: TP) -> None:
-        # the previous owner's open transaction is aborted and its later commits refused,
-        # so what is read next (changelog, committed offset) is all it will ever commit
-        self.txns.open(tp)
+        # a commit of the previous owner whose offsets the broker already took is waited
+        # out (the committed offset read read_committed), so what is read next
+        # (changelog, committed offset) is all it will ever commit; any later one of its
+        # commits is refused by the group's generation (kafka/transactions.py)
+        self.txns.start()
+        if self.stable is not None:
+            self.stable([tp])
 
     def close(self, tps: Sequence[TP] | None = None) -> None:
-        self.txns.close(None if tps is None else list(tps))
+        for tp in list(self.carried) if tps is None else tps:
+            self.carried.pop(tp, None)
 
     def begin(self, send: Send) -> Piece:
         return _TransactionalPiece(self)
 
 
 class _TransactionalPiece(Piece):
-    """The records of each input partition are held and added to its transaction
-    :data:`PRODUCE_BATCH` at a time (the rest at the commit): the same transaction, with a
-    call into the client per batch of records rather than one per record, a few wake-ups of
-    its sender thread, and no Python callback per record. A partition whose transaction
-    refuses a record (fenced, aborted) takes no more records in this piece and fails with
-    the commit's failures (``PieceFailed``), so that it is opened again or left to its new
-    owner like a failed commit."""
+    """The records are held until the commit, which adds them all to one transaction in
+    one call into the client (a few wake-ups of its sender thread, no Python callback per
+    record): the producer is taken only for the commit, so the agents' pieces overlap
+    except for their commits."""
 
     def __init__(self, committer: TransactionalCommitter) -> None:
-        self.txns = committer.txns
-        self.metrics = committer.metrics
+        self.committer = committer
         self.held: dict[TP, list[OutRecord]] = {}
-        self.failed: dict[TP, TransactionError] = {}
 
     async def produce(self, tp: TP, record: OutRecord) -> None:
-        if tp in self.failed:
-            return
         held = self.held.get(tp)
         if held is None:
             held = self.held[tp] = []
         held.append(record)
-        if len(held) >= PRODUCE_BATCH:
-            self.held[tp] = []
-            self._join(tp, held)
-
-    def _join(self, tp: TP, records: list[Any], reported: str | None = None) -> bool:
-        """Add records to ``tp``'s transaction; False (and noted) when it refuses them."""
-        try:
-            self.txns.get(tp).produce_all(records, reported)
-        except TransactionError as exc:
-            self.failed[tp] = exc
-            return False
-        return True
 
     async def commit(self, reached: Sequence[Reached], decided: int = 0) -> None:
-        loop = asyncio.get_running_loop()
-        started = time.perf_counter()
+        c = self.committer
         moved = {r.tp for r in reached}
-        for tp in [tp for tp in self.held if tp not in moved and tp not in self.failed]:
-            # outputs of a partition that did not move: its open transaction keeps them
-            self._join(tp, self.held.pop(tp))
-        jobs, committing = [], []
+        for tp, held in self.held.items():
+            if tp not in moved:
+                c.carried.setdefault(tp, []).extend(held)
+        records: list[Any] = []
+        reported: set[str] = set()
         for r in reached:
-            if r.tp in self.failed:
-                continue
-            txn = self.txns.get(r.tp)
-            # 1. the outputs are in the partition's open transaction, or join it here
-            records = self.held.pop(r.tp, [])
-            # 2. the changelog records and checkpoint join it, and a gatherer's items now
-            # pending go to the shards in the transaction of the checkpoint that lists them
-            reported = None
+            # 1. the outputs
+            records += c.carried.pop(r.tp, [])
+            records += self.held.get(r.tp, [])
+            # 2. the changelog records and checkpoint, and a gatherer's items now pending
+            # go to the shards in the transaction of the checkpoint that lists them
             if r.state is not None and r.checkpoint is not None:
                 records += r.state.drain_changelog(r.checkpoint)
                 records += getattr(r.state, "drain_fanout", list)()
-                reported = r.state.changelog_topic
-            if not self._join(r.tp, records, reported):
-                continue
-            # 3. commit with the input offset reached (partitions side by side)
-            jobs.append(loop.run_in_executor(None, txn.commit, {r.tp: r.next_offset}))
-            committing.append(r)
-        delivered = await asyncio.gather(*jobs, return_exceptions=True)
-        if jobs and any(r.state is not None for r in reached):  # a decider's piece
-            self.metrics.transaction.observe(time.perf_counter() - started)
-            self.metrics.transaction_decisions.observe(decided / len(jobs))
-        failed = dict(self.failed)
-        for exc in failed.values():
-            self.metrics.transaction_failures.labels(type(exc).__name__).inc()
-        # 4. RocksDB, a cache of the committed changelog: only now, only what committed
-        for r, ends in zip(committing, delivered, strict=True):
-            if isinstance(ends, TransactionError):
-                failed[r.tp] = ends
-                self.metrics.transaction_failures.labels(type(ends).__name__).inc()
-            elif isinstance(ends, BaseException):
-                raise ends
-            elif r.state is not None and r.checkpoint is not None:
+                reported.add(r.state.changelog_topic)
+        if not reached:
+            return
+        # 3. one transaction: the records with the input offsets reached
+        started = time.perf_counter()
+        async with c.lock:
+            try:
+                ends = await asyncio.get_running_loop().run_in_executor(
+                    None, c.txns.commit, records, {r.tp: r.next_offset for r in reached},
+                    reported)
+            except TransactionError as exc:
+                c.metrics.transaction_failures.labels(type(exc).__name__).inc()
+                raise PieceFailed({tp: exc for tp in moved | set(self.held)}) from exc
+        if any(r.state is not None for r in reached):  # a decider's piece
+            c.metrics.transaction.observe(time.perf_counter() - started)
+            c.metrics.transaction_decisions.observe(decided)
+        # 4. RocksDB, a cache of the committed changelog: only now
+        for r in reached:
+            if r.state is not None and r.checkpoint is not None:
                 changelog = (r.state.changelog_topic, r.tp[1])
                 r.state.commit(replace(r.checkpoint, changelog=ends.get(
                     changelog, r.state.changelog_next)))
-        if failed:
-            raise PieceFailed(failed)
 
 
 def committer_for(txns: Transactions | None, metrics: WorkerMetrics, *, acknowledged_items: int,
-                  transaction_items: int) -> Committer:
-    """The committer of the guarantee in effect (``txns``: exactly-once)."""
+                  transaction_items: int,
+                  stable: Callable[[Sequence[TP]], Any] | None = None) -> Committer:
+    """The committer of the guarantee in effect (``txns``: exactly-once; ``stable``: reads
+    the group's committed offsets ``read_committed``, see :meth:`TransactionalCommitter.open`)."""
     if txns is None:
         return AcknowledgingCommitter(acknowledged_items)
-    return TransactionalCommitter(txns, metrics, transaction_items)
+    return TransactionalCommitter(txns, metrics, transaction_items, stable)
 
 
 async def _all(futures: Sequence[Awaitable[Any]]) -> list[Any]:

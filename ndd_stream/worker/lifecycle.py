@@ -5,8 +5,10 @@ closing, and opening again after a failed piece.
 ones this worker owns; :func:`open_partition` opens one, in this order, so that what is
 read is all the previous owner will ever commit and the partition resumes from one
 position, its checkpoint:
-1. the committer opens the input partition (exactly-once: registers its transactional id,
-   which aborts the previous owner's open transaction and refuses its later commits);
+1. the committer opens the input partition (exactly-once: the worker's transactional id is
+   registered, once, and the partition's committed offset is read ``read_committed``,
+   which waits out a commit of the previous owner still in flight; any later commit of
+   that owner is refused by the group's generation);
 2. the local RocksDB state is opened (what this worker committed before, if anything);
 3. the changelog is read from where the local state ends (exactly-once: committed records
    to the last stable offset; at-least-once: to a sentinel), and the broker is checked
@@ -17,7 +19,8 @@ position, its checkpoint:
 
 When a piece's commit fails, the partitions whose state is behind what was handed out
 are closed and opened again from what they committed (:meth:`Partitions.reopen`); a
-partition fenced by a newer owner is left to it.
+partition whose commit was refused to a past member of the group is left to the
+rebalance.
 """
 
 from __future__ import annotations
@@ -69,8 +72,8 @@ def open_partition(where: Where, partition: int) -> StatefulPartition:
     """Steps 1-5 of the module docstring. Blocking (run in an executor). Raises
     BrokerLostData, LayoutChanged, ChangelogError, TransactionError."""
     started = time.monotonic()
-    # first fence the previous owner (exactly-once), so that what is read next is all
-    # it will ever commit
+    # first wait out the previous owner's commit in flight (exactly-once), so that what
+    # is read next is all it will ever commit
     where.committer.open((where.scoped_topic, partition))
     decider = where.factory(partition, where.state_dir / f"{where.dir_prefix}-{partition}")
     where.metrics.restored.labels("local").inc(decider.restored)

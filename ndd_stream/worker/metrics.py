@@ -67,12 +67,13 @@ class WorkerMetrics:
         # exactly-once: the commit at the end of each piece, and its size
         self.transaction = Histogram(
             "ndd_transaction_commit_seconds",
-            "Time from a piece's last decision to its transactions committed",
+            "Time from a piece's last decision to its transaction committed",
             buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0), registry=r)
         self.transaction_failures = Counter(
             "ndd_transaction_failures",
-            "Transactions that failed, by kind (ProducerFenced: the partition moved to a "
-            "newer owner; TransactionAborted: redone after the partition was opened again)",
+            "Transactions that failed, by kind (ProducerFenced: the group moved on, the "
+            "partitions are left to the rebalance; TransactionAborted: redone after the "
+            "partitions were opened again)",
             ["kind"], registry=r)
         self.transaction_decisions = Histogram(
             "ndd_transaction_decisions", "Decisions per committed transaction",

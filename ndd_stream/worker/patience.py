@@ -4,8 +4,9 @@ A leader election, a coordinator that moves, a broker restarting: for a few seco
 requests fail, a transaction aborts, a producer call does not return. None of that is a
 reason to exit: :func:`patiently` tries again with backoff (0.5 s doubling to 10 s) for up
 to the worker's broker timeout (``NDD_BROKER_TIMEOUT_S``), logging each failure once as a
-WARNING. What retrying cannot mend is raised at once: a partition fenced by a newer owner
-(:class:`~ndd_stream.kafka.transactions.ProducerFenced`: it is left to that owner), the
+WARNING. What retrying cannot mend is raised at once: a commit refused to a past member
+of the group (:class:`~ndd_stream.kafka.transactions.ProducerFenced`: its partitions are
+left to the rebalance), the
 broker holding less than the state (``BrokerLostData``), a changed layout, a refused
 permission (``TransactionError`` itself).
 """

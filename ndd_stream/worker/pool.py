@@ -245,8 +245,9 @@ class DeciderPool:
 
     async def _decide_redoing(self, run: Sequence[Message], send: Send) -> int:
         """``_decide``; when a piece's commit fails for some partitions, the partitions
-        with work not committed are opened again from what they committed (fenced ones are
-        left to their new owner) and the records handed out since are decided again."""
+        with work not committed are opened again from what they committed (those refused to
+        a past member of the group are left to the rebalance) and the records handed out
+        since are decided again."""
         while True:
             handed = dict(self.order.next)
             try:

@@ -6,10 +6,10 @@ forwards the original bytes unchanged, with the raw position in headers.
 
 Each raw partition is forwarded in offset order from its position (``InOrder``), one
 piece per batch, committed by the worker's committer (``worker/commit.py``): under
-exactly-once the forwarded records and the raw offset after them are one transaction per
-raw partition, so a router that restarts (or loses the partition) forwards nothing twice
-and a fenced one forwards nothing more; at-least-once the records are delivered before
-the agent acknowledges the batch to Faust.
+exactly-once the forwarded records and the raw offsets after them are one transaction,
+so a router that restarts (or loses the partition) forwards nothing twice and one the
+group has left behind (a zombie) forwards nothing more; at-least-once the records are
+delivered before the agent acknowledges the batch to Faust.
 
 A raw partition's position is the group's committed offset, looked up at assignment
 (:meth:`Router.assign`). Under exactly-once records of a partition not (or no longer)
@@ -117,8 +117,9 @@ class Router:
         return forwarded
 
     async def _reopen(self, failed: PieceFailed, handed: dict[TP, int]) -> dict[TP, int]:
-        """After a failed piece: a fenced partition is left to its new owner; another is
-        opened again at its committed offset. Where each must be read up to again."""
+        """After a failed piece: a partition refused to a past member of the group is left
+        to the rebalance; another is opened again at its committed offset. Where each must
+        be read up to again."""
         fenced = failed.fenced()
         self.committer.close(list(failed.failed))
         self.owned -= fenced

@@ -44,6 +44,7 @@ from mode.services import WaitResults
 
 from ndd_stream.kafka.config import faust_broker_kwargs
 from ndd_stream.kafka.limits import WriteLimits
+from ndd_stream.kafka.transactions import Member
 from ndd_stream.settings import Settings
 from ndd_stream.worker.cluster import ClusterChanged, check_cluster
 from ndd_stream.worker.inorder import Message
@@ -257,6 +258,20 @@ class _ReadCommittedThread(_ConsumerThread):
 class _ReadCommittedConsumer(_Consumer):
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         return _ReadCommittedThread(self, loop=self.loop, beacon=self.beacon)
+
+
+def group_member(app: faust.App) -> Member | None:
+    """The generation and member id of ``app``'s consumer in its group, as its commits
+    name it (kafka/transactions.py); None while it is not a member."""
+    thread = getattr(app.consumer, "_thread", None)
+    coordinator = getattr(getattr(thread, "_consumer", None), "_coordinator", None)
+    if coordinator is None:
+        return None
+    # read once each: the consumer's thread sets them at a rebalance
+    generation, member = int(coordinator.generation), str(coordinator.member_id)
+    if generation < 0 or not member:
+        return None
+    return Member(generation, member, coordinator._group_instance_id)
 
 
 def read_committed(app: faust.App) -> None:

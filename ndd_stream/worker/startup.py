@@ -8,9 +8,13 @@ the topics' own settings.
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import socket
+import uuid
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -30,6 +34,7 @@ from ndd_stream.kafka.probe import unreachable_message, wait_for_broker
 from ndd_stream.kafka.transactions import (
     TransactionError,
     TransactionsUnsupported,
+    check_group_metadata,
     check_transactions,
 )
 from ndd_stream.settings import Settings
@@ -173,12 +178,46 @@ def transaction_conf(settings: Settings) -> dict[str, Any]:
         "retry.backoff.ms": TRANSACTION_RETRY_BACKOFF_MS})
 
 
+WORKER_ID_FILE = "worker-id"
+MAX_WORKERS_PER_DIR = 64
+_HELD: dict[Path, str] = {}  # state directory -> the id this process holds (locked)
+
+
+def worker_id(state_dir: Path) -> str:
+    """The id of the worker that runs on ``state_dir``, kept there (made on its first
+    start): its transactional id, so that the worker restarted on its state aborts at once
+    what it left open (``kafka/transactions.py``). The file is locked for the process's
+    life; a second worker on the same directory takes the next free one (``worker-id.1``
+    ...): two producers with one id would fence each other at every commit."""
+    key = state_dir.resolve()
+    if key in _HELD:
+        return _HELD[key]
+    state_dir.mkdir(parents=True, exist_ok=True)
+    for slot in range(MAX_WORKERS_PER_DIR):
+        path = state_dir / (WORKER_ID_FILE if slot == 0 else f"{WORKER_ID_FILE}.{slot}")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # another worker's
+            os.close(fd)
+            continue
+        found = os.read(fd, 256).decode("ascii", "replace").strip()
+        if not found:
+            found = uuid.uuid4().hex
+            os.write(fd, (found + "\n").encode())
+            os.fsync(fd)
+        _HELD[key] = found  # the descriptor stays open: the lock is held until exit
+        return found
+    raise RuntimeError(f"{state_dir}: {MAX_WORKERS_PER_DIR} workers already run on it")
+
+
 def can_run_guarantee(settings: Settings, changelog: str) -> bool:
     """Under exactly-once, whether the worker can run it; if not, one CRITICAL line says
     why: never a silent fall back to at-least-once."""
     if not settings.exactly_once():
         return True
     try:
+        check_group_metadata(librdkafka_config(settings), settings.app_id)
         check_transactions(librdkafka_config(settings), settings.app_id, changelog)
         return True
     except TransactionsUnsupported as exc:

@@ -5,10 +5,11 @@ the changelog are read by the same code as against Kafka) plus ``send`` (the pro
 over plain lists. Retention can be simulated with ``delete_before``.
 
 :class:`MemoryTransactions` adds what exactly-once needs (``kafka/transactions.py``): a
-producer per input partition whose records become visible only when its transaction
-commits, with the input offsets committed alongside, a commit marker taking an offset as
-Kafka's do (read_committed readers skip it), and fencing of a previous holder by the
-next ``open``. Crash-and-resume cases of the committer run on it in milliseconds. Kafka
+worker's producer whose records become visible only when its transaction commits, with the
+input offsets committed alongside, a commit marker taking an offset as Kafka's do
+(read_committed readers skip it), and fencing by the group's generation
+(:class:`MemoryGroup`: a worker whose generation the group left behind commits nothing).
+Crash-and-resume cases of the committer run on it in milliseconds. Kafka
 itself is never mocked in the broker tests, which run the same code for real.
 """
 
@@ -20,13 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ndd_stream.kafka.reads import Fetched, Log
-from ndd_stream.kafka.transactions import (
-    TP,
-    PartitionTransactions,
-    ProducerFenced,
-    TransactionError,
-    Transactions,
-)
+from ndd_stream.kafka.transactions import TP, Member, ProducerFenced, Transactions
 from ndd_stream.worker.records import OutRecord
 
 MARKER = b"\x00marker"  # the value of a commit marker's place in a MemoryLog
@@ -94,72 +89,60 @@ class Crash(Exception):
     """The worker dies (kill -9) at the moment a test chose."""
 
 
-class MemoryTransactions(Transactions):
-    """Transactional producers by input partition, over a :class:`MemoryLog`."""
+class MemoryGroup:
+    """A consumer group: its generation moves on at each rebalance (:meth:`rebalance`)."""
 
-    def __init__(self, log: MemoryLog) -> None:  # no Kafka client: nothing of the parent
-        self.log = log
+    def __init__(self) -> None:
+        self.generation = 1
         self.committed: dict[TP, int] = {}  # input partition -> committed offset
-        self.epochs: dict[TP, int] = {}
-        self._open = {}  # type: ignore[var-annotated]
+
+    def rebalance(self) -> int:
+        self.generation += 1
+        return self.generation
+
+
+class MemoryTransactions(Transactions):
+    """A worker's transactional producer, over a :class:`MemoryLog`; a member of ``group``
+    (a group of its own if none) at the group's generation when made."""
+
+    def __init__(self, log: MemoryLog, group: MemoryGroup | None = None) -> None:
+        # no Kafka client: nothing of the parent
+        self.log = log
+        self.group = group or MemoryGroup()  # type: ignore[assignment]
+        self.committed = self.group.committed  # type: ignore[attr-defined]
+        self.generation: int = self.group.generation  # type: ignore[attr-defined]
+        self.transactional_id = "memory"
         self.commits = 0
-        # a test's kill: called before (True) and after (False) a commit is applied
-        self.crash: Callable[[TP, bool], None] = lambda tp, before: None
+        self.aborts = 0
+        # a test's kill: called with the input partitions before (True) and after (False)
+        # a commit is applied
+        self.crash: Callable[[list[TP], bool], None] = lambda tps, before: None
 
-    def open(self, tp: TP) -> PartitionTransactions:
-        found = self._open.get(tp)
-        if found is None:
-            self.epochs[tp] = self.epochs.get(tp, 0) + 1  # fences the previous holder
-            found = self._open[tp] = MemoryPartitionTransactions(self, tp, self.epochs[tp])
-        return found  # type: ignore[no-any-return]
+    def start(self) -> None:
+        pass
 
-    def get(self, tp: TP) -> PartitionTransactions:
-        found = self._open.get(tp)
-        if found is None:
-            raise TransactionError(f"{tp}: no transactional producer open")
-        return found  # type: ignore[no-any-return]
+    def member(self) -> Member:
+        return Member(self.generation, "memory")
 
-    def close(self, tps: list[TP] | None = None) -> None:
-        for tp in list(self._open) if tps is None else tps:
-            self._open.pop(tp, None)
-
-    def shutdown(self) -> None:
-        self.close()
-
-
-class MemoryPartitionTransactions(PartitionTransactions):
-    """One input partition's producer: records are held until the commit."""
-
-    def __init__(self, txns: MemoryTransactions, tp: TP, epoch: int) -> None:
-        self.txns, self.tp, self.epoch = txns, tp, epoch
-        self.transactional_id = f"{tp[0]}-{tp[1]}"
-        self.records: list[tuple[str, int, bytes | None, bytes | None, list[Any]]] = []
-
-    def produce(self, topic: str, key: bytes | None, value: bytes | None,
-                partition: int | None, headers: Any) -> None:
-        self.records.append((topic, partition or 0, key, value, list(headers)))
-
-    def produce_all(self, records: Sequence[Any], reported: str | None = None) -> None:
-        if self.txns.epochs[self.tp] != self.epoch:  # as the client, once it knows
-            raise ProducerFenced(f"{self.transactional_id}: produce: fenced by a newer owner")
-        for r in records:
-            self.produce(r.topic, r.key, r.value, r.partition, r.headers)
-
-    def commit(self, offsets: Mapping[TP, int]) -> dict[TP, int]:
-        records, self.records = self.records, []
-        if self.txns.epochs[self.tp] != self.epoch:
-            raise ProducerFenced(f"{self.transactional_id}: fenced by a newer owner")
-        self.txns.crash(self.tp, True)
+    def commit(self, records: Sequence[Any], offsets: Mapping[TP, int],
+               reported: Any = ()) -> dict[TP, int]:
+        if self.generation != self.group.generation:  # type: ignore[attr-defined]
+            raise ProducerFenced(f"{self.transactional_id}: ILLEGAL_GENERATION")
+        try:
+            self.crash(sorted(offsets), True)
+        except Exception:
+            self.aborts += 1
+            raise
         ends: dict[TP, int] = {}
-        for topic, partition, key, value, headers in records:
-            ends[(topic, partition)] = self.txns.log.append(topic, partition, key, value,
-                                                            headers) + 1
+        for r in records:
+            at = self.log.append(r.topic, r.partition or 0, r.key, r.value, list(r.headers))
+            ends[(r.topic, r.partition or 0)] = at + 1
         for topic, partition in ends:  # the commit marker takes an offset of its own
-            self.txns.log.append(topic, partition, None, MARKER)
-        self.txns.committed.update(offsets)
-        self.txns.commits += 1
-        self.txns.crash(self.tp, False)
+            self.log.append(topic, partition, None, MARKER)
+        self.committed.update(offsets)
+        self.commits += 1
+        self.crash(sorted(offsets), False)
         return ends
 
-    def close(self) -> None:
-        self.records = []
+    def shutdown(self) -> None:
+        pass
