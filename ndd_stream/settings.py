@@ -250,9 +250,10 @@ class Settings(BaseSettings):
     session_timeout_s: float = Field(30.0, gt=0, description="Kafka consumer session timeout (s).")
     guarantee: Literal["exactly-once", "at-least-once"] = Field(
         "exactly-once",
-        description="exactly-once: each piece of a partition's decisions (outputs, "
-        "changelog, checkpoint, consumed offset) commits in one Kafka transaction and a "
-        "fenced worker commits nothing; needs Apache Kafka (else exit 3), and consumers must "
+        description="exactly-once: each piece of decisions (outputs, changelog, "
+        "checkpoints, consumed offsets) commits in one Kafka transaction and a worker the "
+        "consumer group left behind commits nothing; needs Apache Kafka (else exit 3), and "
+        "consumers must "
         "read isolation.level=read_committed. at-least-once: a crash or a rebalance can "
         "send outputs again (same decision; deduplicate by ndd-identity); any broker.",
     )

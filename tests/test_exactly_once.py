@@ -114,9 +114,9 @@ def test_zombie_commits_nothing_for_partitions_it_lost(
     make_settings: SettingsFactory, tmp_path: Path
 ) -> None:
     """A worker paused (SIGSTOP) past its session while its partitions move to another
-    worker, then resumed: the new owner's registration fenced its producers, so it commits
-    nothing more for those partitions (it leaves them to their owner), and no output comes
-    out twice."""
+    worker, then resumed: its commits name a generation the group has left behind and are
+    refused, so it commits nothing more for those partitions (it leaves them to the
+    rebalance), and no output comes out twice."""
     # a short session, so that the group gives up on the paused worker within the test
     first = make_settings(partitions=4, guarantee="exactly-once", session_timeout_s=8.0)
     second = make_settings(partitions=4, guarantee="exactly-once", session_timeout_s=8.0,
@@ -248,8 +248,8 @@ def test_a_second_worker_joining_and_leaving_repeats_nothing(
     make_settings: SettingsFactory, tmp_path: Path
 ) -> None:
     """Clean rebalances: a second worker joins and leaves (SIGTERM) twice while items
-    stream in. Each partition's producer moves with it (the new owner's registration comes
-    after the old owner closed its producer at the revoke); nothing comes out twice."""
+    stream in. Each worker commits its pieces before its partitions are revoked, and the
+    new owner reads their committed offsets stable; nothing comes out twice."""
     first = make_settings(partitions=4, guarantee="exactly-once")
     second = make_settings(partitions=4, guarantee="exactly-once",
                            data_dir=tmp_path / "second-data")
