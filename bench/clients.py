@@ -101,18 +101,20 @@ def main(argv: list[str] | None = None) -> int:
                     row = run(n, guarantee, Path(tmp), code)
                 print(jsonio.dumps(row).decode(), flush=True)
                 rows.append(row)
+                _write(args.out, rows)  # each row as it comes: a later failure keeps it
+    return 0
+
+
+def _write(out: str, rows: list[dict[str, Any]]) -> None:
     RESULTS.mkdir(exist_ok=True)
     machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
-    (RESULTS / f"{args.out}.json").write_bytes(jsonio.dumps({"machine": machine,
-                                                             "rows": rows}))
+    (RESULTS / f"{out}.json").write_bytes(jsonio.dumps({"machine": machine, "rows": rows}))
     lines = ["| partitions | guarantee | code | clients (librdkafka) | connections | "
              "threads | RSS MB |", "| --- | --- | --- | --- | --- | --- | --- |"]
     lines += [f"| {r['partitions']} | {r['guarantee']} | {r['code']} | "
               f"{r['rdkafka_clients']} | {r['connections']} | {r['threads']} | "
               f"{r['rss_mb']} |" for r in rows]
-    (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    return 0
+    (RESULTS / f"{out}.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
