@@ -14,7 +14,7 @@ from ndd_stream import jsonio
 from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.items import ItemFormat
 from ndd_stream.state.codec import Checkpoint, decode_checkpoint, encode_checkpoint
-from ndd_stream.worker.deciding import Outcome, OutputTopics, PartitionDecider
+from ndd_stream.worker.deciding import Outcome, OutputTopics, PartitionDecider, sources_named
 from ndd_stream.worker.records import COPY, Source
 
 FMT = ItemFormat()
@@ -82,13 +82,13 @@ def test_the_raw_offsets_decided_survive_a_restart(tmp_path: Path) -> None:
     """What a kill -9 needs: the state's checkpoint says which raw offsets it reflects."""
     decider = PartitionDecider(0, tmp_path / "p0", DetectorConfig(), FMT, TOPICS)
     _feed(decider)
-    checkpoint = Checkpoint(3, 0, sources=dict(decider.sources))
+    checkpoint = Checkpoint(3, 0, sources=sources_named(decider.sources))
     decider.drain_changelog(checkpoint)
     decider.commit(checkpoint)
     decider.close()
     again = PartitionDecider(0, tmp_path / "p0", DetectorConfig(), FMT, TOPICS)
     try:
-        assert again.sources == {"raw:0": 3}
+        assert again.sources == {("raw", 0): 3}
         late = _send(again, 1, _item("b", TEXT + " Markets rose.", 0.1), 3)
         assert late.skipped_copy
     finally:

@@ -41,7 +41,7 @@ from typing import Any
 from ndd_stream.kafka.transactions import TP, ProducerFenced, TransactionError, Transactions
 from ndd_stream.state.codec import Checkpoint
 from ndd_stream.state.pending import Pair, least_offset
-from ndd_stream.worker.deciding import StatefulPartition
+from ndd_stream.worker.deciding import StatefulPartition, sources_named
 from ndd_stream.worker.gathering import GatherDecider
 from ndd_stream.worker.merge import EventTimeMerge
 from ndd_stream.worker.metrics import WorkerMetrics
@@ -134,7 +134,7 @@ def checkpoints(deciders: Mapping[int, Any], merges: Mapping[int, EventTimeMerge
                 cursor[partition] = min(cursor[partition], least_offset(listed))
     return {p: Checkpoint(
         position, order=merges[p].checkpoint() if p in merges else None,
-        pending=undecided.get(p, ()), sources=dict(deciders[p].sources) or None)
+        pending=undecided.get(p, ()), sources=sources_named(deciders[p].sources))
         for p, position in cursor.items()}
 
 

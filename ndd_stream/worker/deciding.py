@@ -7,7 +7,7 @@ worker rebuilds the partition after a rebalance.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -96,7 +96,7 @@ class StatefulPartition:
         self.changelog_topic = changelog_topic
         self.store = ChangelogRecorder(RocksStore(path))
         self.checkpoint = self.store.inner.checkpoint()  # the one position (state.codec)
-        self.sources = dict(self.checkpoint.sources or {})  # see Checkpoint.sources
+        self.sources = sources_of(self.checkpoint)  # see Checkpoint.sources
         self.detector: Any = self._make_detector()
         self.restored: int = self.detector.restore()
 
@@ -157,7 +157,7 @@ class StatefulPartition:
         for key, value in docs:
             self.store.inner.add(decode_document(key, value))
         self.checkpoint = checkpoint
-        self.sources = dict(checkpoint.sources or {})
+        self.sources = sources_of(checkpoint)
         self.store.inner.commit(checkpoint)
         if docs:
             self.detector = self._make_detector()
@@ -239,12 +239,26 @@ class PartitionDecider(StatefulPartition):
         order a record that is not one is counted as decided from now."""
         if not self.offset_order:
             return order_note == COPY
-        name = f"{source.topic}:{source.partition}"
-        seen = self.sources.get(name, 0)
+        tp = (source.topic, source.partition)
+        seen = self.sources.get(tp, 0)
         if source.offset < seen:
             return True
-        self.sources[name] = source.offset + 1
+        self.sources[tp] = source.offset + 1
         return False
+
+
+def sources_of(checkpoint: Checkpoint) -> dict[tuple[str, int], int]:
+    """``Checkpoint.sources`` ("topic:partition" -> next raw offset) keyed by partition."""
+    out = {}
+    for name, offset in (checkpoint.sources or {}).items():
+        topic, _, partition = name.rpartition(":")
+        out[(topic, int(partition))] = offset
+    return out
+
+
+def sources_named(sources: Mapping[tuple[str, int], int]) -> dict[str, int] | None:
+    """The checkpoint's form of :func:`sources_of` (None when there are none)."""
+    return {f"{t}:{p}": offset for (t, p), offset in sources.items()} or None
 
 
 def routed_records(topics: OutputTopics, decision: Decision, channel: str, timestamp: float,
