@@ -83,10 +83,9 @@ class Service:
                  limits: WriteLimits = NO_LIMITS) -> None:
         self.settings = settings
         state_dir = self.state_dir = settings.data_dir / settings.app_id
-        # exactly-once: the worker's transactional producer, named by its member of the group
-        self.txns = (Transactions(transaction_conf(settings), settings.app_id,
-                                  worker_id(state_dir), lambda: group_member(self.app))
-                     if settings.exactly_once() else None)
+        # exactly-once: the worker's transactional producer; commits name its group member
+        self.txns = Transactions(transaction_conf(settings), settings.app_id, worker_id(
+            state_dir), lambda: group_member(self.app)) if settings.exactly_once() else None
         self.reads = BrokerReads(librdkafka_config(settings), settings.app_id)
         self.metrics = metrics or WorkerMetrics()
         # records the broker removed before they were read: reported, never silent
@@ -95,14 +94,12 @@ class Service:
         self.lost.send = self.send
         watch_fetch_resets(self.lost)
         self.stall = StallWatch(settings.fetch_stall_s)
-        self.committer = committer_for(self.txns, self.metrics,
-                                       acknowledged_items=CHECKPOINT_ITEMS,
-                                       transaction_items=TRANSACTION_ITEMS,
-                                       stable=self.reads.committed)
+        self.committer = committer_for(
+            self.txns, self.metrics, acknowledged_items=CHECKPOINT_ITEMS,
+            transaction_items=TRANSACTION_ITEMS, stable=self.reads.committed)
         self.topics = output_topics(settings)
         self.scoped_name = topic_name(settings, "scoped")
-        self.limits = limits
-        self._format = item_format_within(settings, limits)
+        self.limits, self._format = limits, item_format_within(settings, limits)
         self._dead_letter_bytes = limits.dead_letter_bytes(
             producer_request_limit(settings.max_item_bytes), settings.dlq_topic)
         self.web_port = settings.web_port or free_port(settings.web_host)

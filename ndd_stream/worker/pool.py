@@ -244,10 +244,9 @@ class DeciderPool:
         return self.partitions.unowned_seen(partitions)
 
     async def _decide_redoing(self, run: Sequence[Message], send: Send) -> int:
-        """``_decide``; when a piece's commit fails for some partitions, the partitions
-        with work not committed are opened again from what they committed (those refused to
-        a past member of the group are left to the rebalance) and the records handed out
-        since are decided again."""
+        """``_decide``; when a piece's commit fails, the partitions with work not committed
+        are opened again from what they committed (those refused to a past member of the
+        group are left to the rebalance) and the records handed out since decided again."""
         while True:
             handed = dict(self.order.next)
             try:
