@@ -211,7 +211,7 @@ class Service:
         ``DeciderPool.unowned_seen``).
 
         The raw and the stateful partitions are opened side by side: neither waits on the
-        other, and each waits on the broker (fencing, offsets, restores).
+        other, and each waits on the broker (committed offsets, restores).
         """
         await asyncio.gather(self._assigned_raw(raw), self._assigned_stateful(scoped, shards))
 

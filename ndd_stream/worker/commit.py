@@ -147,7 +147,8 @@ class Committer(ABC):
     """About how many decisions a piece holds (``pool.CHECKPOINT_ITEMS`` and kin)."""
 
     def open(self, tp: TP) -> None:  # noqa: B027 (at-least-once has nothing to open)
-        """Before input partition ``tp`` is read: fence its previous owner. Blocking."""
+        """Before input partition ``tp`` is read: wait out its previous owner's commit in
+        flight. Blocking."""
 
     def close(self, tps: Sequence[TP] | None = None) -> None:  # noqa: B027
         """Input partitions given up (None: all)."""

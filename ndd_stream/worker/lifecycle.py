@@ -1,5 +1,5 @@
-"""A pool's stateful partitions: opening (fence, local state, restore, checkpoint, checks),
-closing, and opening again after a failed piece.
+"""A pool's stateful partitions: opening (the last owner's commit waited out, local state,
+restore, checkpoint, checks), closing, and opening again after a failed piece.
 
 :class:`Partitions` holds the open partitions of one pool (``worker/pool.py``) and which
 ones this worker owns; :func:`open_partition` opens one, in this order, so that what is

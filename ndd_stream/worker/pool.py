@@ -151,8 +151,8 @@ class DeciderPool:
 
     async def assign(self, partitions: Sequence[int]) -> None:
         """A rebalance gave this worker ``partitions``: close the others, open these, up
-        to :data:`OPEN_AT_ONCE` side by side: each waits on the broker for its fencing and
-        restore, and those waits overlap."""
+        to :data:`OPEN_AT_ONCE` side by side: each waits on the broker for its committed
+        offset and restore, and those waits overlap."""
         async with self.lock:
             self.partitions.owned = owned = set(partitions)
             self.close([p for p in self.deciders if p not in owned])
