@@ -34,7 +34,7 @@ from ndd_stream.kafka.reads import BrokerReads, read_range
 from ndd_stream.kafka.transactions import Transactions
 from ndd_stream.settings import Settings
 from ndd_stream.worker.changelog import ChangelogError
-from ndd_stream.worker.commit import committer_for
+from ndd_stream.worker.commit import Committer, committer_for
 from ndd_stream.worker.deciding import LayoutChanged
 from ndd_stream.worker.gathering import GatherDecider
 from ndd_stream.worker.inorder import InOrder
@@ -83,9 +83,7 @@ class Service:
                  limits: WriteLimits = NO_LIMITS) -> None:
         self.settings = settings
         state_dir = self.state_dir = settings.data_dir / settings.app_id
-        # exactly-once: the worker's transactional producer; commits name its group member
-        self.txns = Transactions(transaction_conf(settings), settings.app_id, worker_id(
-            state_dir), lambda: group_member(self.app)) if settings.exactly_once() else None
+        self.txns: list[Transactions] = []  # exactly-once: each agent's producer
         self.reads = BrokerReads(librdkafka_config(settings), settings.app_id)
         self.metrics = metrics or WorkerMetrics()
         # records the broker removed before they were read: reported, never silent
@@ -94,9 +92,7 @@ class Service:
         self.lost.send = self.send
         watch_fetch_resets(self.lost)
         self.stall = StallWatch(settings.fetch_stall_s)
-        self.committer = committer_for(
-            self.txns, self.metrics, acknowledged_items=CHECKPOINT_ITEMS,
-            transaction_items=TRANSACTION_ITEMS, stable=self.reads.committed)
+        self.committer = self._committer("router")
         self.topics = output_topics(settings)
         self.scoped_name = topic_name(settings, "scoped")
         self.limits, self._format = limits, item_format_within(settings, limits)
@@ -124,7 +120,7 @@ class Service:
                              memory_bytes=settings.gather_memory_mb << 20)
             self.shard_pool = DeciderPool(
                 state_dir, config, self._format, self.topics, self.reads, self.metrics,
-                scoped_topic=shards_name, dir_prefix="shard", committer=self.committer,
+                scoped_topic=shards_name, dir_prefix="shard", committer=self._committer("shards"),
                 reopen_timeout_s=settings.broker_timeout_s, lost=self.lost.restore_gap,
                 factory=partial(ShardPartition, config=config, shards=settings.shards,
                                 changelog_topic=shards_changelog,
@@ -132,7 +128,7 @@ class Service:
         self.pool = DeciderPool(
             state_dir, config, self._format, self.topics, self.reads, self.metrics,
             scoped_topic=self.scoped_name, order=order, factory=gather,
-            committer=self.committer, reopen_timeout_s=settings.broker_timeout_s,
+            committer=self._committer("decider"), reopen_timeout_s=settings.broker_timeout_s,
             lost=self.lost.restore_gap,
         )
         router_order = InOrder(partial(read_range, self.reads), self.metrics, "processed",
@@ -147,6 +143,17 @@ class Service:
             reopen_timeout_s=settings.broker_timeout_s)
         self._catching_up: set[asyncio.Task[None]] = set()  # see assigned()
         self._wire()
+
+    def _committer(self, agent: str) -> Committer:
+        """Commits ``agent``'s pieces; exactly-once with a transactional producer of its
+        own, so that the agents' commits never wait on each other's."""
+        s, txns = self.settings, None
+        if s.exactly_once():
+            txns = Transactions(transaction_conf(s), s.app_id, f"{worker_id(self.state_dir)}-"
+                                f"{agent}", lambda: group_member(self.app))
+            self.txns.append(txns)
+        return committer_for(txns, self.metrics, acknowledged_items=CHECKPOINT_ITEMS,
+                             transaction_items=TRANSACTION_ITEMS, stable=self.reads.committed)
 
     def _topic(self, *names: str, pattern: str | None = None,
                maxsize: int | None = None) -> faust.TopicT:
@@ -220,7 +227,8 @@ class Service:
             await self.router.assign(raw)
         except Exception as exc:  # a producer that cannot register, offsets unknown
             fatal(f"opening raw partitions {raw} failed: {exc!r}")
-        self._in_background(self._forward_early())
+        self._in_background(self._or_exit(self.router.catch_up(), "router catch-up",
+                                          "router_error"))
 
     async def _assigned_stateful(self, scoped: list[int], shards: Sequence[int]) -> None:
         if self.ordered:
@@ -241,7 +249,9 @@ class Service:
             for partition in partitions:
                 offset = max(committed.get((topic, partition), -1), early.get(partition, -1))
                 if offset >= 0:
-                    self._in_background(self._catch_up(pool, topic, partition, offset))
+                    self._in_background(self._or_exit(
+                        pool.catch_up(partition, offset, self.send),
+                        f"catch-up of {topic}[{partition}] to offset {offset}", "decider_error"))
 
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         """A catch-up, as a task of its own (see ``assigned``)."""
@@ -249,14 +259,16 @@ class Service:
         self._catching_up.add(task)
         task.add_done_callback(self._catching_up.discard)
 
-    async def _forward_early(self) -> None:
+    @staticmethod
+    async def _or_exit(work: Awaitable[Any], what: str, event: str) -> None:
+        """A catch-up: as in the agents, state is safe on a failure; exit loudly."""
         try:
-            await self.router.catch_up()
+            await work
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # as in the router: state is safe, exit loudly
-            log.exception("router catch-up failed", extra={"event": "router_error"})
-            fatal(f"router catch-up failed: {exc!r}")
+        except Exception as exc:
+            log.exception("%s failed", what, extra={"event": event})
+            fatal(f"{what} failed: {exc!r}")
 
     async def _expect_sources(self) -> None:
         """Event-time order: the raw partitions that exist, each waited for."""
@@ -281,18 +293,6 @@ class Service:
             log.warning("committed offsets unknown (%s): gaps are closed when records "
                         "arrive", exc, extra={"event": "committed_unknown"})
             return {}
-
-    async def _catch_up(self, pool: DeciderPool, topic: str, partition: int,
-                        offset: int) -> None:
-        try:
-            await pool.catch_up(partition, offset, self.send)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # as in the decider: state is safe, exit loudly
-            log.exception("%s[%d]: catching up to offset %d failed", topic, partition, offset,
-                          extra={"topic": topic, "partition": partition, "offset": offset,
-                                 "event": "decider_error"})
-            fatal(f"catch-up of {topic}[{partition}] failed: {exc!r}")
 
     def _wire(self) -> None:
         """The agents, timers, rebalance callbacks and web pages, on Faust's app."""
@@ -382,8 +382,8 @@ class Service:
         if self.shard_pool is not None:
             self.shard_pool.close()
         self.reads.close()
-        if self.txns is not None:
-            self.txns.shutdown()
+        for txns in self.txns:
+            txns.shutdown()
 
 
 def run_worker(settings: Settings) -> int:
