@@ -1,14 +1,16 @@
-"""Kafka transactions under ``NDD_GUARANTEE=exactly-once``: one producer per worker.
+"""Kafka transactions under ``NDD_GUARANTEE=exactly-once``: one producer per agent.
 
-The one place where the worker produces through a client other than Faust's. A worker has
-one confluent-kafka producer, ``transactional.id = <app_id>-worker-<id>``, the id kept in
-its state directory (``worker-id``), so that a worker restarted on its state registers the
-same id and aborts at once whatever transaction it left open. One piece of work is one
-transaction: the piece's outputs, its changelog records and checkpoints, and the input
-offsets it reached (``send_offsets_to_transaction``), all committed or all aborted
-together. The agents' pieces take turns on the producer (:meth:`Transactions.commit` holds
-a lock): a piece's records are held until its commit, which adds them all, so the lock is
-held for the commit alone.
+The one place where the worker produces through a client other than Faust's. Each of a
+worker's agents (router, decider and, with sharded windows, shard) has one confluent-kafka
+producer, ``transactional.id = <app_id>-worker-<id>-<agent>``, whatever partitions it
+owns; the id is kept in the worker's state directory (``worker-id``), so that a worker
+restarted on its state registers the same ids and aborts at once whatever transaction it
+left open. One piece of an agent's work is one transaction: the piece's outputs, its
+changelog records and checkpoints, and the input offsets it reached
+(``send_offsets_to_transaction``), all committed or all aborted together. An agent's
+pieces run one at a time, and a piece's records are held until its commit, which adds
+them all: a transaction is open only during a commit. The agents' commits run side by
+side, each on its own producer.
 
 Fencing is by the consumer group's generation (KIP-447, Kafka Streams' ``exactly_once_v2``):
 each commit carries the generation and member id of the worker's group member (Faust's

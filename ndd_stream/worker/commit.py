@@ -6,7 +6,7 @@ produced and, for each input partition it moved, where that partition now stands
 The agents hand outputs to a piece (:meth:`Piece.produce`) and end it with
 :meth:`Piece.commit`; they never ask which guarantee runs.
 
-Exactly-once (:class:`TransactionalCommitter`, Apache Kafka): the worker has one
+Exactly-once (:class:`TransactionalCommitter`, Apache Kafka): each agent has one
 transactional producer (``kafka/transactions.py``); a piece's outputs, changelog records,
 checkpoints and input offsets are one transaction, then RocksDB, a cache of the committed
 changelog, is written. A worker killed before the commit leaves nothing of
@@ -203,7 +203,7 @@ class _AcknowledgedPiece(Piece):
 
 
 class TransactionalCommitter(Committer):
-    """Exactly-once: one transaction per piece on the worker's producer, then RocksDB."""
+    """Exactly-once: one transaction per piece on the agent's producer, then RocksDB."""
 
     transactional = True
 
@@ -213,7 +213,7 @@ class TransactionalCommitter(Committer):
         self.metrics = metrics
         self.piece_items = piece_items
         self.stable = stable
-        self.lock = asyncio.Lock()  # the pieces of all agents take turns on the producer
+        self.lock = asyncio.Lock()  # one transaction at a time on the producer
         # outputs of a partition a piece did not move: for the piece that moves it
         self.carried: dict[TP, list[OutRecord]] = {}
 
@@ -237,8 +237,7 @@ class TransactionalCommitter(Committer):
 class _TransactionalPiece(Piece):
     """The records are held until the commit, which adds them all to one transaction in
     one call into the client (a few wake-ups of its sender thread, no Python callback per
-    record): the producer is taken only for the commit, so the agents' pieces overlap
-    except for their commits."""
+    record): a transaction is open only while a piece commits."""
 
     def __init__(self, committer: TransactionalCommitter) -> None:
         self.committer = committer
