@@ -209,8 +209,9 @@ def alerts(params: Params = Params(), timing: Timing = Timing()) -> list[Alert]:
             "{{ $value | printf \"%.0f\" }} transactions failed ({{ $labels.kind }}) on "
             "{{ $labels.instance }} in " + t.event_window,
             "A failed transaction commits nothing: its partitions are opened again and "
-            "the work redone (TransactionAborted), or the partition is left to a newer "
-            "owner (ProducerFenced). A few during a leader election or a rebalance are "
+            "the work redone (TransactionAborted), or its partitions are left to the "
+            "rebalance, the commit refused to a past member of the consumer group "
+            "(ProducerFenced). A few during a leader election or a rebalance are "
             "routine; many mean brokers or the transaction coordinator in trouble. The "
             "worker's transaction_aborted and fenced lines say which partitions.",
             "docs/RELIABILITY.md#a-clusters-routine-events-three-brokers"),
