@@ -9,14 +9,14 @@ For each worker count: start the embedded broker, create the topics, pre-load
 ``warmup + measure`` ~5 KB items (bench.workload, event time spaced so that the window
 holds ``warmup`` documents), start the workers, and time the last ``measure`` items
 from the moment the outputs pass ``warmup`` to the moment they reach the total. The
-same items are also decided in process by the core alone, so the report gives the cost
-of the Kafka and Faust layers. Results: bench/results/e2e.json and .md.
+same items are also decided by the core alone (``bench.core_alone``, each tree's own core),
+so the report gives the cost of the Kafka and Faust layers. Results: bench/results/e2e.json and .md.
 
 ``--code DIR`` (a checkout of another revision, e.g. ``git archive main | tar -x -C DIR``
 with the C kernels copied in) runs the workers from that tree too, alternating with this
 tree within each round: a same-run baseline. Each run gives the worker's CPU per item
 beyond the core's (``own_ms_per_item``: the worker's CPU ms per output from the warm-up
-on, less the core's CPU ms per item on the same items in process).
+on, less that tree's core's CPU ms per item on the same items).
 """
 
 from __future__ import annotations
@@ -36,10 +36,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from bench.core_alone import core_rate_of
 from bench.workload import NewsStream, WorkloadConfig
 from ndd_stream import jsonio
-from ndd_stream.core.detector import Detector
-from ndd_stream.core.items import parse_item
 from ndd_stream.kafka.topics import apply, load_for
 from ndd_stream.settings import Settings
 
@@ -55,21 +54,6 @@ def make_items(total: int, window_docs: int, scope: str = "channel") -> list[byt
         out.append(jsonio.dumps({"id": doc.identity, "channel": doc.channel, "text": doc.text,
                                  "timestamp": doc.timestamp}))
     return out
-
-
-def core_rate(settings: Settings, items: list[bytes], warmup: int) -> tuple[float, float]:
-    """Items/s of parse + decide alone over the measured items (window warmed first), and
-    the CPU ms per item (``time.process_time``)."""
-    det = Detector(settings.detector_config())
-    fmt = settings.item_format()
-    docs = [parse_item(raw, fmt, f"p{i}") for i, raw in enumerate(items)]
-    for doc in docs[:warmup]:
-        det.decide(doc)  # type: ignore[arg-type]
-    start, cpu = time.perf_counter(), time.process_time()
-    for raw in items[warmup:]:
-        det.decide(parse_item(raw, fmt, "p"))  # type: ignore[arg-type]
-    n = len(items) - warmup
-    return n / (time.perf_counter() - start), (time.process_time() - cpu) * 1000 / n
 
 
 def count_outputs(consumer: Consumer) -> int:
@@ -335,9 +319,11 @@ def main(argv: list[str] | None = None) -> int:
     items = make_items(args.warmup + args.measure, args.window or args.warmup, args.scope)
     print(f"generated {len(items)} items in {time.perf_counter() - t0:.0f}s", flush=True)
     settings = Settings(threshold=args.threshold, scope=args.scope)
-    core, core_ms = core_rate(settings, items, args.warmup)
-    print(f"core alone: {core:.0f} items/s, {core_ms:.2f} CPU ms per item", flush=True)
     codes: list[Path | None] = [*[c.resolve() for c in args.code], None]
+    cores = {code: core_rate_of(code, settings, items, args.warmup) for code in codes}
+    for code, (core, core_ms) in cores.items():
+        print(f"core alone ({code or 'this tree'}): {core:.0f} items/s, {core_ms:.2f} CPU ms "
+              "per item", flush=True)
     runs = []
     # the brokers and guarantees alternated within each round: a paired comparison
     for shards, n, rnd, kind, guarantee, code in itertools.product(
@@ -347,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                          shards, args.partitions, args.settle, kind, guarantee, code)
         result["broker"] = kind
         result["round"] = rnd + 1
+        core, core_ms = cores[code]
         result["core_items_per_s"] = round(core, 1)
         result["core_cpu_ms_per_item"] = round(core_ms, 3)
         result["own_ms_per_item"] = [round(ms - core_ms, 3) for ms in

@@ -169,15 +169,18 @@ def test_the_router_redoes_an_aborted_piece(tmp_path: Path) -> None:
 def test_the_router_forwards_what_came_before_its_partition_was_owned(
         tmp_path: Path) -> None:
     """Exactly-once: records of a raw partition delivered before the rebalance callback
-    opened it are passed over (not this worker's yet); its catch-up forwards them."""
+    opened it are passed over (not this worker's yet); the consumer is sent back to the
+    partition's position (``positions``, ``runtime.seek``) and delivers them again."""
     log, raw, txns, router = _raw_router(6)
 
     async def run() -> None:
         await router.route(raw[2:])  # Faust resumed fetching first
         assert log.topic(SCOPED) == []
         await router.assign([("raw", 0)])
-        await router.catch_up()
-        await router.catch_up()  # once
+        assert router.positions() == {("raw", 0): 0}
+        await router.route(raw[:4])  # from the position, and what Faust had buffered
+        await router.route(raw[2:])
+        assert router.positions() == {("raw", 0): 6}
 
     asyncio.run(run())
     assert [r.value for r in log.topic(SCOPED)] == [b"%d" % i for i in range(6)]

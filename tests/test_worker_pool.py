@@ -1,5 +1,5 @@
 """The decider pool's logic on an in-memory log (no broker): decisions in offset order,
-skipped records read back, the catch-up at assignment, restart and takeover from the
+skipped records read back, the position at assignment, restart and takeover from the
 changelog, revoked partitions, a broker that lost data, a cancelled open. Under a second
 each; the broker tests (test_worker_recovery, test_reliability_crash) run the same code
 against Kafka."""
@@ -150,55 +150,51 @@ def test_records_retention_removed_before_they_were_decided_are_reported_lost(
     pool.close()
 
 
-def test_catch_up_decides_what_a_committed_offset_already_passed(tmp_path: Path) -> None:
-    log, lines = MemoryLog(), _lines(9)
-    _scoped(log, lines)
-    pool = _pool(log, tmp_path)
-
-    async def run() -> list[int]:
-        await pool.assign([0])
-        return [await pool.catch_up(0, 9, log.send), await pool.catch_up(0, 9, log.send),
-                await pool.catch_up(0, 4, log.send), await pool.catch_up(1, 9, log.send)]
-
-    assert asyncio.run(run()) == [9, 0, 0, 0]  # once; never backwards; not owned: nothing
-    assert _decisions(log) == _want(lines)
-    assert pool.deciders[0].next_offset == 9
-    pool.close()
-
-
-def test_records_delivered_before_the_partition_is_owned_are_caught_up(tmp_path: Path) -> None:
-    """Faust resumes fetching at an assignment before the rebalance callback has opened the
-    partitions: a partition's last records can come while it is not owned yet. They are
-    passed over and noted, and the assignment's catch-up decides up to there."""
+def test_the_position_is_the_checkpoint_whatever_the_consumer_delivered(
+        tmp_path: Path) -> None:
+    """At an assignment the worker sends its consumer to each partition's position
+    (``positions``, ``runtime.seek``): the checkpoint, not the group's committed offset."""
     log, lines = MemoryLog(), _lines(9)
     records = _scoped(log, lines)
     pool = _pool(log, tmp_path)
 
-    async def run() -> tuple[int, dict[int, int], int]:
+    async def run() -> list[dict[tuple[str, int], int]]:
+        await pool.assign([0])
+        opened = pool.positions()
+        await pool.process(records[:4], log.send)
+        return [opened, pool.positions()]
+
+    assert asyncio.run(run()) == [{(SCOPED, 0): 0}, {(SCOPED, 0): 4}]
+    pool.close()
+    again = _pool(log, tmp_path)
+
+    async def resumed() -> dict[tuple[str, int], int]:
+        await again.assign([0, 1])
+        return again.positions()
+
+    assert asyncio.run(resumed()) == {(SCOPED, 0): 4, (SCOPED, 1): 0}
+    again.close()
+
+
+def test_records_delivered_before_the_partition_is_owned_come_again(tmp_path: Path) -> None:
+    """Faust resumes fetching at an assignment before the rebalance callback has opened the
+    partitions: a partition's last records can come while it is not owned yet. They are
+    passed over; the consumer is sent back to the position and delivers them again, and a
+    record delivered twice is decided once."""
+    log, lines = MemoryLog(), _lines(9)
+    records = _scoped(log, lines)
+    pool = _pool(log, tmp_path)
+
+    async def run() -> tuple[int, dict[tuple[str, int], int], int, int]:
         await pool.assign([1])
         passed = await pool.process(records[3:], log.send)  # partition 0: not owned yet
         await pool.assign([0, 1])
-        early = pool.unowned_seen([0, 1])
-        return passed, early, await pool.catch_up(0, early[0], log.send)
+        at = pool.positions()
+        again = await pool.process(records[at[(SCOPED, 0)]:], log.send)
+        return passed, at, again, await pool.process(records[5:], log.send)
 
-    assert asyncio.run(run()) == (0, {0: 9}, 9)
-    assert pool.unowned_seen([0]) == {}  # taken
+    assert asyncio.run(run()) == (0, {(SCOPED, 0): 0, (SCOPED, 1): 0}, 9, 0)
     assert _decisions(log) == _want(lines)
-    pool.close()
-
-
-def test_catch_up_over_records_retention_removed_moves_on(tmp_path: Path) -> None:
-    log, lines = MemoryLog(), _lines(6)
-    _scoped(log, lines)
-    log.delete_before(SCOPED, 0, 2)
-    pool = _pool(log, tmp_path)
-
-    async def run() -> int:
-        await pool.assign([0])
-        return await pool.catch_up(0, 4, log.send)
-
-    assert asyncio.run(run()) == 2  # 0-1 are logged as lost, not waited for
-    assert set(_decisions(log)) == {"n2", "n3"} and pool.deciders[0].next_offset == 4
     pool.close()
 
 

@@ -19,7 +19,7 @@ import contextlib
 import faulthandler
 import logging
 import re
-from collections.abc import Awaitable, Coroutine, Sequence
+from collections.abc import Awaitable, Sequence
 from functools import partial
 from typing import Any
 
@@ -57,8 +57,10 @@ from ndd_stream.worker.runtime import (
     fatal,
     group_member,
     make_app,
+    read_from,
     record_lag,
     run_agent,
+    seek,
 )
 from ndd_stream.worker.sequencing import OrderConfig
 from ndd_stream.worker.sharding import ShardPartition
@@ -141,7 +143,7 @@ class Service:
             self._routed, self.reads.committed, self.send, scoped_topic=self.scoped_name,
             scoped_partitions=settings.partitions, ordered=self.ordered, high=self._high,
             reopen_timeout_s=settings.broker_timeout_s)
-        self._catching_up: set[asyncio.Task[None]] = set()  # see assigned()
+        read_from(self.app, self.positions)
         self._wire()
 
     def _committer(self, agent: str) -> Committer:
@@ -199,23 +201,11 @@ class Service:
                        shards: Sequence[int] = ()) -> None:
         """A rebalance gave this worker these partitions: the router resumes the raw ones
         from their committed offsets (``Router.assign``), the pools open the stateful
-        ones (``lifecycle.open_partition``), each at its checkpoint.
-
-        At-least-once only, Faust resumes a stateful partition at the group's committed
-        offset, which can be past its checkpoint (Faust counts offsets it never delivered
-        as done): the records between are decided at once (``DeciderPool.catch_up``; with
-        no later record nothing else would reveal that gap). The catch-up runs as a task,
-        not in this callback: after a restart during a backlog the gap is the whole
-        backlog, and while a rebalance callback runs the worker cannot hear of the next
-        rebalance (two owners: thousands of outputs sent twice, bench.order). As a task it
-        takes the pool's lock like any batch, and a revoke stops it at its next checkpoint.
-
-        Either guarantee: Faust resumes fetching before this callback has opened the
-        partitions, so records of a partition can be delivered while it is not owned yet
-        and are passed over; with no later record in that partition nothing else would
-        deliver them again. The router and the pools note how far such records reached,
-        and the same catch-up goes up to there (``Router.catch_up``,
-        ``DeciderPool.unowned_seen``).
+        ones (``lifecycle.open_partition``), each at its checkpoint; then Faust's consumer
+        is sent to those positions (``runtime.seek``): Faust resumes fetching before this
+        callback has opened the partitions, at the group's committed offset, so records it
+        delivered meanwhile were passed over, and at-least-once the committed offset can be
+        past a checkpoint (Faust counts offsets it never delivered as done).
 
         The raw and the stateful partitions are opened side by side: neither waits on the
         other, and each waits on the broker (committed offsets, restores).
@@ -227,8 +217,7 @@ class Service:
             await self.router.assign(raw)
         except Exception as exc:  # a producer that cannot register, offsets unknown
             fatal(f"opening raw partitions {raw} failed: {exc!r}")
-        self._in_background(self._or_exit(self.router.catch_up(), "router catch-up",
-                                          "router_error"))
+        await seek(self.app, self.router.positions())
 
     async def _assigned_stateful(self, scoped: list[int], shards: Sequence[int]) -> None:
         if self.ordered:
@@ -236,8 +225,6 @@ class Service:
         pools = [(self.pool, self.scoped_name, scoped)]
         if self.shard_pool is not None and self.shards_name is not None:
             pools.append((self.shard_pool, self.shards_name, list(shards)))
-        committed = await self._committed_ahead(
-            [(topic, p) for _, topic, partitions in pools for p in partitions])
         for pool, topic, partitions in pools:
             try:
                 await pool.assign(partitions)
@@ -245,30 +232,13 @@ class Service:
                 fatal(str(exc))
             except Exception as exc:  # a transactional producer that cannot register
                 fatal(f"{topic}: opening partitions {partitions} failed: {exc}")
-            early = pool.unowned_seen(partitions)
-            for partition in partitions:
-                offset = max(committed.get((topic, partition), -1), early.get(partition, -1))
-                if offset >= 0:
-                    self._in_background(self._or_exit(
-                        pool.catch_up(partition, offset, self.send),
-                        f"catch-up of {topic}[{partition}] to offset {offset}", "decider_error"))
+            await seek(self.app, pool.positions())
 
-    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
-        """A catch-up, as a task of its own (see ``assigned``)."""
-        task = asyncio.ensure_future(work)
-        self._catching_up.add(task)
-        task.add_done_callback(self._catching_up.discard)
-
-    @staticmethod
-    async def _or_exit(work: Awaitable[Any], what: str, event: str) -> None:
-        """A catch-up: as in the agents, state is safe on a failure; exit loudly."""
-        try:
-            await work
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.exception("%s failed", what, extra={"event": event})
-            fatal(f"{what} failed: {exc!r}")
+    def positions(self) -> dict[tuple[str, int], int]:
+        """Where each partition open here goes on (``runtime.read_from``)."""
+        pools = [self.pool, *([self.shard_pool] if self.shard_pool is not None else [])]
+        return {**self.router.positions(), **{tp: n for pool in pools
+                                              for tp, n in pool.positions().items()}}
 
     async def _expect_sources(self) -> None:
         """Event-time order: the raw partitions that exist, each waited for."""
@@ -279,20 +249,6 @@ class Service:
             log.warning("raw partitions unknown (%s): each is waited for once heard of",
                         exc, extra={"event": "metadata_unknown"})
             self.pool.expect(())
-
-    async def _committed_ahead(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        """At-least-once: the group's committed offsets of the stateful partitions (the
-        catch-up's targets). Exactly-once none: there the committed offset is the
-        checkpoint's, moved in the same transaction."""
-        if self.committer.transactional or not tps:
-            return {}
-        try:
-            return await asyncio.get_running_loop().run_in_executor(
-                None, self.reads.committed, tps)
-        except KafkaException as exc:
-            log.warning("committed offsets unknown (%s): gaps are closed when records "
-                        "arrive", exc, extra={"event": "committed_unknown"})
-            return {}
 
     def _wire(self) -> None:
         """The agents, timers, rebalance callbacks and web pages, on Faust's app."""

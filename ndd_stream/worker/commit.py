@@ -146,9 +146,11 @@ class Committer(ABC):
     piece_items: int
     """About how many decisions a piece holds (``pool.CHECKPOINT_ITEMS`` and kin)."""
 
-    def open(self, tp: TP) -> None:  # noqa: B027 (at-least-once has nothing to open)
+    def open(self, tp: TP) -> int | None:
         """Before input partition ``tp`` is read: wait out its previous owner's commit in
-        flight. Blocking."""
+        flight; the group's committed offset then (-1: none), None if it was not read
+        (at-least-once has nothing to wait for). Blocking."""
+        return None
 
     def close(self, tps: Sequence[TP] | None = None) -> None:  # noqa: B027
         """Input partitions given up (None: all)."""
@@ -213,18 +215,20 @@ class TransactionalCommitter(Committer):
         self.metrics = metrics
         self.piece_items = piece_items
         self.stable = stable
-        self.lock = asyncio.Lock()  # one transaction at a time on the producer
+        # one transaction at a time on the producer: an agent's pieces run one at a time
+        # under its lock (the router's, the pool's), and Transactions holds its own
         # outputs of a partition a piece did not move: for the piece that moves it
         self.carried: dict[TP, list[OutRecord]] = {}
 
-    def open(self, tp: TP) -> None:
+    def open(self, tp: TP) -> int | None:
         # a commit of the previous owner whose offsets the broker already took is waited
         # out (the committed offset read read_committed), so what is read next
         # (changelog, committed offset) is all it will ever commit; any later one of its
         # commits is refused by the group's generation (kafka/transactions.py)
         self.txns.start()
-        if self.stable is not None:
-            self.stable([tp])
+        if self.stable is None:
+            return None
+        return int(self.stable([tp]).get(tp, -1))
 
     def close(self, tps: Sequence[TP] | None = None) -> None:
         for tp in list(self.carried) if tps is None else tps:
@@ -271,14 +275,13 @@ class _TransactionalPiece(Piece):
             return
         # 3. one transaction: the records with the input offsets reached
         started = time.perf_counter()
-        async with c.lock:
-            try:
-                ends = await asyncio.get_running_loop().run_in_executor(
-                    None, c.txns.commit, records, {r.tp: r.next_offset for r in reached},
-                    reported)
-            except TransactionError as exc:
-                c.metrics.transaction_failures.labels(type(exc).__name__).inc()
-                raise PieceFailed({tp: exc for tp in moved | set(self.held)}) from exc
+        try:
+            ends = await asyncio.get_running_loop().run_in_executor(
+                None, c.txns.commit, records, {r.tp: r.next_offset for r in reached},
+                reported)
+        except TransactionError as exc:
+            c.metrics.transaction_failures.labels(type(exc).__name__).inc()
+            raise PieceFailed({tp: exc for tp in moved | set(self.held)}) from exc
         if any(r.state is not None for r in reached):  # a decider's piece
             c.metrics.transaction.observe(time.perf_counter() - started)
             c.metrics.transaction_decisions.observe(decided)

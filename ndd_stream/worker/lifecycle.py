@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -143,28 +143,12 @@ class Partitions:
         self.deciders: dict[int, Any] = {}
         self.owned: set[int] | None = None
         self._opening: dict[int, asyncio.Task[Any]] = {}
-        # the offset after the last record delivered while its partition was not owned
-        self._unowned: dict[int, int] = {}
 
     def mine(self, messages: Sequence[Message]) -> list[Message]:
-        """The records of partitions owned now; where the others reached is noted (see
-        :meth:`unowned_seen`)."""
-        out = []
-        for m in messages:
-            if self.owned is None or m.partition in self.owned:
-                out.append(m)
-            else:
-                self._unowned[m.partition] = max(self._unowned.get(m.partition, 0),
-                                                 m.offset + 1)
-        return out
-
-    def unowned_seen(self, partitions: Iterable[int]) -> dict[int, int]:
-        """Where Faust delivered each of ``partitions`` up to while it was not owned here
-        (taken). Faust resumes fetching at an assignment before this worker's rebalance
-        callback has opened the partitions: a partition's first records can come while it
-        is not owned yet, and at the end of a partition no later record reveals the gap,
-        so the rebalance callback decides up to there at once (``DeciderPool.catch_up``)."""
-        return {p: self._unowned.pop(p) for p in partitions if p in self._unowned}
+        """The records of partitions owned now. One passed over (delivered before its
+        partition was owned) is delivered again: the worker's consumer is sent back to
+        each partition's checkpoint once it is opened (``runtime.seek``)."""
+        return [m for m in messages if self.owned is None or m.partition in self.owned]
 
     def tp(self, partition: int) -> TP:
         return (self.where.scoped_topic, partition)

@@ -212,21 +212,6 @@ class DeciderPool:
         async with self.lock:
             return await self._process([], send)
 
-    async def catch_up(self, partition: int, resume: int, send: Send) -> int:
-        """Decide the records between the state's position and ``resume`` now.
-
-        After an assignment Faust resumes a partition at the group's committed offset,
-        which can be past what the state reflects (Faust counts offsets it never delivered
-        as done, and a worker stopped mid-batch can commit its batch). A gap in the middle
-        is noticed when the next record arrives; one at the end of a partition that gets no
-        more records would wait forever, so it is closed here. Returns records decided.
-        """
-        async with self.lock:
-            if partition not in self.deciders or (
-                    self.owned is not None and partition not in self.owned):
-                return 0
-            return await self._process([], send, {self._tp(partition): resume})
-
     async def _process(self, messages: Sequence[Message], send: Send,
                        until: Mapping[TP, int] | None = None) -> int:
         mine = self.partitions.mine(messages)
@@ -239,9 +224,10 @@ class DeciderPool:
         finally:
             self._busy += self.clock() - started
 
-    def unowned_seen(self, partitions: Iterable[int]) -> dict[int, int]:
-        """See ``lifecycle.Partitions.unowned_seen``."""
-        return self.partitions.unowned_seen(partitions)
+    def positions(self) -> dict[TP, int]:
+        """Where each partition open here goes on: the first offset not decided (its
+        checkpoint at opening)."""
+        return {tp: n for tp, n in self.order.next.items() if tp[1] in self.deciders}
 
     async def _decide_redoing(self, run: Sequence[Message], send: Send) -> int:
         """``_decide``; when a piece's commit fails, the partitions with work not committed

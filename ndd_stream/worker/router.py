@@ -76,8 +76,6 @@ class Router:
         self.owned: set[TP] = set()
         # a rebalance waits for the batch in flight before it closes producers
         self.lock = asyncio.Lock()
-        # the offset after the last record delivered while its partition was not owned
-        self._unowned: dict[TP, int] = {}
         # event-time order: per raw partition, (next offset, latest event time) forwarded
         # and committed (from where it resumed: ``_open``), and what was last reported of it
         self.forwarded: dict[TP, tuple[int, int]] = {}
@@ -131,29 +129,14 @@ class Router:
                 if tp in handed and handed[tp] > self.order.next.get(tp, handed[tp])}
 
     def _mine(self, messages: Sequence[Message]) -> list[Message]:
-        """The records this worker forwards now; where the others reached is noted (see
-        :meth:`catch_up`)."""
-        mine = []
-        for m in messages:
-            tp = (m.topic, m.partition)
-            if self._forwards(tp):
-                mine.append(m)
-            else:
-                self._unowned[tp] = max(self._unowned.get(tp, 0), m.offset + 1)
-        return mine
+        """The records this worker forwards now. One passed over (its partition not
+        opened yet) is delivered again: the worker's consumer is sent back to each
+        partition's position once it is opened (``runtime.seek``)."""
+        return [m for m in messages if self._forwards((m.topic, m.partition))]
 
-    async def catch_up(self) -> None:
-        """Forward the records of owned partitions that Faust delivered before they were
-        owned, now. Faust resumes fetching at an assignment before this worker's rebalance
-        callback has opened the partitions, so the first records of a partition can come
-        while it is not owned yet; a later record would reveal the gap (``InOrder``), but
-        at the end of a partition none comes."""
-        async with self.lock:
-            until = {tp: end for tp, end in self._unowned.items() if tp in self.owned}
-            for tp in until:
-                del self._unowned[tp]
-        if until:
-            await self.route([], until)
+    def positions(self) -> dict[TP, int]:
+        """Where each raw partition owned here goes on: the first offset not forwarded."""
+        return {tp: n for tp, n in self.order.next.items() if tp in self.owned}
 
     def _forwards(self, tp: TP) -> bool:
         """Whether this worker forwards ``tp``'s records now (see the module docstring)."""
@@ -188,10 +171,14 @@ class Router:
         """Open ``tps`` in the committer side by side, and go on from the committed
         offsets (under exactly-once: exactly there)."""
         loop = asyncio.get_running_loop()
-        await asyncio.gather(*(loop.run_in_executor(None, self.committer.open, tp)
-                               for tp in tps))
+        opened = await asyncio.gather(*(loop.run_in_executor(None, self.committer.open, tp)
+                                        for tp in tps))
+        committed = {tp: offset for tp, offset in zip(tps, opened, strict=True)
+                     if offset is not None}
         try:
-            committed = await loop.run_in_executor(None, self.committed, list(tps))
+            unknown = [tp for tp in tps if tp not in committed]
+            if unknown:
+                committed |= await loop.run_in_executor(None, self.committed, unknown)
         except KafkaException as exc:
             if self.committer.transactional:  # there it is the one position
                 raise

@@ -32,8 +32,8 @@ import logging
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
+from typing import Any, cast
 
 import faust
 from confluent_kafka import KafkaException
@@ -129,12 +129,41 @@ class _TableManager(TableManager):
             await self.recovery.start()
 
 
+POSITIONS = "ndd_positions"  # the app's attribute that holds the worker's ``Positions``
+Positions = Callable[[], Mapping[tuple[str, int], int]]
+"""Where the worker goes on reading each partition it has opened: (topic, partition) ->
+the first offset not handed out yet (a raw partition's committed offset, a stateful
+partition's checkpoint)."""
+
+
 class _Consumer(faust_aiokafka.Consumer):
     """Faust's consumer, its per-record hand-off without tasks when nothing waits, its
-    fetches in turns (:class:`_ConsumerThread`)."""
+    fetches in turns (:class:`_ConsumerThread`), and its positions the worker's."""
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    async def seek_to_committed(self) -> Mapping[Any, int]:
+        """Faust's seek at the end of a rebalance goes to the group's committed offsets;
+        where the worker has opened a partition, it goes to the worker's position instead
+        (see :func:`read_from`). Faust also takes these as the offsets read so far."""
+        committed = dict(await super().seek_to_committed())
+        worker = _as_tps(getattr(self.app, POSITIONS, None))
+        own = await self.go_on({tp: n for tp, n in worker.items() if tp in committed})
+        return {**committed, **own}
+
+    async def go_on(self, positions: Mapping[Any, int]) -> dict[Any, int]:
+        """Fetch these partitions on from these offsets; returns where each went. Offset 0
+        is a partition nothing was read of: it goes on at its first record (as a group
+        without a committed offset does), not out of range when retention removed the
+        head (worker/lost.py would report records this worker never had)."""
+        if not positions:
+            return {}
+        fresh = [tp for tp, n in positions.items() if n == 0]
+        earliest = await self.earliest_offsets(*fresh) if fresh else {}
+        where = {tp: max(n, earliest.get(tp) or 0) for tp, n in positions.items()}
+        await self.seek_wait(where)
+        return where
 
     async def wait_first(self, *coros: Any, timeout: Any = None) -> Any:
         """The first of ``coros`` to finish, as Faust's. Faust's fetch loop asks this of
@@ -272,6 +301,41 @@ def group_member(app: faust.App) -> Member | None:
     if generation < 0 or not member:
         return None
     return Member(generation, member, coordinator._group_instance_id)
+
+
+def _as_tps(positions: Positions | None) -> dict[Any, int]:
+    return {faust.types.TP(topic, partition): offset
+            for (topic, partition), offset in (positions() if positions else {}).items()}
+
+
+def read_from(app: faust.App, positions: Positions) -> None:
+    """Make ``app``'s consumer go on at the worker's positions, never at Faust's.
+
+    The one position of an input partition is the worker's (a raw partition's committed
+    offset, a stateful partition's checkpoint). Faust resumes fetching at an assignment
+    at the group's committed offset, which at-least-once can be past a checkpoint (Faust
+    counts offsets it never delivered as done), and it resumes before the worker has
+    opened the partitions, so their first records can be delivered while they are not
+    owned yet and are passed over. So Faust's own seek at the end of a rebalance goes to
+    ``positions`` where there is one, and :func:`seek` sends the consumer there again once
+    a partition is open: whatever was passed over is delivered again, and a record
+    delivered twice is handed out once (``InOrder``)."""
+    setattr(app, POSITIONS, positions)
+
+
+async def seek(app: faust.App, positions: Mapping[tuple[str, int], int]) -> None:
+    """Fetch these partitions on from these offsets (see :func:`read_from`). A partition
+    taken away meanwhile is left alone: it is its new owner's."""
+    if not positions:
+        return
+    try:
+        where = await cast(_Consumer, app.consumer).go_on(_as_tps(lambda: positions))
+    except Exception as exc:  # revoked meanwhile (IllegalStateError), or the consumer stopped
+        log.info("seek to %s not done: %r", dict(positions), exc, extra={"event": "seek"})
+        return
+    log.info("reading on at %s", ", ".join(f"{tp.topic}[{tp.partition}]@{offset}"
+                                           for tp, offset in sorted(where.items())),
+             extra={"event": "seek"})
 
 
 def read_committed(app: faust.App) -> None:
