@@ -323,19 +323,36 @@ def read_from(app: faust.App, positions: Positions) -> None:
     setattr(app, POSITIONS, positions)
 
 
+SEEK_TIMEOUT_S = 60.0
+"""How long sending the consumer to the positions may take before the worker gives up and
+exits (restarted, it opens the partitions again)."""
+
+
 async def seek(app: faust.App, positions: Mapping[tuple[str, int], int]) -> None:
     """Fetch these partitions on from these offsets (see :func:`read_from`). A partition
-    taken away meanwhile is left alone: it is its new owner's."""
-    if not positions:
-        return
-    try:
-        where = await cast(_Consumer, app.consumer).go_on(_as_tps(lambda: positions))
-    except Exception as exc:  # revoked meanwhile (IllegalStateError), or the consumer stopped
-        log.info("seek to %s not done: %r", dict(positions), exc, extra={"event": "seek"})
-        return
-    log.info("reading on at %s", ", ".join(f"{tp.topic}[{tp.partition}]@{offset}"
-                                           for tp, offset in sorted(where.items())),
-             extra={"event": "seek"})
+    taken away meanwhile is left alone (its new owner's); a worker stopping gives up. One
+    that cannot be sent there exits: the records passed over would wait for a later one."""
+    consumer = cast(_Consumer, app.consumer)
+    failed: BaseException | None = None
+    for _ in range(2):  # again if a partition was taken away between the two steps
+        assigned = consumer.assignment()
+        mine = {tp: n for tp, n in _as_tps(lambda: positions).items() if tp in assigned}
+        if not mine or app.should_stop:
+            return
+        try:
+            done = await app.wait_first(consumer.go_on(mine), timeout=SEEK_TIMEOUT_S)
+        except Exception as exc:  # IllegalStateError: not assigned any more
+            failed = exc
+            continue
+        if app.should_stop:
+            return
+        if done.results:
+            log.info("reading on at %s", ", ".join(
+                f"{tp.topic}[{tp.partition}]@{offset}"
+                for tp, offset in sorted(done.results[0].items())), extra={"event": "seek"})
+            return
+        failed = TimeoutError(f"no answer in {SEEK_TIMEOUT_S:.0f} s")
+    fatal(f"sending the consumer to {dict(positions)} failed: {failed!r}")
 
 
 def read_committed(app: faust.App) -> None:
