@@ -4,8 +4,8 @@ The one gap-fill mechanism, for both agents: the router forwards every raw parti
 offset order, the decider decides every scoped partition in offset order. Faust's
 consumer can skip records (see ``ndd_stream/kafka/reads.py``); a record that arrives beyond the next
 expected offset therefore has the missing range read from the broker first, and one
-already handed out is dropped. ``until`` closes a gap that no later record would reveal
-(the decider's catch-up at assignment).
+already handed out is dropped. ``until`` reads up to an offset no later record may
+reveal (what a failed piece had handed out, decided again after its partition reopened).
 """
 
 from __future__ import annotations

@@ -303,7 +303,7 @@ class DeciderPool:
             if decided >= self.piece_items or (end >= len(run) and not self._left_over()):
                 break
         if end >= len(run):  # after the run: as the records in order handed out (a
-            # catch-up whose records retention removed moves too: they are logged as lost
+            # read-back whose records retention removed moves too: they are logged as lost
             # and never come back); before its end, after this piece's records (``ends``)
             ends = {p: n for p in self.deciders
                     if (n := self.order.next.get(self._tp(p))) is not None}

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 from confluent_kafka import KafkaException
 
@@ -81,15 +81,13 @@ class Router:
         self.forwarded: dict[TP, tuple[int, int]] = {}
         self._reported: dict[TP, tuple[Progress, float]] = {}
 
-    async def route(self, messages: Sequence[Message],
-                    until: Mapping[TP, int] | None = None) -> None:
+    async def route(self, messages: Sequence[Message]) -> None:
         """Forward a batch in one piece and commit it; then report progress (plain
         records: a repeat only confirms, and after the commit it never runs ahead of the
-        records it confirms). ``until``: read from the broker and forward up to these
-        offsets too. Raises on a failed commit (TransactionError)."""
+        records it confirms). Raises on a failed commit (TransactionError)."""
         async with self.lock:
             mine = self._mine(messages)
-            arranged = await self.order.arrange(mine, until)
+            arranged = await self.order.arrange(mine)
             while True:
                 handed = dict(self.order.next)
                 try:
