@@ -149,7 +149,12 @@ class _Consumer(faust_aiokafka.Consumer):
         (see :func:`read_from`). Faust also takes these as the offsets read so far."""
         committed = dict(await super().seek_to_committed())
         worker = _as_tps(getattr(self.app, POSITIONS, None))
-        own = await self.go_on({tp: n for tp, n in worker.items() if tp in committed})
+        try:
+            own = await self.go_on({tp: n for tp, n in worker.items() if tp in committed})
+        except Exception as exc:  # a broker event: :func:`seek` sends the consumer there too
+            log.warning("seek to the worker's positions failed (%r); the rebalance callback "
+                        "tries again", exc, extra={"event": "seek"})
+            own = {}
         return {**committed, **own}
 
     async def go_on(self, positions: Mapping[Any, int]) -> dict[Any, int]:
