@@ -30,7 +30,7 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -212,12 +212,11 @@ class DeciderPool:
         async with self.lock:
             return await self._process([], send)
 
-    async def _process(self, messages: Sequence[Message], send: Send,
-                       until: Mapping[TP, int] | None = None) -> int:
+    async def _process(self, messages: Sequence[Message], send: Send) -> int:
         mine = self.partitions.mine(messages)
         for partition in sorted({m.partition for m in mine}):
             await self.partitions.ensure_patiently(partition)  # revoked ones: their new owner's
-        run = await self.order.arrange(mine, until)
+        run = await self.order.arrange(mine)
         started = self.clock()
         try:
             return await self._decide_redoing(run, send)

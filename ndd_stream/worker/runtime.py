@@ -148,7 +148,8 @@ class _Consumer(faust_aiokafka.Consumer):
         where the worker has opened a partition, it goes to the worker's position instead
         (see :func:`read_from`). Faust also takes these as the offsets read so far."""
         committed = dict(await super().seek_to_committed())
-        worker = _as_tps(getattr(self.app, POSITIONS, None))
+        positions: Positions | None = getattr(self.app, POSITIONS, None)
+        worker = _as_tps(positions() if positions is not None else {})
         try:
             own = await self.go_on({tp: n for tp, n in worker.items() if tp in committed})
         except Exception as exc:  # a broker event: :func:`seek` sends the consumer there too
@@ -308,9 +309,9 @@ def group_member(app: faust.App) -> Member | None:
     return Member(generation, member, coordinator._group_instance_id)
 
 
-def _as_tps(positions: Positions | None) -> dict[Any, int]:
+def _as_tps(positions: Mapping[tuple[str, int], int]) -> dict[Any, int]:
     return {faust.types.TP(topic, partition): offset
-            for (topic, partition), offset in (positions() if positions else {}).items()}
+            for (topic, partition), offset in positions.items()}
 
 
 def read_from(app: faust.App, positions: Positions) -> None:
@@ -341,7 +342,7 @@ async def seek(app: faust.App, positions: Mapping[tuple[str, int], int]) -> None
     failed: BaseException | None = None
     for _ in range(2):  # again if a partition was taken away between the two steps
         assigned = consumer.assignment()
-        mine = {tp: n for tp, n in _as_tps(lambda: positions).items() if tp in assigned}
+        mine = {tp: n for tp, n in _as_tps(positions).items() if tp in assigned}
         if not mine or app.should_stop:
             return
         try:
