@@ -13,13 +13,10 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterable
-from contextlib import nullcontext, suppress
+from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
-
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Decision
@@ -72,14 +69,7 @@ def run_dedup(
     detector = Detector(config)
     summary = DedupSummary()
     start = time.perf_counter()
-    console = Console(stderr=True)
-    show = progress_total is not None and console.is_terminal
-    bar = (
-        Progress(TextColumn("dedup"), BarColumn(), TextColumn("{task.completed:,} lines"),
-                 TimeRemainingColumn(), console=console, transient=True)
-        if show else nullcontext()
-    )
-    with bar as progress:
+    with _progress_bar(progress_total) as progress:
         task = progress.add_task("dedup", total=progress_total) if progress is not None else None
         lines: Iterable[tuple[int, bytes]] = enumerate(source, start=1)
         if event_order:
@@ -108,6 +98,20 @@ def run_dedup(
                 progress.update(task, advance=len(raw) + 1)
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+def _progress_bar(total: int | None) -> AbstractContextManager[Any]:
+    """A progress bar on a terminal's stderr (rich, imported only then), else nothing."""
+    if total is None or not sys.stderr.isatty():
+        return nullcontext()
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        return nullcontext()
+    return Progress(TextColumn("dedup"), BarColumn(), TextColumn("{task.completed:,} lines"),
+                    TimeRemainingColumn(), console=console, transient=True)
 
 
 def in_event_order(lines: Iterable[tuple[int, bytes]], fmt: ItemFormat

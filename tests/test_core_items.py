@@ -160,6 +160,20 @@ def test_markup_is_told_from_agency_angle_brackets() -> None:
     assert isinstance(doc := parse_item(page, fmt, "p"), Document) and doc.markup
 
 
+
+@pytest.mark.parametrize("mode", ["main", "tags"])
+def test_agency_angle_brackets_are_text_not_tags(mode: str) -> None:
+    """A ticker in angle brackets is no HTML element: parsed as one, ``<NAV>`` became a
+    navigation block and ``<Video ...>`` a video, and the story went with them."""
+    body = ("NAVISTAR <NAV> DEBT UPGRADED BY S/P\nStandard and Poor's Corp said it\n"
+            "upgraded 500 mln dlrs of debt of Navistar International Corp.\n"
+            "<Video Shopping Mall Inc> said it signed WJTC-TV &amp; others.")
+    raw = jsonio.dumps({"id": 1, "text": body, "timestamp": 0})
+    doc = parse_item(raw, ItemFormat(extract=mode), "p")  # type: ignore[arg-type]
+    assert isinstance(doc, Document) and not doc.markup
+    assert doc.text == body.replace("&amp;", "&")
+
+
 STORY = "the harbour plan was approved by the city council on monday after a long debate"
 
 
