@@ -1,5 +1,5 @@
 """Build hook: compile the C kernels (ndd_stream/core/_kernels.c, _count.c, _block.c,
-_probe.c, _engine.c), when possible.
+_probe.c, _engine.c, _text.c), when possible.
 
 The extension is optional (ndd_stream.core.kernels falls back to numpy), so a machine
 without a C compiler still installs ndd-stream; it says so on stderr. Set
@@ -16,7 +16,7 @@ from typing import Any
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 SOURCES = ["ndd_stream/core/_kernels.c", "ndd_stream/core/_count.c", "ndd_stream/core/_block.c",
-           "ndd_stream/core/_probe.c", "ndd_stream/core/_engine.c"]
+           "ndd_stream/core/_probe.c", "ndd_stream/core/_engine.c", "ndd_stream/core/_text.c"]
 
 
 class KernelsBuildHook(BuildHookInterface):  # type: ignore[type-arg]

@@ -763,3 +763,20 @@ def test_fused_count_and_filter_equal_count_then_filter() -> None:
         want = kernels.count_filter(index.count(probe, first, n), facts, *args)
         assert got.tolist() == want.tolist()
         assert 0 < want.size < n
+
+
+_PROSE_CHARS = st.sampled_from([*"ab xy\t\n\r\x0b\x0c\x1c\x1d\x1e\x1f.,", "\r\n", "é", " "])
+
+
+@needs_c
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PROSE_CHARS, max_size=300).map("".join), st.integers(1, 6),
+       st.integers(0, 40))
+def test_prose_blocks_in_c_equals_the_python_rule(text: str, words: int, chars: int) -> None:
+    """The C prose rule keeps the lines (str.splitlines) of at least ``words`` words
+    (str.split) as Python does, on every ASCII line break and blank; non-ASCII: None."""
+    kept = [line for line in text.splitlines() if len(line.split(None, words - 1)) >= words]
+    prose = "\n".join(kept)
+    expected = prose if len(prose) >= chars else text
+    fast = kernels.prose_blocks(text, words, chars)
+    assert fast == (expected if text.isascii() else None)

@@ -689,6 +689,7 @@ static PyMethodDef methods[] = {
     {"bitmap_keep", bitmap_keep, METH_VARARGS, bitmap_keep_doc},
     {"ascii_signature", ascii_signature, METH_VARARGS, ascii_signature_doc},
     {"figure_tokens", figure_tokens, METH_VARARGS, figure_tokens_doc},
+    {"prose_blocks", ndd_prose_blocks, METH_VARARGS, ndd_prose_blocks_doc},
     {"count_blocks", ndd_count_blocks, METH_VARARGS, ndd_count_blocks_doc},
     {"count_candidates", ndd_count_candidates, METH_VARARGS, ndd_count_candidates_doc},
     {"dense_rows", ndd_dense_rows, METH_VARARGS, ndd_dense_rows_doc},

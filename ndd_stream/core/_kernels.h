@@ -16,6 +16,10 @@
 #define PREFETCH(addr) ((void)(addr))
 #endif
 
+/* _text.c: extract.prose_blocks of an ASCII str. */
+PyObject *ndd_prose_blocks(PyObject *self, PyObject *args);
+extern const char ndd_prose_blocks_doc[];
+
 /* 0 when ``b`` is a whole number of ``itemsize``-byte items, else -1 with ValueError set. */
 int ndd_check(Py_buffer *b, Py_ssize_t itemsize, const char *name);
 

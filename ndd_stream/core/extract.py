@@ -38,6 +38,8 @@ from resiliparse.extract.html2text import extract_plain_text
 from resiliparse.parse.html import HTMLTree
 from selectolax.lexbor import LexborHTMLParser
 
+from ndd_stream.core import kernels
+
 ExtractMode = Literal["raw", "tags", "main"]
 DEFAULT_EXTRACT: ExtractMode = "main"
 PROSE_MIN_WORDS = 15  # a line this long is prose, not navigation (12-25 all work as well)
@@ -153,7 +155,10 @@ def strip_tags(markup: str, max_depth: int = DEFAULT_MAX_HTML_DEPTH) -> str:
 
 def prose_blocks(text: str, min_words: int = PROSE_MIN_WORDS) -> str:
     """The lines of ``text`` with at least ``min_words`` words, or ``text`` if too little
-    would be left (short items, titles)."""
+    would be left (short items, titles); in C for ASCII text."""
+    fast = kernels.prose_blocks(text, min_words, PROSE_MIN_CHARS)
+    if fast is not None:
+        return fast
     # split at most min_words - 1 times: a line's first words decide (a paragraph is long)
     kept = [line for line in text.splitlines()
             if len(line.split(None, min_words - 1)) >= min_words]

@@ -338,6 +338,14 @@ def figure_tokens(text: str, scales: tuple[str, ...]) -> dict[str, str] | None:
     return _C.figure_tokens(text.encode("ascii"), scales)  # type: ignore[attr-defined]
 
 
+def prose_blocks(text: str, min_words: int, min_chars: int) -> str | None:
+    """extract.prose_blocks of an ASCII ``text`` in one C scan, or None when the kernels
+    are not built or the text is not ASCII (the caller runs its Python version)."""
+    if _C is None:
+        return None
+    return _C.prose_blocks(text, min_words, min_chars)  # type: ignore[attr-defined,no-any-return]
+
+
 def order_prefix(mixed: U64, classes: npt.NDArray[np.uint8], shift: int,
                  length: int) -> U64 | None:
     """The ``length`` smallest of ``mixed`` by (classes[mixed >> shift], mixed), any order,
