@@ -1,18 +1,25 @@
-"""Whole processes on one file: ``ndd-stream dedup`` against the datasketch MinHashLSH peer.
+"""Whole processes on one file: ``ndd-stream dedup`` at its defaults against the MinHash LSH
+peers a Python user would pick (datasketch, and rensa in Rust).
 
     python -m bench.peer [--thresholds 0.8 0.3] [--rounds 3] [--base REV]
 
-Why whole processes: a user compares what they would run, start-up, JSON parsing and
-output included, not an in-process loop. The file is Reuters-21578 squeezed into one day
-(bench/corpora.py), one JSON item a line. Each round runs, one process at a time and in
-alternating order, ``ndd-stream dedup FILE --scope global --extract raw --threshold T``
-of the working tree (and of ``--base REV``, checked out and built as bench.compare does)
-and the peer: a process reading the same file with the same JSON parser and feeding the
-core's normal form's 4-grams, mixed by fmix64, to datasketch MinHash(128) +
-MinHashLSH(0.8) over the same hourly window (bench.measure.MinHashWindow: query, then
-insert). Reports items per second of wall time and of CPU time (user + system of the
-process: on a machine shared with other jobs the wall clock varies far more), medians
-over the rounds and their ratios; writes bench/results/peer.md (``--out NAME``: NAME.md).
+Why whole processes: a user compares what they would run, start-up, JSON parsing,
+extraction and output included, not an in-process loop. The file is Reuters-21578
+squeezed into one day (bench/corpora.py), one JSON item a line. Each round runs, one
+process at a time and in alternating order, ``ndd-stream dedup FILE --scope global
+--threshold T`` at every other default (main-content extraction, the novelty rule) of
+the working tree (and of ``--base REV``, checked out and built as bench.compare does) and
+two peers, each a process reading the same file with the same JSON parser, taking the
+core's normal form and feeding its 4-grams to MinHash(128) + LSH(0.8) over the same
+hourly window (query, then insert; expired hours removed):
+
+* datasketch MinHash + MinHashLSH (bench.measure.MinHashWindow: the 4-grams' codes mixed
+  by fmix64, the identity as hash function, fairer to it than its SHA-1 default);
+* rensa RMinHash + RMinHashLSH (Rust), fed the 4-gram strings, as its README shows.
+
+Reports items per second of wall time and of CPU time (user + system of the process: on a
+machine shared with other jobs the wall clock varies far more), medians over the rounds
+and their ratios to each peer; writes bench/results/peer.md (``--out NAME``: NAME.md).
 """
 
 from __future__ import annotations
@@ -47,22 +54,64 @@ def write_items(path: Path) -> int:
     return len(docs)
 
 
-def run_peer(path: Path) -> int:
-    """The peer's process: parse every line, decide it with MinHashLSH; items decided."""
-    from bench.measure import MinHashWindow
-    from ndd_stream.core.document import Document
+PEERS = {"datasketch": "MinHashLSH(0.8)", "rensa": "RMinHashLSH(0.8)"}
+
+
+class RensaWindow:
+    """rensa RMinHash(128) + RMinHashLSH(0.8) over the hourly window: query, then insert;
+    the keys of hours that leave the window are removed."""
+
+    def __init__(self, threshold: float) -> None:
+        from rensa import RMinHash, RMinHashLSH
+
+        self._minhash = RMinHash
+        self.lsh = RMinHashLSH(threshold=threshold, num_perm=128, num_bands=16)
+        self._by_hour: dict[int, list[int]] = {}
+        self._watermark: int | None = None
+        self._next = 0
+
+    def decide(self, nf: str, timestamp: float) -> bool:
+        hour = int(timestamp // 3600)
+        if self._watermark is None or hour > self._watermark:
+            self._watermark = hour
+            for h in [h for h in self._by_hour if h < hour - 24]:
+                for key in self._by_hour.pop(h):
+                    self.lsh.remove(key)
+        mh = self._minhash(num_perm=128, seed=42)
+        mh.update([nf[i:i + 4] for i in range(len(nf) - 3)])
+        found = bool(self.lsh.query(mh))
+        self.lsh.insert(self._next, mh)
+        self._by_hour.setdefault(hour, []).append(self._next)
+        self._next += 1
+        return found
+
+
+def run_peer(path: Path, which: str = "datasketch") -> int:
+    """A peer's process: parse every line, decide it with the peer's LSH; items decided."""
+    from ndd_stream.core.normalize import normal_form
     from ndd_stream.jsonio import loads
 
-    peer = MinHashWindow(PEER_THRESHOLD)
     flagged = n = 0
-    with path.open("rb") as fh:
-        for line in fh:
-            obj = loads(line)
-            doc = Document(str(obj["id"]), "global", obj["channel"], float(obj["timestamp"]),
-                           obj["text"])
-            flagged += peer.decide(doc)
-            n += 1
-    print(f"peer: {n} items, {flagged} flagged", file=sys.stderr)
+    if which == "rensa":
+        rensa = RensaWindow(PEER_THRESHOLD)
+        with path.open("rb") as fh:
+            for line in fh:
+                obj = loads(line)
+                flagged += rensa.decide(normal_form(obj["text"]), float(obj["timestamp"]))
+                n += 1
+    else:
+        from bench.measure import MinHashWindow
+        from ndd_stream.core.document import Document
+
+        peer = MinHashWindow(PEER_THRESHOLD)
+        with path.open("rb") as fh:
+            for line in fh:
+                obj = loads(line)
+                doc = Document(str(obj["id"]), "global", obj["channel"],
+                               float(obj["timestamp"]), obj["text"])
+                flagged += peer.decide(doc)
+                n += 1
+    print(f"peer {which}: {n} items, {flagged} flagged", file=sys.stderr)
     return n
 
 
@@ -85,10 +134,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--base", default=None, help="also run this revision's ndd-stream dedup")
     ap.add_argument("--out", default="peer", help="results file name in bench/results (.md)")
+    ap.add_argument("--peers", nargs="+", choices=sorted(PEERS), default=sorted(PEERS))
     ap.add_argument("--run-peer", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--peer", choices=sorted(PEERS), default="datasketch", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.run_peer is not None:
-        run_peer(args.run_peer)
+        run_peer(args.run_peer, args.peer)
         return 0
     from bench.compare import checkout
 
@@ -105,10 +156,11 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.rounds):
             for t in args.thresholds:
                 sides = [(name, [sys.executable, "-m", "ndd_stream.cli", "dedup", str(items),
-                                 "-o", os.devnull, "--scope", "global", "--extract", "raw",
+                                 "-o", os.devnull, "--scope", "global",
                                  "--threshold", str(t)], tree) for name, tree in trees]
-                sides.append(("MinHashLSH(0.8)", [sys.executable, "-m", "bench.peer",
-                                                  "--run-peer", str(items)], ROOT))
+                sides += [(f"{peer} {PEERS[peer]}",
+                           [sys.executable, "-m", "bench.peer", "--run-peer", str(items),
+                            "--peer", peer], ROOT) for peer in args.peers]
                 if r % 2:
                     sides.reverse()
                 for name, cmd, tree in sides:
@@ -129,19 +181,22 @@ def main(argv: list[str] | None = None) -> int:
              f"{platform.python_version()}; {args.rounds} rounds, sides alternating; load "
              f"average at the start {load[0]:.2f}, at the end {os.getloadavg()[0]:.2f}.", "",
              "| threshold | side | items/s wall (median) | items/s CPU (median) | runs, wall "
-             "| ÷ peer, wall | ÷ peer, CPU |", "|---" * 7 + "|"]
+             + "".join(f"| ÷ {p}, wall | ÷ {p}, CPU " for p in args.peers) + "|",
+             "|---" * (5 + 2 * len(args.peers)) + "|"]
     for t in args.thresholds:
-        peer = rows[(t, "MinHashLSH(0.8)")]
-        peer_wall = n / statistics.median(w for w, _ in peer)
-        peer_cpu = n / statistics.median(c for _, c in peer)
+        peers = []
+        for p in args.peers:
+            runs = rows[(t, f"{p} {PEERS[p]}")]
+            peers.append((n / statistics.median(w for w, _ in runs),
+                          n / statistics.median(c for _, c in runs)))
         for (tt, name), runs in rows.items():
             if tt != t:
                 continue
             wall = n / statistics.median(w for w, _ in runs)
             cpu = n / statistics.median(c for _, c in runs)
+            ratios = "".join(f"| {wall / pw:.2f} | {cpu / pc:.2f} " for pw, pc in peers)
             lines.append(f"| {t} | {name} | {wall:.0f} | {cpu:.0f} | "
-                         f"{', '.join(f'{n / w:.0f}' for w, _ in runs)} | "
-                         f"{wall / peer_wall:.2f} | {cpu / peer_cpu:.2f} |")
+                         f"{', '.join(f'{n / w:.0f}' for w, _ in runs)} {ratios}|")
     md = "\n".join(lines) + "\n"
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{args.out}.md").write_text(md)

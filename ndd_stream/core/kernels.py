@@ -343,7 +343,7 @@ def prose_blocks(text: str, min_words: int, min_chars: int) -> str | None:
     are not built or the text is not ASCII (the caller runs its Python version)."""
     if _C is None:
         return None
-    return _C.prose_blocks(text, min_words, min_chars)  # type: ignore[attr-defined,no-any-return]
+    return _C.prose_blocks(text, min_words, min_chars)  # type: ignore[attr-defined]
 
 
 def order_prefix(mixed: U64, classes: npt.NDArray[np.uint8], shift: int,
