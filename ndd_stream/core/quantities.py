@@ -203,9 +203,10 @@ def differing(new: list[str], old: list[str]) -> tuple[list[str], list[str]]:
     ``new``. Exact keys first; then each remaining token is looked up by its rounding at
     each exponent of the other side, so the cost is linear in the figures (an earnings
     table compared pair by pair cost ~0.5 ms), with the verdict of :func:`same`."""
-    keys_new, keys_old = {key(t) for t in new}, {key(t) for t in old}
-    rest_new = [t for t in new if key(t) not in keys_old]
-    rest_old = [t for t in old if key(t) not in keys_new]
+    listed_new, listed_old = [key(t) for t in new], [key(t) for t in old]
+    keys_new, keys_old = set(listed_new), set(listed_old)
+    rest_new = [t for t, k in zip(new, listed_new, strict=True) if k not in keys_old]
+    rest_old = [t for t, k in zip(old, listed_old, strict=True) if k not in keys_new]
     if not rest_new and not rest_old:
         return [], []
     parsed_new, parsed_old = _parsed(tuple(new)), _parsed(tuple(old))

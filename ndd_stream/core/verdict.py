@@ -7,8 +7,6 @@ so both paths decide alike by construction.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ndd_stream.core.document import Decision, Document, Policy, Status
 from ndd_stream.core.novelty import MAX_LISTED, Novelty, declares_correction, detail_line, judge
 from ndd_stream.core.window import ShortDoc, WindowDoc
@@ -42,7 +40,8 @@ def conclude(novelty: str, doc: Document, hour: int, figs: str | None, size: int
     if figs is not None and (novelty == "on" or not doc.markup):
         novel = _novelty(doc, shared, size, match, figs)
         if novel is not None:
-            return replace(unique(doc, hour), similarity=novel.similarity, novel=novel)
+            return Decision(doc.identity, Status.UNIQUE, novel.similarity, scope=doc.scope,
+                            hour=hour, novel=novel)
     status = Status.EXACT_DUPLICATE if shared == denom else Status.NEAR_DUPLICATE
     return Decision(doc.identity, status, shared / denom, match.identity, match.channel,
                     match.timestamp, scope=doc.scope, hour=hour)
