@@ -32,13 +32,15 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Literal
-
-from resiliparse.extract.html2text import extract_plain_text
-from resiliparse.parse.html import HTMLTree
-from selectolax.lexbor import LexborHTMLParser
+from typing import TYPE_CHECKING, Literal
 
 from ndd_stream.core import kernels
+
+if TYPE_CHECKING:
+    from resiliparse.parse.html import HTMLTree
+
+# The HTML parsers are imported by the functions that parse HTML: a feed of plain text
+# never loads them.
 
 ExtractMode = Literal["raw", "tags", "main"]
 DEFAULT_EXTRACT: ExtractMode = "main"
@@ -131,6 +133,8 @@ def sliced_text(markup: str) -> str:
 
 def flat_text(tree: HTMLTree) -> str:
     """All visible text of a parsed page, one line per block, in linear time."""
+    from resiliparse.extract.html2text import extract_plain_text
+
     return str(extract_plain_text(tree, main_content=False))
 
 
@@ -141,6 +145,9 @@ def strip_tags(markup: str, max_depth: int = DEFAULT_MAX_HTML_DEPTH) -> str:
         return plain_text(markup)
     if too_many_tags(markup):
         return sliced_text(markup)
+    from resiliparse.parse.html import HTMLTree
+    from selectolax.lexbor import LexborHTMLParser
+
     parsed = HTMLTree.parse(markup)
     if too_deep(parsed, markup, max_depth):
         return flat_text(parsed)
@@ -177,6 +184,9 @@ def main_content(markup: str, max_depth: int = DEFAULT_MAX_HTML_DEPTH) -> str:
         return prose_blocks(plain_text(markup))
     if too_many_tags(markup):
         return prose_blocks(sliced_text(markup))
+    from resiliparse.extract.html2text import extract_plain_text
+    from resiliparse.parse.html import HTMLTree
+
     tree = HTMLTree.parse(markup)
     if too_deep(tree, markup, max_depth):
         return prose_blocks(flat_text(tree))

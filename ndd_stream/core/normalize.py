@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import string
 import unicodedata
+from functools import cache
+from typing import Any
 
-import regex
-
-_NOT_LETTER_MARK_DIGIT = regex.compile(r"[^\p{L}\p{M}\p{N}]+")
 _ASCII_DROP = bytes(c for c in range(128) if not chr(c).isalnum())
 _ASCII_LOWER = bytes.maketrans(string.ascii_uppercase.encode(), string.ascii_lowercase.encode())
 
@@ -29,8 +28,18 @@ def normal_form(text: str, case_sensitive: bool = False) -> str:
     if not case_sensitive:
         # casefold can leave non-NFKC sequences (e.g. U+0130), so normalise once more.
         text = unicodedata.normalize("NFKC", text.casefold())
-    out = _NOT_LETTER_MARK_DIGIT.sub("", text)
+    drop = _not_letter_mark_digit()
+    out = drop.sub("", text)
     # Removing a space can bring a letter next to a combining mark ("A´" -> "a" + U+0301):
     # recompose, so the normal form of a normal form is itself.
     recomposed = unicodedata.normalize("NFKC", out)
-    return out if recomposed == out else _NOT_LETTER_MARK_DIGIT.sub("", recomposed)
+    return out if recomposed == out else drop.sub("", recomposed)
+
+
+@cache
+def _not_letter_mark_digit() -> Any:
+    """Runs of characters outside Unicode's L, M and N classes (the ``regex`` module, loaded
+    at the first text that is not ASCII: most feeds never need it)."""
+    import regex
+
+    return regex.compile(r"[^\p{L}\p{M}\p{N}]+")
