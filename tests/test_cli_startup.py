@@ -1,0 +1,40 @@
+"""``ndd-stream dedup`` loads only what deciding a file needs: no Kafka or Faust clients,
+no other subcommand's modules, no HTML parser for plain text, no terminal library for a
+pipe. A regression here costs every run of ``dedup`` its start-up time."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from ndd_stream import jsonio
+
+NOT_LOADED = ("faust", "aiokafka", "confluent_kafka", "rocksdict", "rich", "resiliparse",
+              "selectolax", "regex", "ndd_stream.cli.eval", "ndd_stream.eval",
+              "ndd_stream.cli.demo", "ndd_stream.worker", "ndd_stream.kafka", "ndd_stream.view")
+
+PROBE = """
+import sys
+from ndd_stream.cli.main import main
+code = main(["dedup", sys.argv[1], "-o", sys.argv[2], "--scope", "global"])
+loaded = sorted({name for name in sys.modules
+                 for prefix in sys.argv[3].split(",") if name == prefix
+                 or name.startswith(prefix + ".")})
+print(code, ",".join(loaded))
+"""
+
+
+def test_dedup_of_plain_text_loads_no_client_parser_or_other_command(tmp_path: Path) -> None:
+    items = tmp_path / "items.jsonl"
+    items.write_bytes(b"".join(jsonio.dumps_line(
+        {"id": i, "channel": "wire", "timestamp": 1_700_000_000 + i,
+         "text": f"STANDARD OIL <SRD> unit {i} said net rose to {i}.5 mln dlrs"})
+        for i in range(20)))
+    out = subprocess.run([sys.executable, "-c", PROBE, str(items), str(tmp_path / "out.jsonl"),
+                          ",".join(NOT_LOADED)], capture_output=True, text=True, timeout=120,
+                         check=True)
+    code, _, loaded = out.stdout.strip().partition(" ")
+    assert code == "0", out.stderr
+    assert loaded == "", f"dedup loaded {loaded}"
+    assert len((tmp_path / "out.jsonl").read_bytes().splitlines()) == 20
