@@ -93,3 +93,17 @@ def test_the_c_signature_of_ascii_text_equals_numpy(text: str, q: int) -> None:
     if fast is not None:  # None: kernels not built
         assert fast.dtype == np.uint64 and fast.tolist() == expected.tolist()
     assert signature(text, q).tolist() == expected.tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=3000)
+       | st.text(max_size=60), st.integers(1, 5))
+def test_signed_gives_the_signature_and_its_mixed_codes(text: str, q: int) -> None:
+    """qgrams.signed (one C call for ASCII text, q <= 4) equals signature and fmix64 of it,
+    on long texts (scratch off the stack) and non-ASCII ones (numpy) too."""
+    from ndd_stream.core.qgrams import fmix64, signed
+
+    sig, mixed = signed(text, q)
+    expected = signature(text, q)
+    assert sig.tolist() == expected.tolist()
+    assert mixed.tolist() == fmix64(expected).tolist()

@@ -283,6 +283,49 @@ done:
     return result;
 }
 
+/* The distinct q-gram codes (q <= 4, packed 16 bits a character) of the ASCII bytes
+ * c[0..len), ascending, into o; returns how many. ``scratch`` holds 2 * (len - q + 1)
+ * uint32. Shared by ascii_signature and _text.c's ascii_sign. */
+Py_ssize_t
+ndd_ascii_codes(const unsigned char *c, Py_ssize_t len, int q, uint64_t *o,
+                uint32_t *scratch)
+{
+    Py_ssize_t n = len - q + 1, m = 0;
+    if (n <= 0)
+        return 0;
+    uint32_t *a = scratch, *b = scratch + n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t k = 0;
+        for (int j = 0; j < q; j++)
+            k = (k << 7) | c[i + j];
+        a[i] = k;
+    }
+    /* LSD radix sort, one pass of 7 bits per character (q passes). */
+    for (int pass = 0; pass < q; pass++) {
+        Py_ssize_t cnt[129];
+        int shift = 7 * pass;
+        memset(cnt, 0, sizeof(cnt));
+        for (Py_ssize_t i = 0; i < n; i++)
+            cnt[((a[i] >> shift) & 127) + 1]++;
+        for (int v = 0; v < 127; v++)
+            cnt[v + 1] += cnt[v];
+        for (Py_ssize_t i = 0; i < n; i++)
+            b[cnt[(a[i] >> shift) & 127]++] = a[i];
+        uint32_t *t = a;
+        a = b;
+        b = t;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (m && a[i] == a[i - 1])
+            continue;
+        uint64_t code = 0;
+        for (int j = 0; j < q; j++)
+            code |= (uint64_t)((a[i] >> (7 * (q - 1 - j))) & 127) << (16 * (q - 1 - j));
+        o[m++] = code;
+    }
+    return m;
+}
+
 PyDoc_STRVAR(ascii_signature_doc,
 "ascii_signature(nf, q, out) -> n\n\n"
 "The signature (distinct q-gram codes, ascending) of the ASCII bytes ``nf`` for q <= 4,\n"
@@ -325,46 +368,16 @@ ascii_signature(PyObject *self, PyObject *args)
                 PyErr_SetString(PyExc_ValueError, "nf must be ASCII");
                 goto done;
             }
-        uint32_t *a = PyMem_RawMalloc((size_t)n * 2 * sizeof(uint32_t));
-        if (a == NULL) {
+        uint32_t *scratch = PyMem_RawMalloc((size_t)n * 2 * sizeof(uint32_t));
+        if (scratch == NULL) {
             PyErr_NoMemory();
             goto done;
         }
-        uint32_t *b = a + n;
-        uint64_t *o = out.buf;
-        Py_ssize_t m = 0;
+        Py_ssize_t m;
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < n; i++) {
-            uint32_t k = 0;
-            for (int j = 0; j < q; j++)
-                k = (k << 7) | c[i + j];
-            a[i] = k;
-        }
-        /* LSD radix sort, one pass of 7 bits per character (q passes). */
-        for (int pass = 0; pass < q; pass++) {
-            Py_ssize_t cnt[129];
-            int shift = 7 * pass;
-            memset(cnt, 0, sizeof(cnt));
-            for (Py_ssize_t i = 0; i < n; i++)
-                cnt[((a[i] >> shift) & 127) + 1]++;
-            for (int v = 0; v < 127; v++)
-                cnt[v + 1] += cnt[v];
-            for (Py_ssize_t i = 0; i < n; i++)
-                b[cnt[(a[i] >> shift) & 127]++] = a[i];
-            uint32_t *t = a;
-            a = b;
-            b = t;
-        }
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (m && a[i] == a[i - 1])
-                continue;
-            uint64_t code = 0;
-            for (int j = 0; j < q; j++)
-                code |= (uint64_t)((a[i] >> (7 * (q - 1 - j))) & 127) << (16 * (q - 1 - j));
-            o[m++] = code;
-        }
+        m = ndd_ascii_codes(c, len, q, out.buf, scratch);
         Py_END_ALLOW_THREADS
-        PyMem_RawFree(a < b ? a : b);
+        PyMem_RawFree(scratch);
         result = PyLong_FromSsize_t(m);
     }
 done:
@@ -690,6 +703,7 @@ static PyMethodDef methods[] = {
     {"ascii_signature", ascii_signature, METH_VARARGS, ascii_signature_doc},
     {"figure_tokens", figure_tokens, METH_VARARGS, figure_tokens_doc},
     {"prose_blocks", ndd_prose_blocks, METH_VARARGS, ndd_prose_blocks_doc},
+    {"ascii_sign", ndd_ascii_sign, METH_VARARGS, ndd_ascii_sign_doc},
     {"count_blocks", ndd_count_blocks, METH_VARARGS, ndd_count_blocks_doc},
     {"count_candidates", ndd_count_candidates, METH_VARARGS, ndd_count_candidates_doc},
     {"dense_rows", ndd_dense_rows, METH_VARARGS, ndd_dense_rows_doc},

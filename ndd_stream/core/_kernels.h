@@ -19,6 +19,12 @@
 /* _text.c: extract.prose_blocks of an ASCII str. */
 PyObject *ndd_prose_blocks(PyObject *self, PyObject *args);
 extern const char ndd_prose_blocks_doc[];
+/* _text.c: a normal form's signature and its mixed codes in one call. */
+PyObject *ndd_ascii_sign(PyObject *self, PyObject *args);
+extern const char ndd_ascii_sign_doc[];
+/* _kernels.c: the sorted distinct q-gram codes of ASCII bytes (q <= 4). */
+Py_ssize_t ndd_ascii_codes(const unsigned char *c, Py_ssize_t len, int q, uint64_t *o,
+                           uint32_t *scratch);
 
 /* 0 when ``b`` is a whole number of ``itemsize``-byte items, else -1 with ValueError set. */
 int ndd_check(Py_buffer *b, Py_ssize_t itemsize, const char *name);

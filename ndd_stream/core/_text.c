@@ -99,3 +99,73 @@ ndd_prose_blocks(PyObject *self, PyObject *args)
     PyMem_Free(spans);
     return out;
 }
+
+const char ndd_ascii_sign_doc[] =
+"ascii_sign(nf, q, out) -> m | None\n\n"
+"The signature of the ASCII str ``nf`` (q <= 4: distinct packed q-gram codes, ascending,\n"
+"as qgrams.signature) into out[0:m] and fmix64 of each into out[h:h+m], h = len(out) // 2\n"
+"(``out``: uint64, h >= len(nf) - q + 1); returns m. None when nf is not ASCII.";
+
+#define SIGN_STACK 2048 /* q-grams whose scratch fits on the stack (16 KB) */
+
+/* Why: a decision needs both its signature (verification, the state) and its mixed codes
+ * (the index); one call reads the normal form's characters in place (no encoded copy) and
+ * fills one array, where three calls made two arrays and a bytes object. */
+PyObject *
+ndd_ascii_sign(PyObject *self, PyObject *args)
+{
+    PyObject *nf;
+    int q;
+    Py_buffer out;
+    if (!PyArg_ParseTuple(args, "Uiw*", &nf, &q, &out))
+        return NULL;
+    PyObject *result = NULL;
+    if (ndd_check(&out, 8, "out"))
+        goto done;
+    if (q < 1 || q > 4) {
+        PyErr_SetString(PyExc_ValueError, "q must be 1..4");
+        goto done;
+    }
+    if (!PyUnicode_IS_ASCII(nf)) {
+        Py_INCREF(Py_None);
+        result = Py_None;
+        goto done;
+    }
+    {
+        const unsigned char *c = PyUnicode_1BYTE_DATA(nf);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(nf), n = len - q + 1;
+        Py_ssize_t half = out.len / 16;
+        if (n <= 0) {
+            result = PyLong_FromLong(0);
+            goto done;
+        }
+        if (half < n) {
+            PyErr_SetString(PyExc_ValueError, "out is too short");
+            goto done;
+        }
+        uint32_t stack[2 * SIGN_STACK];
+        uint32_t *scratch = n <= SIGN_STACK ? stack
+                            : PyMem_RawMalloc((size_t)n * 2 * sizeof(uint32_t));
+        if (scratch == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        uint64_t *sig = out.buf, *mixed = sig + half;
+        Py_ssize_t m;
+        Py_BEGIN_ALLOW_THREADS
+        m = ndd_ascii_codes(c, len, q, sig, scratch);
+        for (Py_ssize_t i = 0; i < m; i++) {
+            uint64_t z = sig[i];
+            z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+            mixed[i] = z ^ (z >> 31);
+        }
+        Py_END_ALLOW_THREADS
+        if (scratch != stack)
+            PyMem_RawFree(scratch);
+        result = PyLong_FromSsize_t(m);
+    }
+done:
+    PyBuffer_Release(&out);
+    return result;
+}

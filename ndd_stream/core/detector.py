@@ -37,7 +37,7 @@ from ndd_stream.core.order import (
     OrderVersion,
 )
 from ndd_stream.core.postings import PostingIndex
-from ndd_stream.core.qgrams import Codes, fmix64, signature, sorted_unique
+from ndd_stream.core.qgrams import Codes, fmix64, signature, signed, sorted_unique
 from ndd_stream.core.similarity import (
     FULL_PREFIX_BELOW,
     extended_prefix,
@@ -310,23 +310,22 @@ class Detector:
             return unique(doc, hour, Policy.EMPTY), None, None
         if len(nf) < self.config.q:
             return short_verdict(doc, hour, self._short_match(window, hour, nf)), None, None
-        sig = signature(nf, self.config.q)
-        best, probe = self._best_match(window, hour, sig)
+        sig, mixed = signed(nf, self.config.q)
+        best, probe = self._best_match(window, hour, sig, mixed)
         return conclude(self.config.novelty, doc, hour, figs, int(sig.size), best), sig, probe
 
     def _best_match(
-        self, window: ScopeWindow, hour: int, sig: Codes
+        self, window: ScopeWindow, hour: int, sig: Codes, mixed: Codes
     ) -> tuple[BestMatch | None, _Probe | None]:
         """(shared q-grams, document) of the best match or None, and the probe (None when
         the window is empty)."""
         if isinstance(window.index, FlatIndex):
-            return self._flat_match(window, window.index, hour, sig)
+            return self._flat_match(window, window.index, hour, sig, mixed)
         t = self.config.threshold
         versions = window.live_versions()
         if not versions:
             return None, None
         window.index.get_ready()  # count threads wake while the probe is computed
-        mixed = fmix64(sig)
         length = extended_prefix(sig.size, t)
         full = length >= sig.size  # the whole signature under every order version
         probes, keys, ncodes = _probe_keys(versions, mixed, length, full)
@@ -364,15 +363,14 @@ class Detector:
                 best, best_sim = (shared, cand), sim
         return best, probe
 
-    def _flat_match(self, window: ScopeWindow, index: FlatIndex, hour: int, sig: Codes
-                    ) -> tuple[BestMatch | None, _Probe | None]:
+    def _flat_match(self, window: ScopeWindow, index: FlatIndex, hour: int, sig: Codes,
+                    mixed: Codes) -> tuple[BestMatch | None, _Probe | None]:
         """As :meth:`_best_match`, in one call into the flat index."""
-        if not window.docs:
-            return None, None
-        t = self.config.threshold
-        mixed = fmix64(sig)
-        size = int(sig.size)
         probe = _Probe(mixed, {}, None, None)
+        if not window.docs:
+            return None, probe
+        t = self.config.threshold
+        size = int(sig.size)
         lo_hour = hour - self.config.window_hours
         oldest = window.oldest_live_hour()
         if oldest is not None and oldest > lo_hour:

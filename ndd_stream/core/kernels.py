@@ -328,6 +328,20 @@ def ascii_signature(nf: str, q: int) -> U64 | None:
     return out[:n]
 
 
+def ascii_sign(nf: str, q: int) -> tuple[U64, U64] | None:
+    """(signature, fmix64 of it) of an ASCII ``nf`` (q <= 4) in one C call, or None when
+    the kernels are not built or the text is not ASCII (the caller computes both in numpy:
+    the same codes)."""
+    if _C is None or q > 4:
+        return None
+    n = max(0, len(nf) - q + 1)
+    out = np.empty(2 * n, dtype=np.uint64)
+    m = _C.ascii_sign(nf, q, out)  # type: ignore[attr-defined]
+    if m is None:
+        return None
+    return out[:m], out[n:n + m]
+
+
 def figure_tokens(text: str, scales: tuple[str, ...]) -> dict[str, str] | None:
     """core.quantities.tokens of an ASCII ``text`` in one C scan (``scales``: the scale
     words, lower case, in the pattern's order), or None when the kernels are not built (the

@@ -34,7 +34,7 @@ from ndd_stream.core.detector import Detector, DetectorConfig, hour_of
 from ndd_stream.core.document import Decision, Document, Policy, Status
 from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.novelty import figures as figures_of
-from ndd_stream.core.qgrams import signature
+from ndd_stream.core.qgrams import signed
 from ndd_stream.core.store import NullStore, StateStore, StoredDocument
 from ndd_stream.core.stories import StoryBook, alone, place
 from ndd_stream.core.verdict import BestMatch, better, conclude, short_verdict, unique
@@ -108,8 +108,8 @@ class ShardIndex(Detector):
                     prep.nf, ShortDoc(prep.identity, prep.channel, prep.timestamp, prep.number))
             found = Answer(prep.scope, prep.number, self.shard, 0, short=short)
         else:
-            sig = signature(prep.nf, self.config.q)
-            best, probe = self._best_match(window, prep.hour, sig)
+            sig, mixed = signed(prep.nf, self.config.q)
+            best, probe = self._best_match(window, prep.hour, sig, mixed)
             if mine:
                 self._add_to_window(window, prep.identity, prep.channel, prep.timestamp,
                                     prep.hour, prep.nf, sig, prep.figures, probe, prep.number)
