@@ -138,10 +138,12 @@ def flat_text(tree: HTMLTree) -> str:
     return str(extract_plain_text(tree, main_content=False))
 
 
-def strip_tags(markup: str, max_depth: int = DEFAULT_MAX_HTML_DEPTH) -> str:
+def strip_tags(markup: str, max_depth: int = DEFAULT_MAX_HTML_DEPTH,
+               is_html: bool | None = None) -> str:
     """Visible text of an HTML fragment or page (flat text past the nesting limit); plain
-    text (no markup) with its entities unescaped."""
-    if not looks_like_markup(markup):
+    text (no markup) with its entities unescaped. ``is_html``: :func:`looks_like_markup`
+    of the text when the caller knows it."""
+    if not (looks_like_markup(markup) if is_html is None else is_html):
         return plain_text(markup)
     if too_many_tags(markup):
         return sliced_text(markup)
@@ -178,9 +180,11 @@ def plain_text(text: str) -> str:
     return html.unescape(text) if "&" in text else text
 
 
-def main_content(markup: str, max_depth: int = DEFAULT_MAX_HTML_DEPTH) -> str:
-    """Main-content prose of a web page (or of plain text); see the module docstring."""
-    if not looks_like_markup(markup):
+def main_content(markup: str, max_depth: int = DEFAULT_MAX_HTML_DEPTH,
+                 is_html: bool | None = None) -> str:
+    """Main-content prose of a web page (or of plain text); see the module docstring.
+    ``is_html``: :func:`looks_like_markup` of the text when the caller knows it."""
+    if not (looks_like_markup(markup) if is_html is None else is_html):
         return prose_blocks(plain_text(markup))
     if too_many_tags(markup):
         return prose_blocks(sliced_text(markup))
@@ -191,17 +195,18 @@ def main_content(markup: str, max_depth: int = DEFAULT_MAX_HTML_DEPTH) -> str:
     if too_deep(tree, markup, max_depth):
         return prose_blocks(flat_text(tree))
     text = extract_plain_text(tree, main_content=True)
-    return prose_blocks(text if text.strip() else strip_tags(markup, max_depth))
+    return prose_blocks(text if text.strip() else strip_tags(markup, max_depth, True))
 
 
 def extract_text(raw: str, mode: ExtractMode = DEFAULT_EXTRACT,
-                 max_depth: int = DEFAULT_MAX_HTML_DEPTH) -> str:
+                 max_depth: int = DEFAULT_MAX_HTML_DEPTH, is_html: bool | None = None) -> str:
     """The text of ``raw`` that the detector compares, per ``mode``; HTML nesting deeper
-    than ``max_depth`` is extracted as flat text."""
+    than ``max_depth`` is extracted as flat text (``is_html``: :func:`looks_like_markup`
+    of ``raw`` when the caller knows it)."""
+    if mode == "main":
+        return main_content(raw, max_depth, is_html)
     if mode == "raw":
         return raw
     if mode == "tags":
-        return strip_tags(raw, max_depth)
-    if mode == "main":
-        return main_content(raw, max_depth)
+        return strip_tags(raw, max_depth, is_html)
     raise ValueError(f"unknown extraction mode {mode!r}; choose one of {EXTRACT_MODES}")

@@ -142,37 +142,47 @@ def parse_object(
     now: float | None = None,
 ) -> Document | Invalid:
     identity = obj.get(fmt.id_field)
-    if identity is None or (isinstance(identity, str) and not identity.strip()):
+    if identity is None or (type(identity) is str and (not identity or identity.isspace())):
         identity = position  # no id, or an empty one: the source position, never shared
-    elif isinstance(identity, bool) or not isinstance(identity, str | int):
-        return Invalid("bad_field_type", f"{fmt.id_field!r} must be a string or integer, "
-                       f"not {_json_type(identity)}")
-    identity = str(identity)
+    elif type(identity) is not str:
+        if isinstance(identity, bool) or not isinstance(identity, str | int):
+            return Invalid("bad_field_type", f"{fmt.id_field!r} must be a string or integer, "
+                           f"not {_json_type(identity)}")
+        identity = str(identity)
     channel = obj.get(fmt.channel_field, "")
-    if channel is None:
-        channel = ""
-    if not isinstance(channel, str | int) or isinstance(channel, bool):
-        return Invalid("bad_field_type", f"{fmt.channel_field!r} must be a string")
-    channel = str(channel)
+    if type(channel) is not str:
+        if channel is None:
+            channel = ""
+        elif not isinstance(channel, str | int) or isinstance(channel, bool):
+            return Invalid("bad_field_type", f"{fmt.channel_field!r} must be a string")
+        channel = str(channel)
     scope = _scope(obj, fmt, channel)
-    for key, key_value in ((fmt.id_field, identity), (fmt.channel_field, channel),
-                           ("scope", scope)):
-        if len(key_value) > MAX_KEY_CHARS:
-            return Invalid("bad_field_type", f"{key!r} is {len(key_value)} characters "
-                           f"long, more than {MAX_KEY_CHARS}")
-    body_field = next((f for f in fmt.text_fields if obj.get(f) is not None), None)
+    if max(len(identity), len(channel), len(scope)) > MAX_KEY_CHARS:
+        for key, key_value in ((fmt.id_field, identity), (fmt.channel_field, channel),
+                               ("scope", scope)):
+            if len(key_value) > MAX_KEY_CHARS:
+                return Invalid("bad_field_type", f"{key!r} is {len(key_value)} characters "
+                               f"long, more than {MAX_KEY_CHARS}")
+    body_field = None
+    for candidate in fmt.text_fields:
+        if obj.get(candidate) is not None:
+            body_field = candidate
+            break
     title = obj.get(fmt.title_field) if fmt.title_field else None
     if body_field is None and title is None:
         return Invalid("missing_text", f"none of {', '.join(fmt.text_fields)} present")
-    parts: list[str] = []
+    texts: list[str] = []
+    markup = False
     for name, value in ((fmt.title_field, title), (body_field, obj.get(body_field or ""))):
         if value is None:
             continue
-        if not isinstance(value, str):
+        if type(value) is not str:
             return Invalid("bad_field_type", f"{name!r} must be a string")
-        parts.append(value)
-    text = compose_text(parts, fmt.extract, fmt.max_html_depth)
-    if not text.strip():
+        is_markup = looks_like_markup(value)
+        markup = markup or is_markup
+        texts.append(extract_text(value, fmt.extract, fmt.max_html_depth, is_html=is_markup))
+    text = texts[0] if len(texts) == 1 else "\n".join(texts)
+    if not text or text.isspace():
         return Invalid("empty_text", "no text after extraction")
     ts = _timestamp(obj, fmt, fallback_timestamp)
     if isinstance(ts, Invalid):
@@ -182,14 +192,7 @@ def parse_object(
         if ts > limit:
             return Invalid("future_timestamp", f"{ts:.0f} is more than "
                            f"{fmt.max_future_seconds}s past the wall clock")
-    return Document(
-        identity=identity,
-        scope=scope,
-        channel=channel,
-        timestamp=ts,
-        text=text,
-        markup=any(looks_like_markup(part) for part in parts),
-    )
+    return Document(identity, scope, channel, ts, text, markup)
 
 
 def _json_type(value: object) -> str:
