@@ -5,9 +5,7 @@ The library API (docs/API.md) is exported here lazily: ``import ndd_stream`` sta
 use.
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 __version__ = "0.1.0"
 ENGINE_VERSION = "ddd-1"
@@ -15,7 +13,7 @@ ENGINE_VERSION = "ddd-1"
 
 __all__ = ["Decision", "Filter", "InvalidItem", "Similarity", "Story", "similarity", "stories"]
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from ndd_stream.api import (
         Decision,
         Filter,
@@ -27,7 +25,7 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     if name in __all__:
         from ndd_stream import api
 

@@ -41,11 +41,11 @@ from ndd_stream.core.window import WindowDoc
 
 __all__ = ["Decision", "Filter", "InvalidItem", "Similarity", "Story", "similarity", "stories"]
 
-StatusName = Literal["unique", "near_duplicate", "exact_duplicate", "invalid"]
-OnInvalid = Literal["raise", "return"]
-Item = Mapping[str, Any] | bytes | bytearray | memoryview | str
+_StatusName = Literal["unique", "near_duplicate", "exact_duplicate", "invalid"]
+_OnInvalid = Literal["raise", "return"]
+_Item = Mapping[str, Any] | bytes | bytearray | memoryview | str
 
-_ON_INVALID: tuple[OnInvalid, ...] = ("raise", "return")
+_ON_INVALID: tuple[_OnInvalid, ...] = ("raise", "return")
 
 
 class InvalidItem(ValueError):
@@ -79,7 +79,7 @@ class Decision:
         self.line = line
 
     @property
-    def status(self) -> StatusName:
+    def status(self) -> _StatusName:
         """``unique``, ``near_duplicate``, ``exact_duplicate``, or ``invalid`` (only from
         ``on_invalid="return"``)."""
         core = self._core
@@ -294,8 +294,7 @@ class Filter:
         _check(threshold=threshold, window_hours=window_hours, q=q, novelty=novelty,
                keep=keep, extract=extract, max_item_bytes=max_item_bytes,
                max_future_seconds=max_future_seconds, max_html_depth=max_html_depth,
-               count_threads=count_threads, text_fields=text_fields,
-               timestamp_fields=timestamp_fields)
+               count_threads=count_threads)
         self._settings: dict[str, Any] = {
             "threshold": float(threshold), "window_hours": window_hours, "scope": scope,
             "scope_map": dict(scope_map or {}), "novelty": novelty, "keep": keep,
@@ -325,9 +324,9 @@ class Filter:
 
     # -- deciding ------------------------------------------------------------------------
 
-    def decide(self, item: Item, *, position: str | None = None,
+    def decide(self, item: _Item, *, position: str | None = None,
                default_timestamp: float | None = None,
-               on_invalid: OnInvalid = "raise") -> Decision:
+               on_invalid: _OnInvalid = "raise") -> Decision:
         """Decide one item: a dict, or a JSON object as bytes or str (one JSONL line).
 
         ``position`` is its identity when it has no id (default ``line:N``, N its number
@@ -345,8 +344,8 @@ class Filter:
             return Decision(None, line, self._config, parsed)
         return Decision(self._detector.decide(parsed), line, self._config)
 
-    def decide_many(self, items: Iterable[Item], *,
-                    on_invalid: OnInvalid = "raise") -> Iterator[Decision]:
+    def decide_many(self, items: Iterable[_Item], *,
+                    on_invalid: _OnInvalid = "raise") -> Iterator[Decision]:
         """Decide items in order, lazily (a generator: nothing is decided until read).
 
         Reads a file's lines as ``ndd-stream dedup`` does: blank lines are counted and
@@ -356,7 +355,7 @@ class Filter:
         _check_on_invalid(on_invalid)
         return self._decide_many(items, on_invalid == "raise")
 
-    def _decide_many(self, items: Iterable[Item], raise_invalid: bool) -> Iterator[Decision]:
+    def _decide_many(self, items: Iterable[_Item], raise_invalid: bool) -> Iterator[Decision]:
         fmt, config, decide = self._format, self._config, self._detector.decide
         for item in items:
             self._items += 1
@@ -377,7 +376,7 @@ class Filter:
             else:
                 yield Decision(decide(parsed), line, config)  # type: ignore[arg-type]
 
-    def _parse(self, item: Item, position: str, fallback: float | None) -> Document | Invalid:
+    def _parse(self, item: _Item, position: str, fallback: float | None) -> Document | Invalid:
         if isinstance(item, Mapping):
             obj = item if isinstance(item, dict) else dict(item)
             return parse_object(obj, self._format, position, fallback)
@@ -516,9 +515,6 @@ def _check(**values: Any) -> None:
         if values[name] not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, "
                              f"got {values[name]!r}")
-    for name in ("text_fields", "timestamp_fields"):
-        if not values[name]:
-            raise ValueError(f"{name} needs at least one field name")
 
 
 def _check_on_invalid(on_invalid: str) -> None:
@@ -565,7 +561,7 @@ def similarity(earlier: str, later: str, *, threshold: float = 0.3,
     compared as written (a :class:`Filter` extracts it)."""
     _check(threshold=threshold, window_hours=0, q=q, novelty=novelty, keep="first",
            extract="raw", max_item_bytes=1024, max_future_seconds=0, max_html_depth=1,
-           count_threads=None, text_fields=["text"], timestamp_fields=["timestamp"])
+           count_threads=None)
     nf_old = normal_form(earlier, case_sensitive)
     nf_new = normal_form(later, case_sensitive)
     sig_old, sig_new = signature(nf_old, q), signature(nf_new, q)
