@@ -388,3 +388,13 @@ def test_stories_group_a_finished_batch() -> None:
     assert any(s.size > 2 for s in grouped)
     firsts = [s.members[0].line for s in grouped]
     assert firsts == sorted(firsts)
+
+
+def test_position_names_an_item_without_an_id() -> None:
+    f = Filter(scope="global", threshold=0.5)
+    item = {"text": "Valmora port reopens after the strike", "timestamp": DAY}
+    assert f.decide(item, position="news.raw[0]@15").identity == "news.raw[0]@15"
+    again = f.decide(item)
+    assert (again.identity, again.match_id, again.line) == ("line:2", "news.raw[0]@15", 2)
+    assert repr(f) == "Filter(threshold=0.5, scope='global')"
+    assert f.settings["threshold"] == 0.5 and f.window_documents == 2
