@@ -16,10 +16,12 @@ by one process, as ndd-stream's worker keys its scoped topic.
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from typing import Any
 
 from quixstreams import Application
 from quixstreams.dataframe import StreamingDataFrame
+from quixstreams.models import Topic
 
 from ndd_stream import Filter
 
@@ -34,6 +36,30 @@ def decisions(sdf: StreamingDataFrame, decider: Filter) -> StreamingDataFrame:
     return sdf.apply(decide, metadata=True)
 
 
+def destination(record: dict[str, Any]) -> str:
+    """Where a decision record goes: ``unique`` (what a reader keeps: unique items and,
+    with ``keep="complete"``, more complete versions), ``duplicate`` or ``dlq``."""
+    if record["status"] == "invalid":
+        return "dlq"
+    if record["status"] == "unique" or record.get("supersedes"):
+        return "unique"
+    return "duplicate"
+
+
+def build(app: Application, raw: Topic, out: dict[str, Topic],
+          decider: Filter) -> StreamingDataFrame:
+    """The application's dataframe: decide each raw item, then send its record to
+    ``out[destination(record)]``."""
+    sdf = decisions(app.dataframe(raw), decider)
+    for name, topic in out.items():
+        sdf.filter(partial(_goes_to, name)).to_topic(topic)
+    return sdf
+
+
+def _goes_to(name: str, record: dict[str, Any]) -> bool:
+    return destination(record) == name
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -46,12 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     raw = app.topic("news.raw", value_deserializer="bytes")
     out = {name: app.topic(f"news.{name}", value_serializer="json")
            for name in ("unique", "duplicate", "dlq")}
-    sdf = decisions(app.dataframe(raw), Filter(threshold=args.threshold, scope=args.scope))
-    sdf.filter(lambda r: r["status"] == "invalid").to_topic(out["dlq"])
-    sdf.filter(lambda r: r["status"] == "unique" or bool(r.get("supersedes"))
-               ).to_topic(out["unique"])
-    sdf.filter(lambda r: r["status"] in ("near_duplicate", "exact_duplicate")
-               and not r.get("supersedes")).to_topic(out["duplicate"])
+    build(app, raw, out, Filter(threshold=args.threshold, scope=args.scope))
     app.run()
 
 

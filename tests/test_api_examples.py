@@ -102,7 +102,17 @@ def test_the_quixstreams_app_decides_as_dedup(tmp_path: Path,
         out = sdf.test(line, key=b"", timestamp=1_710_000_000_000)
         assert len(out) == 1
         got.append(out[0][0])
-    assert got == _dedup(_lines())  # the feed's items have event times: the fallback unused
+    want = _dedup(_lines())
+    assert got == want  # the feed's items have event times: the fallback unused
+    assert [example.destination(r) for r in got] == [
+        "dlq" if r["status"] == "invalid" else "unique" if _kept(r) else "duplicate"
+        for r in want]
+    # the whole application (its routing branches) composes without a broker
+    out = {name: Topic(f"news.{name}", value_serializer="json",
+                       create_config=TopicConfig(num_partitions=1, replication_factor=1))
+           for name in ("unique", "duplicate", "dlq")}
+    fresh = Application(broker_address="127.0.0.1:1", consumer_group="ndd-test")
+    assert set(example.build(fresh, raw, out, Filter()).compose()) == {"news.raw"}
     # an item without one gets its Kafka record's
     timeless = sdf.test(b'{"id": "t", "text": "an item without its own event time"}',
                         timestamp=1_710_000_000_000)[0][0]
