@@ -66,11 +66,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--broker", default="127.0.0.1:9092")
     ap.add_argument("--threshold", type=float, default=0.3)
     ap.add_argument("--scope", default="channel")
+    ap.add_argument("--prefix", default="", help="put before every topic and group name")
     args = ap.parse_args(argv)
-    app = Application(broker_address=args.broker, consumer_group="ndd-quix-example",
+    app = Application(broker_address=args.broker,
+                      consumer_group=f"{args.prefix}ndd-quix-example",
                       auto_offset_reset="earliest")
-    raw = app.topic("news.raw", value_deserializer="bytes")
-    out = {name: app.topic(f"news.{name}", value_serializer="json")
+    raw = app.topic(f"{args.prefix}news.raw", value_deserializer="bytes")
+    out = {name: app.topic(f"{args.prefix}news.{name}", value_serializer="json")
            for name in ("unique", "duplicate", "dlq")}
     build(app, raw, out, Filter(threshold=args.threshold, scope=args.scope))
     app.run()

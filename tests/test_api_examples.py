@@ -15,9 +15,11 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from harness.kafka import Names, consume, create_topics, produce
 
 from ndd_stream.data import sample_feed
 from ndd_stream.dedup import run_dedup
+from ndd_stream.kafka.broker import EmbeddedBroker
 from ndd_stream.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,3 +122,33 @@ def test_the_quixstreams_app_decides_as_dedup(tmp_path: Path,
     with pytest.raises(SystemExit) as done:
         example.main(["--help"])
     assert done.value.code == 0
+
+
+@pytest.mark.broker
+def test_the_quixstreams_app_runs_on_a_broker(broker: EmbeddedBroker, names: Names,
+                                              tmp_path: Path) -> None:
+    """The application as its docstring runs it: items on the raw topic, records routed to
+    the unique, duplicate and dead-letter topics, as dedup decides them."""
+    pytest.importorskip("quixstreams")
+    prefix = names.topic("quix") + "-"
+    topics = [f"{prefix}news.{name}" for name in ("raw", "unique", "duplicate", "dlq")]
+    create_topics(broker.bootstrap, topics)
+    produce(broker.bootstrap, topics[0], _lines(), one_per_batch=False)
+    with (tmp_path / "app.log").open("wb") as log:
+        app = subprocess.Popen(
+            [sys.executable, str(EXAMPLES / "quixstreams_app.py"), "--broker", broker.bootstrap,
+             "--prefix", prefix], cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)})
+        try:
+            records = consume(broker.bootstrap, topics[1:], n=len(_lines()), timeout=120)
+        finally:
+            app.terminate()
+            app.wait(30)
+    want = _dedup(_lines())
+    routed = {topic: sorted(json.loads(r.value or b"")["line"] for r in records
+                            if r.topic == topic) for topic in topics[1:]}
+    assert routed == {
+        topics[1]: [r["line"] for r in want if r["status"] != "invalid" and _kept(r)],
+        topics[2]: [r["line"] for r in want if r["status"] != "invalid" and not _kept(r)],
+        topics[3]: [r["line"] for r in want if r["status"] == "invalid"],
+    }, (tmp_path / "app.log").read_text()[-2000:]
