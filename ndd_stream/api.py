@@ -19,7 +19,17 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ndd_stream import ENGINE_VERSION
-from ndd_stream.core.detector import NOVELTY_MODES, Detector, DetectorConfig, NoveltyMode
+from ndd_stream.core.detector import (
+    BITMAP_BITS_MAX,
+    BITMAP_BITS_MIN,
+    DEFAULT_THRESHOLD,
+    INDEX_KINDS,
+    NOVELTY_MODES,
+    Detector,
+    DetectorConfig,
+    IndexKind,
+    NoveltyMode,
+)
 from ndd_stream.core.document import Decision as CoreDecision
 from ndd_stream.core.document import Document, Policy, Status
 from ndd_stream.core.extract import (
@@ -30,6 +40,7 @@ from ndd_stream.core.extract import (
     looks_like_markup,
 )
 from ndd_stream.core.items import Invalid, ItemFormat, parse_item, parse_object
+from ndd_stream.core.kernels import DEFAULT_DENSE_FRACTION
 from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.novelty import figures
 from ndd_stream.core.qgrams import signature
@@ -268,7 +279,7 @@ class Filter:
     def __init__(
         self,
         *,
-        threshold: float = 0.3,
+        threshold: float = DEFAULT_THRESHOLD,
         window_hours: int = 24,
         scope: str = "channel",
         scope_map: Mapping[str, str] | None = None,
@@ -287,6 +298,9 @@ class Filter:
         max_future_seconds: int = 86_400,
         max_html_depth: int = DEFAULT_MAX_HTML_DEPTH,
         count_threads: int | None = None,
+        index: IndexKind = "auto",
+        dense_fraction: float = DEFAULT_DENSE_FRACTION,
+        bitmap_filter_bits: int | None = None,
     ) -> None:
         text_fields, timestamp_fields = _names(text_fields), _names(timestamp_fields)
         if isinstance(title_field, str) and not title_field.strip():
@@ -294,7 +308,8 @@ class Filter:
         _check(threshold=threshold, window_hours=window_hours, q=q, novelty=novelty,
                keep=keep, extract=extract, max_item_bytes=max_item_bytes,
                max_future_seconds=max_future_seconds, max_html_depth=max_html_depth,
-               count_threads=count_threads)
+               count_threads=count_threads, index=index, dense_fraction=dense_fraction,
+               bitmap_filter_bits=bitmap_filter_bits)
         self._settings: dict[str, Any] = {
             "threshold": float(threshold), "window_hours": window_hours, "scope": scope,
             "scope_map": dict(scope_map or {}), "novelty": novelty, "keep": keep,
@@ -304,12 +319,15 @@ class Filter:
             "text_fields": list(text_fields), "timestamp_fields": list(timestamp_fields),
             "max_item_bytes": max_item_bytes, "max_future_seconds": max_future_seconds,
             "max_html_depth": max_html_depth, "count_threads": count_threads,
+            "index": index, "dense_fraction": float(dense_fraction),
+            "bitmap_filter_bits": bitmap_filter_bits,
         }
         # as Settings.detector_config() and Settings.item_format() build them
         self._config = DetectorConfig(
             q=q, threshold=float(threshold), window_hours=window_hours,
             case_sensitive=case_sensitive, index_duplicates=index_duplicates, novelty=novelty,
-            count_threads=count_threads, keep=keep,
+            count_threads=count_threads, keep=keep, index=index,
+            dense_fraction=float(dense_fraction), bitmap_bits=bitmap_filter_bits,
         )
         self._format = ItemFormat(
             id_field=id_field, channel_field=channel_field, title_field=title_field,
@@ -471,20 +489,14 @@ class Filter:
         return loaded
 
     def __repr__(self) -> str:
+        import inspect
+
+        defaults = {name: p.default for name, p in inspect.signature(Filter).parameters.items()}
         given = ", ".join(f"{k}={v!r}" for k, v in self._settings.items()
-                          if v != _DEFAULTS.get(k))
+                          if v != defaults[k] and not (
+                              isinstance(defaults[k], tuple) and v == list(defaults[k]))
+                          and not (defaults[k] is None and v == {}))
         return f"Filter({given})"
-
-
-_DEFAULTS: dict[str, Any] = {
-    "threshold": 0.3, "window_hours": 24, "scope": "channel", "scope_map": {},
-    "novelty": "auto", "keep": "first", "extract": DEFAULT_EXTRACT, "case_sensitive": False,
-    "q": 4, "index_duplicates": True, "id_field": "id", "channel_field": "channel",
-    "title_field": "title", "text_fields": ["text", "body", "content"],
-    "timestamp_fields": ["timestamp", "published_at"], "max_item_bytes": 2_000_000,
-    "max_future_seconds": 86_400, "max_html_depth": DEFAULT_MAX_HTML_DEPTH,
-    "count_threads": None,
-}
 
 
 def _names(value: str | Sequence[str]) -> list[str]:
@@ -510,8 +522,17 @@ def _check(**values: Any) -> None:
                 hi is not None and value > hi):
             raise ValueError(f"{name} must be an integer in {lo}..{hi if hi else ''}, "
                              f"got {value!r}")
+    fraction = values["dense_fraction"]
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float) \
+            or not 0.0 <= fraction <= 1.0:
+        raise ValueError(f"dense_fraction must be a number in [0, 1], got {fraction!r}")
+    bits = values["bitmap_filter_bits"]
+    if bits is not None and (isinstance(bits, bool) or not isinstance(bits, int) or (
+            bits != 0 and not BITMAP_BITS_MIN <= bits <= BITMAP_BITS_MAX)):
+        raise ValueError(f"bitmap_filter_bits must be 0 (off) or in {BITMAP_BITS_MIN}.."
+                         f"{BITMAP_BITS_MAX}, got {bits!r}")
     for name, allowed in (("novelty", NOVELTY_MODES), ("keep", KEEP_POLICIES),
-                          ("extract", EXTRACT_MODES)):
+                          ("extract", EXTRACT_MODES), ("index", INDEX_KINDS)):
         if values[name] not in allowed:
             raise ValueError(f"{name} must be one of {', '.join(allowed)}, "
                              f"got {values[name]!r}")
@@ -551,7 +572,7 @@ class Similarity:
         return f"{self.status.replace('_', ' ')}: doc_q {self.doc_q:.3f}"
 
 
-def similarity(earlier: str, later: str, *, threshold: float = 0.3,
+def similarity(earlier: str, later: str, *, threshold: float = DEFAULT_THRESHOLD,
                novelty: NoveltyMode = "auto", q: int = 4,
                case_sensitive: bool = False) -> Similarity:
     """doc_q of two texts (title first, on its own line, then the body) and the filter's
@@ -561,7 +582,7 @@ def similarity(earlier: str, later: str, *, threshold: float = 0.3,
     compared as written (a :class:`Filter` extracts it)."""
     _check(threshold=threshold, window_hours=0, q=q, novelty=novelty, keep="first",
            extract="raw", max_item_bytes=1024, max_future_seconds=0, max_html_depth=1,
-           count_threads=None)
+           count_threads=None, index="auto", dense_fraction=0.0, bitmap_filter_bits=None)
     nf_old = normal_form(earlier, case_sensitive)
     nf_new = normal_form(later, case_sensitive)
     sig_old, sig_new = signature(nf_old, q), signature(nf_new, q)

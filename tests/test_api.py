@@ -119,7 +119,8 @@ def test_keywords_have_the_names_and_defaults_of_the_settings() -> None:
      "index_duplicates": False, "id_field": "uid", "channel_field": "src",
      "title_field": "", "text_fields": "body, text", "timestamp_fields": ["ts"],
      "max_item_bytes": 5000, "max_future_seconds": 0, "max_html_depth": 30,
-     "count_threads": 1, "scope_map": {"a": "g"}},
+     "count_threads": 1, "scope_map": {"a": "g"}, "index": "lsm", "dense_fraction": 0.5,
+     "bitmap_filter_bits": 12},
 ])
 def test_settings_map_to_the_detector_as_the_cli_maps_them(overrides: dict[str, Any]) -> None:
     f = Filter(**overrides)
@@ -132,7 +133,8 @@ def test_settings_map_to_the_detector_as_the_cli_maps_them(overrides: dict[str, 
     ("threshold", 0.0), ("threshold", 1.5), ("window_hours", -1), ("window_hours", 721),
     ("q", 0), ("q", 17), ("novelty", "sometimes"), ("keep", "last"), ("extract", "all"),
     ("max_item_bytes", 10), ("max_future_seconds", -1), ("max_html_depth", 0),
-    ("count_threads", 0),
+    ("count_threads", 0), ("index", "btree"), ("dense_fraction", 1.5),
+    ("bitmap_filter_bits", 3), ("bitmap_filter_bits", 25),
 ])
 def test_bad_settings_are_refused_as_the_settings_refuse_them(name: str, value: Any) -> None:
     with pytest.raises(ValueError):
