@@ -473,7 +473,10 @@ class Filter:
         at += 8 + size
         (count,) = _U64.unpack_from(data, at)
         at += 8
-        loaded = cls(**header["settings"])
+        try:
+            loaded = cls(**header["settings"])
+        except TypeError as exc:  # a keyword this version does not know
+            raise ValueError(f"{name}: settings this ndd-stream does not know ({exc})") from exc
         try:
             for _ in range(count):
                 (klen,) = _U32.unpack_from(data, at)

@@ -261,11 +261,27 @@ def test_load_refuses_a_file_that_is_no_saved_window(tmp_path: Path) -> None:
         path.write_bytes(damaged)
         with pytest.raises(ValueError, match=message):
             Filter.load(path)
-    other = data.replace(b'"engine":"ddd-1"', b'"engine":"ddd-9"')
+    for change, message in ((lambda h: {**h, "engine": "ddd-9"}, "engine"),
+                            (lambda h: {**h, "settings": {**h["settings"], "colour": 1}},
+                             "does not know")):
+        path.write_bytes(_with_header(data, change))
+        with pytest.raises(ValueError, match=message):
+            Filter.load(path)
+    path.write_bytes(_with_header(data, lambda h: h))
+    assert Filter.load(path).window_documents == f.window_documents
+
+
+def _with_header(data: bytes, change: Any) -> bytes:
+    """A saved filter (layout 1, docs/API.md) with its JSON header changed, still sound."""
+    import struct
     import zlib
-    path.write_bytes(other[:-4] + zlib.crc32(other[:-4]).to_bytes(4, "big"))
-    with pytest.raises(ValueError, match="engine"):
-        Filter.load(path)
+
+    magic = b"ndd-stream filter\n"
+    at = len(magic) + 4
+    (size,) = struct.unpack_from(">I", data, at)
+    header = json.dumps(change(json.loads(data[at + 4 : at + 4 + size]))).encode()
+    body = data[:at] + struct.pack(">I", len(header)) + header + data[at + 4 + size : -4]
+    return body + struct.pack(">I", zlib.crc32(body))
 
 
 # -- bad items -------------------------------------------------------------------------
