@@ -148,14 +148,18 @@ class Service:
 
     def _committer(self, agent: str) -> Committer:
         """Commits ``agent``'s pieces; exactly-once with a transactional producer of its
-        own, so that the agents' commits never wait on each other's."""
+        own, so that the agents' commits never wait on each other's. A pool's pieces
+        overlap their commits (``commit.TransactionalCommitter``: the next piece is decided
+        while the last one commits); the router's records are the decider's input, so each
+        of its pieces is committed before it forwards more."""
         s, txns = self.settings, None
         if s.exactly_once():
             txns = Transactions(transaction_conf(s), s.app_id, f"{worker_id(self.state_dir)}-"
                                 f"{agent}", lambda: group_member(self.app))
             self.txns.append(txns)
         return committer_for(txns, self.metrics, acknowledged_items=CHECKPOINT_ITEMS,
-                             transaction_items=TRANSACTION_ITEMS, stable=self.reads.committed)
+                             transaction_items=TRANSACTION_ITEMS, stable=self.reads.committed,
+                             overlap=agent != "router")
 
     def _topic(self, *names: str, pattern: str | None = None,
                maxsize: int | None = None) -> faust.TopicT:
