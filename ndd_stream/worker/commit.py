@@ -377,6 +377,11 @@ class _TransactionalPiece(Piece):
         if not reached:
             return
         offsets = {r.tp: r.next_offset for r in reached}
+        before = c.in_flight
+        if before is not None and not before.done():
+            # at most one piece commits while the next is decided: the pieces waiting
+            # (records, RocksDB batches) never pile up behind a slow broker
+            await asyncio.wait([before])
         c.hand_over(partial(c.run, records, offsets, reported, handed, moved | set(self.held),
                             decided))
         if not c.overlap:

@@ -136,6 +136,7 @@ class DeciderPool:
         self._turn = 0.0  # perf_counter when the event loop last had a turn (_yield)
         self._failed: PieceFailed | None = None  # a commit's failure seen at a rebalance
         self._redo: asyncio.Task[None] | None = None  # see _watch
+        self._send: Any = None  # the agent's Send, for _redo
 
     def _now(self) -> float:
         """The sequencers' clock: the time the pool was free to hear from routers. Deciding
@@ -217,14 +218,20 @@ class DeciderPool:
                 await asyncio.wait([flight])
             elif redo is not None and not redo.done():
                 await asyncio.wait([redo])
+            elif (flight is not None and not flight.cancelled()
+                  and isinstance(flight.exception(), PieceFailed)):
+                self._on_flight_done(self._send, flight)  # its callback may not have run
             else:
                 return
 
     def _watch(self, send: Send) -> None:
         """A commit still in flight after a batch that fails is redone at once, not when
         the next batch comes (none may come)."""
+        self._send = send
         flight = self.committer.in_flight
-        if flight is not None:
+        if flight is not None and flight.done():
+            self._on_flight_done(send, flight)
+        elif flight is not None:
             flight.add_done_callback(partial(self._on_flight_done, send))
 
     def _on_flight_done(self, send: Send, flight: asyncio.Future[None]) -> None:
