@@ -142,7 +142,7 @@ class Service:
             self.committer, router_order,
             self._routed, self.reads.committed, self.send, scoped_topic=self.scoped_name,
             scoped_partitions=settings.partitions, ordered=self.ordered, high=self._high,
-            reopen_timeout_s=settings.broker_timeout_s)
+            reopen_timeout_s=settings.broker_timeout_s, own=self.pool.own)
         read_from(self.app, self.positions)
         self._wire()
 

@@ -60,7 +60,7 @@ from ndd_stream.worker.lifecycle import BrokerLostData, Partitions, Where
 from ndd_stream.worker.merge import SourceId
 from ndd_stream.worker.metrics import WorkerMetrics, count_outcome, set_gauges
 from ndd_stream.worker.records import Source
-from ndd_stream.worker.sequencing import OrderConfig, Sequencers, Work
+from ndd_stream.worker.sequencing import OrderConfig, OwnTime, Sequencers, Work
 
 __all__ = ["BrokerLostData", "DeciderPool", "OrderConfig"]
 
@@ -129,7 +129,7 @@ class DeciderPool:
         self._gatherers: list[GatherDecider] = []  # the open ones, as a piece starts
         self._busy_child: dict[int, Any] = {}  # ndd_busy_seconds_total by partition
         self._revoking: set[int] = set()  # partitions a rebalance waits for (see _decide)
-        self._busy = 0.0  # clock seconds spent deciding (see _now)
+        self.own = OwnTime(clock)  # the worker's own work and waits (see _now)
         self._decision_thread = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix="ndd-decide")
         self._in_flight: concurrent.futures.Future[Any] | None = None
@@ -139,10 +139,11 @@ class DeciderPool:
         self._send: Any = None  # the agent's Send, for _redo
 
     def _now(self) -> float:
-        """The sequencers' clock: the time the pool was free to hear from routers. Deciding
-        holds the event loop (and the router's agent shares it), so a raw partition is not
-        counted silent while the pool itself kept its news from arriving."""
-        return self.clock() - self._busy
+        """The sequencers' clock: the time the worker was free to hear from routers
+        (``sequencing.OwnTime``). Deciding holds the event loop (and the router's agent
+        shares it), and a commit in flight holds the scoped partition's last stable offset,
+        so a raw partition is not counted silent while the worker kept its news back."""
+        return self.clock() - self.own.total()
 
     def expect(self, sources: Iterable[SourceId]) -> None:
         """The raw partitions that exist: under event-time order each is waited for."""
@@ -243,7 +244,8 @@ class DeciderPool:
     async def _redo_failed(self, send: Send) -> None:
         try:
             async with self.lock:
-                await self._decide_redoing([], send)
+                with self.own.counting():
+                    await self._decide_redoing([], send)
                 self._watch(send)
         except Exception as exc:  # as in the decider's agent: the worker cannot go on
             log.exception("decider failed", extra={"event": "decider_error"})
@@ -273,15 +275,13 @@ class DeciderPool:
             return decided
 
     async def _process(self, messages: Sequence[Message], send: Send) -> int:
-        mine = self.partitions.mine(messages)
-        for partition in sorted({m.partition for m in mine}):
-            await self.partitions.ensure_patiently(partition)  # revoked ones: their new owner's
-        run = await self.order.arrange(mine)
-        started = self.clock()
-        try:
+        with self.own.counting():
+            mine = self.partitions.mine(messages)
+            for partition in sorted({m.partition for m in mine}):
+                if partition not in self.deciders:  # revoked ones: their new owner's
+                    await self.partitions.ensure_patiently(partition)
+            run = await self.order.arrange(mine)
             return await self._decide_redoing(run, send)
-        finally:
-            self._busy += self.clock() - started
 
     def positions(self) -> dict[TP, int]:
         """Where each partition open here goes on: the first offset not decided (its
@@ -378,8 +378,13 @@ class DeciderPool:
             ends = {p: n for p in self.deciders
                     if (n := self.order.next.get(self._tp(p))) is not None}
         reached = checkpoints(self.deciders, self.merges, self._touched, ends)
+        before = self.committer.in_flight
         await piece.commit([Reached.of(self._tp(p), self.deciders[p], checkpoint)
                             for p, checkpoint in reached.items()], decided)
+        flight = self.committer.in_flight
+        if flight is not None and flight is not before and not flight.done():
+            self.own.begin()  # the commit goes on after this batch: still the worker's own
+            flight.add_done_callback(self.own.end)
         for partition in reached:
             set_gauges(self.metrics, self._label(partition), self.deciders[partition])
         return end, handled

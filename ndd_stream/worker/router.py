@@ -49,6 +49,7 @@ from ndd_stream.worker.records import (
     event_time_ms,
     header_map,
 )
+from ndd_stream.worker.sequencing import OwnTime
 
 log = logging.getLogger("ndd_stream.worker")
 
@@ -62,8 +63,10 @@ class Router:
     def __init__(self, committer: Committer, order: InOrder, routed: Callable[[Message],
                  OutRecord], committed: Committed, send: Send, *, scoped_topic: str,
                  scoped_partitions: int, ordered: bool,
-                 high: Callable[[TP], int | None], reopen_timeout_s: float = 120.0) -> None:
+                 high: Callable[[TP], int | None], reopen_timeout_s: float = 120.0,
+                 own: OwnTime | None = None) -> None:
         self.committer = committer
+        self.own = own  # the order's clock: the router's commits are the worker's own waits
         self.order = order
         self.routed = routed
         self.committed = committed
@@ -109,7 +112,11 @@ class Router:
             await piece.produce(tp, record)
             next_offsets[tp] = m.offset + 1
             forwarded.append((m, record))
-        await piece.commit([Reached(tp, n) for tp, n in next_offsets.items()])
+        if self.own is None:
+            await piece.commit([Reached(tp, n) for tp, n in next_offsets.items()])
+        else:
+            with self.own.counting():
+                await piece.commit([Reached(tp, n) for tp, n in next_offsets.items()])
         return forwarded
 
     async def _reopen(self, failed: PieceFailed, handed: dict[TP, int]) -> dict[TP, int]:
