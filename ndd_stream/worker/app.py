@@ -44,8 +44,8 @@ from ndd_stream.worker.merge import SourceId
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pages import add_pages
 from ndd_stream.worker.pool import CHECKPOINT_ITEMS, TRANSACTION_ITEMS, DeciderPool
-from ndd_stream.worker.records import OutRecord, Source
-from ndd_stream.worker.router import Router, route_raw
+from ndd_stream.worker.records import OutRecord
+from ndd_stream.worker.router import Router, Routing
 from ndd_stream.worker.runtime import (
     BATCH_MAX,
     SHARD_BATCH_MAX,
@@ -140,7 +140,9 @@ class Service:
             reading.lost = self.lost
         self.router = Router(
             self.committer, router_order,
-            self._routed, self.reads.committed, self.send, scoped_topic=self.scoped_name,
+            Routing(self._format, self.scoped_name, settings.dlq_topic, self.metrics,
+                    ordered=self.ordered, dead_letter_bytes=self._dead_letter_bytes),
+            self.reads.committed, self.send, scoped_topic=self.scoped_name,
             scoped_partitions=settings.partitions, ordered=self.ordered, high=self._high,
             reopen_timeout_s=settings.broker_timeout_s, own=self.pool.own)
         read_from(self.app, self.positions)
@@ -188,18 +190,6 @@ class Service:
         return {(name, p) for name, topic in metadata.topics.items()
                 if (pattern.match(name) if pattern else name in s.raw_topics)
                 for p in topic.partitions}
-
-    def _routed(self, m: Any) -> OutRecord:
-        src = Source.of_message(m)
-        record, invalid = route_raw(m.value, m.key, src, self._format, self.scoped_name,
-                                    self.settings.dlq_topic, ordered=self.ordered,
-                                    dead_letter_bytes=self._dead_letter_bytes)
-        if invalid is not None:
-            self.metrics.dlq.labels(invalid.reason, "route").inc()
-            log.warning("%s: %s: %s", src.position, invalid.reason, invalid.detail,
-                        extra={"topic": m.topic, "partition": m.partition,
-                               "offset": m.offset, "event": "dlq"})
-        return record
 
     async def assigned(self, raw: list[tuple[str, int]], scoped: list[int],
                        shards: Sequence[int] = ()) -> None:

@@ -276,7 +276,8 @@ class DeciderPool:
 
     async def _process(self, messages: Sequence[Message], send: Send) -> int:
         with self.own.counting():
-            mine = self.partitions.mine(messages)
+            owned = self.partitions.owned  # records of others: their new owner's
+            mine = [m for m in messages if owned is None or m.partition in owned]
             for partition in sorted({m.partition for m in mine}):
                 if partition not in self.deciders:  # revoked ones: their new owner's
                     await self.partitions.ensure_patiently(partition)

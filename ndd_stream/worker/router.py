@@ -38,6 +38,7 @@ from ndd_stream.kafka.limits import dead_letter_limit
 from ndd_stream.worker.commit import Committer, PieceFailed, Reached, Send
 from ndd_stream.worker.inorder import TP, InOrder, Message
 from ndd_stream.worker.merge import NO_TIME
+from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.patience import patiently
 from ndd_stream.worker.records import (
     H_DLQ_TRUNCATED,
@@ -235,6 +236,31 @@ class Router:
                 futures.append(await self.send(progress.record(self.scoped_topic, partition)))
         for fut in futures:
             await fut
+
+
+class Routing:
+    """What the router does with one raw record: :func:`route_raw`, a dead letter counted
+    and logged."""
+
+    def __init__(self, fmt: ItemFormat, scoped_topic: str, dlq_topic: str,
+                 metrics: WorkerMetrics, *, ordered: bool = False,
+                 dead_letter_bytes: int | None = None) -> None:
+        self.fmt, self.scoped_topic, self.dlq_topic = fmt, scoped_topic, dlq_topic
+        self.metrics = metrics
+        self.ordered = ordered
+        self.dead_letter_bytes = dead_letter_bytes
+
+    def __call__(self, m: Message) -> OutRecord:
+        src = Source.of_message(m)
+        record, invalid = route_raw(m.value, m.key, src, self.fmt, self.scoped_topic,
+                                    self.dlq_topic, ordered=self.ordered,
+                                    dead_letter_bytes=self.dead_letter_bytes)
+        if invalid is not None:
+            self.metrics.dlq.labels(invalid.reason, "route").inc()
+            log.warning("%s: %s: %s", src.position, invalid.reason, invalid.detail,
+                        extra={"topic": m.topic, "partition": m.partition,
+                               "offset": m.offset, "event": "dlq"})
+        return record
 
 
 def route_raw(
