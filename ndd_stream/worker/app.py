@@ -158,13 +158,14 @@ class Service:
                                 f"{agent}", lambda: group_member(self.app))
             self.txns.append(txns)
         return committer_for(txns, self.metrics, acknowledged_items=CHECKPOINT_ITEMS,
-                             transaction_items=TRANSACTION_ITEMS, stable=self.reads.committed,
+                             transaction_items=TRANSACTION_ITEMS, acknowledged_batch=BATCH_MAX,
+                             stable=self.reads.committed,
                              overlap=agent != "router")
 
     def _topic(self, *names: str, pattern: str | None = None,
                maxsize: int | None = None) -> faust.TopicT:
         return agent_input(self.app, *names, pattern=pattern, maxsize=maxsize,
-                           acks=not self.settings.exactly_once())
+                           acks=self.committer.acknowledges)
 
     async def send(self, record: OutRecord) -> Awaitable[Any]:
         """Hand a record to the producer; the returned future resolves on delivery."""
@@ -247,8 +248,7 @@ class Service:
         s, app = self.settings, self.app
         raw = (self._topic(pattern=s.raw_topic_pattern) if s.raw_topic_pattern
                else self._topic(*s.raw_topics))
-        ack = not self.committer.transactional
-        most = TRANSACTION_ITEMS if self.committer.transactional else BATCH_MAX
+        ack, most = self.committer.acknowledges, self.committer.batch_items
         lag = partial(record_lag, app, self.metrics)
         app.agent(raw, name="ndd-router")(
             partial(run_agent, self.router.route, "router", most=most, ack=ack,

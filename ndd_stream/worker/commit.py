@@ -151,8 +151,13 @@ class Committer(ABC):
 
     transactional: bool
     """Whether inputs are read ``read_committed`` (offsets jump over transaction markers)."""
+    acknowledges: bool
+    """Whether the agents acknowledge their batches to Faust (whose commits are then the
+    raw partitions' positions)."""
     piece_items: int
     """About how many decisions a piece holds (``pool.CHECKPOINT_ITEMS`` and kin)."""
+    batch_items: int
+    """The most records an agent's batch holds."""
 
     def open(self, tp: TP) -> int | None:
         """Before input partition ``tp`` is read: wait out its previous owner's commit in
@@ -187,9 +192,11 @@ class AcknowledgingCommitter(Committer):
     """At-least-once: deliveries waited for in order, then RocksDB."""
 
     transactional = False
+    acknowledges = True
 
-    def __init__(self, piece_items: int) -> None:
+    def __init__(self, piece_items: int, batch_items: int = 500) -> None:
         self.piece_items = piece_items
+        self.batch_items = batch_items
 
     def begin(self, send: Send) -> Piece:
         return _AcknowledgedPiece(send)
@@ -241,13 +248,14 @@ class TransactionalCommitter(Committer):
     they committed and their records decided again (``pool.DeciderPool``)."""
 
     transactional = True
+    acknowledges = False
 
     def __init__(self, txns: Transactions, metrics: WorkerMetrics, piece_items: int,
                  stable: Callable[[Sequence[TP]], Any] | None = None,
                  overlap: bool = False) -> None:
         self.txns = txns
         self.metrics = metrics
-        self.piece_items = piece_items
+        self.piece_items = self.batch_items = piece_items  # a batch is one piece
         self.stable = stable
         self.overlap = overlap
         # one transaction at a time on the producer, in order: one thread runs them
@@ -389,14 +397,14 @@ class _TransactionalPiece(Piece):
 
 
 def committer_for(txns: Transactions | None, metrics: WorkerMetrics, *, acknowledged_items: int,
-                  transaction_items: int,
+                  transaction_items: int, acknowledged_batch: int = 500,
                   stable: Callable[[Sequence[TP]], Any] | None = None,
                   overlap: bool = False) -> Committer:
     """The committer of the guarantee in effect (``txns``: exactly-once; ``stable``: reads
     the group's committed offsets ``read_committed``, see :meth:`TransactionalCommitter.open`;
     ``overlap``: see :class:`TransactionalCommitter`)."""
     if txns is None:
-        return AcknowledgingCommitter(acknowledged_items)
+        return AcknowledgingCommitter(acknowledged_items, acknowledged_batch)
     return TransactionalCommitter(txns, metrics, transaction_items, stable, overlap)
 
 
