@@ -169,6 +169,17 @@ class Committer(ABC):
         """Input partitions given up (None: all)."""
 
     @abstractmethod
+    def resume_at(self, committed: int, handed: int | None) -> int | None:
+        """Where a raw partition opened is read from, given the group's committed offset
+        (-1: none) and the next offset handed out here before (None: none); None: where
+        the consumer delivers first."""
+
+    @abstractmethod
+    def offsets_unknown(self, exc: Exception) -> None:
+        """The group's committed offsets could not be read at an opening: raise, or go on
+        without them."""
+
+    @abstractmethod
     def begin(self, send: Send) -> Piece:
         """A new piece; ``send`` is Faust's producer (at-least-once)."""
 
@@ -200,6 +211,17 @@ class AcknowledgingCommitter(Committer):
 
     def begin(self, send: Send) -> Piece:
         return _AcknowledgedPiece(send)
+
+    def resume_at(self, committed: int, handed: int | None) -> int | None:
+        # Faust may have committed past what was forwarded here (offsets it never
+        # delivered count as done): never past what this worker handed out
+        if committed < 0:
+            return None
+        return committed if handed is None else min(committed, handed)
+
+    def offsets_unknown(self, exc: Exception) -> None:
+        log.warning("committed offsets unknown (%s): gaps are closed when records "
+                    "arrive", exc, extra={"event": "committed_unknown"})
 
 
 class _AcknowledgedPiece(Piece):
@@ -282,6 +304,12 @@ class TransactionalCommitter(Committer):
 
     def begin(self, send: Send) -> Piece:
         return _TransactionalPiece(self)
+
+    def resume_at(self, committed: int, handed: int | None) -> int | None:
+        return max(committed, 0)  # the committed offset is the one position
+
+    def offsets_unknown(self, exc: Exception) -> None:
+        raise exc
 
     @property
     def in_flight(self) -> asyncio.Future[None] | None:

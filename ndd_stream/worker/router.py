@@ -186,19 +186,13 @@ class Router:
             if unknown:
                 committed |= await loop.run_in_executor(None, self.committed, unknown)
         except KafkaException as exc:
-            if self.committer.transactional:  # there it is the one position
-                raise
-            log.warning("committed offsets unknown (%s): gaps are closed when records "
-                        "arrive", exc, extra={"event": "committed_unknown"})
+            self.committer.offsets_unknown(exc)
             committed = {}
         for tp in tps:
-            offset = committed.get(tp, -1)
-            if self.committer.transactional:
-                self.order.resume(tp, max(offset, 0))
-            elif offset >= 0:
-                self.order.resume(tp, min(offset, self.order.next.get(tp, offset)))
-            else:
+            offset = self.committer.resume_at(committed.get(tp, -1), self.order.next.get(tp))
+            if offset is None:
                 continue
+            self.order.resume(tp, offset)
             # Until a batch of it commits, its progress is where it resumes: all before was
             # forwarded. Not InOrder's next, which a batch moves before it commits: a
             # heartbeat would confirm records not in the scoped topic yet ("caught up" at a
