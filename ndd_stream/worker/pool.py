@@ -5,7 +5,10 @@ decisions (:data:`TRANSACTION_ITEMS` under exactly-once), each as if it were a b
 its own: every record is decided in offset order from the partition's checkpoint
 (``InOrder``; state changes are buffered in the partition's RocksDB batch), its outputs
 go to the piece, and the piece is committed with each partition's new checkpoint by the
-committer (``worker/commit.py``: the one place where the guarantees differ). Partitions
+committer (``worker/commit.py``: the one place where the guarantees differ). Under
+exactly-once the commit overlaps the next piece's decisions; a commit that fails is
+noticed at the next batch, or at once by :meth:`DeciderPool._watch` when no batch comes,
+and its partitions are opened again and their records decided again. Partitions
 are opened by ``worker/lifecycle.py``; under event-time order records pass through the
 partitions' sequencers (``worker/sequencing.py``) before they are decided.
 
