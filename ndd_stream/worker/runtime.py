@@ -268,14 +268,12 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         (:func:`take_turns`). Faust's own took all that was prefetched, in the order it was
         fetched: the whole raw backlog (up to ``consumer_max_fetch_size`` a partition) went
         to the router before the decider saw a scoped record."""
-        if not active_partitions:  # Faust's own answer (aiokafka reads "none" as "all")
-            return await super()._fetch_records(consumer, active_partitions, timeout=timeout,
-                                                max_records=max_records)
-
-        async def fetch(tps: Any, wait: float | None, most: int) -> Any:
+        async def fetch(tps: Any, wait: float | None, most: int | None) -> Any:
             return await super(_ConsumerThread, self)._fetch_records(
                 consumer, tps, timeout=wait, max_records=most)
 
+        if not active_partitions:  # Faust's own answer (aiokafka reads "none" as "all")
+            return await fetch(active_partitions, timeout, max_records)
         return await take_turns(fetch, active_partitions, timeout, consumer._fetcher._records)
 
 
