@@ -128,11 +128,6 @@ class BrokerReads(Log):
                     "enable.partition.eof": False, "isolation.level": "read_committed"})
             return self._consumer
 
-    def list_topics(self, timeout: float) -> Any:
-        """The cluster's metadata (its id, topics and partitions), through the same client:
-        the worker keeps no admin client of its own for it."""
-        return self._get().list_topics(timeout=timeout)
-
     def close(self) -> None:
         with self._lock, self._committed_lock:
             if self._consumer is not None:

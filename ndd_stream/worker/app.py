@@ -25,6 +25,7 @@ from typing import Any
 
 import faust
 from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from ndd_stream.core import kernels
 from ndd_stream.kafka.config import describe, librdkafka_config
@@ -101,7 +102,8 @@ class Service:
             producer_request_limit(settings.max_item_bytes), settings.dlq_topic)
         self.web_port = settings.web_port or free_port(settings.web_host)
         self.app = make_app(settings, limits, self.web_port)
-        self.watch = BrokerWatch(settings, self.reads)
+        self._admin = AdminClient(librdkafka_config(settings))
+        self.watch = BrokerWatch(settings, self._admin)
         self.ordered = settings.event_time_order()
         # an idle raw partition is stepped over on a confirmation 2/3 of the wait after the
         # item came; routers confirm every 1/3 (heartbeat below): at most the whole wait
@@ -183,7 +185,7 @@ class Service:
 
     def raw_sources(self) -> set[SourceId]:
         """The raw partitions that exist (one metadata request): each feeds every scope."""
-        metadata = self.reads.list_topics(timeout=10.0)
+        metadata = self._admin.list_topics(timeout=10.0)
         s = self.settings
         pattern = re.compile(s.raw_topic_pattern) if s.raw_topic_pattern else None
         return {(name, p) for name, topic in metadata.topics.items()

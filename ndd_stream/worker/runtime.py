@@ -55,10 +55,11 @@ import os
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import faust
 from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 from faust.tables import TableManager
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from mode.services import WaitResults
@@ -484,27 +485,21 @@ def execute(app: faust.App, settings: Settings) -> int:
     return 3
 
 
-class Metadata(Protocol):
-    """A client that answers with the cluster's metadata (``kafka.reads.BrokerReads``)."""
-
-    def list_topics(self, timeout: float) -> Any: ...
-
-
 class BrokerWatch:
     """The worker's timer on the broker: exit (code 3) once no broker has answered for
     ``NDD_BROKER_TIMEOUT_S``, or at once when it is another cluster than the state's."""
 
-    def __init__(self, settings: Settings, metadata: Metadata) -> None:
+    def __init__(self, settings: Settings, admin: AdminClient) -> None:
         self.settings = settings
-        self.metadata = metadata
+        self.admin = admin
         self.unreachable_since: float | None = None  # start of the first failed check
 
     def answers(self) -> bool:
         """Whether a broker answers; raises ``ClusterChanged`` when it is another cluster."""
         s = self.settings
         try:
-            metadata = self.metadata.list_topics(timeout=5.0)
-        except (KafkaException, RuntimeError):  # no answer; a client closed at a stop
+            metadata = self.admin.list_topics(timeout=5.0)
+        except KafkaException:
             return False
         check_cluster(s.data_dir / s.app_id, metadata.cluster_id, s.bootstrap_servers())
         return True
