@@ -32,24 +32,49 @@ from ndd_stream.worker.router import Router
 SETTINGS = make_settings()
 
 
+OVERLAP = pytest.mark.parametrize("overlap", [False, True], ids=["in-turn", "overlapped"])
+"""A pool's commits one after the other, or each overlapping the next piece's decisions
+(the worker's decider: ``TransactionalCommitter(overlap=True)``)."""
+
+
 def _pool(log: MemoryLog, txns: MemoryTransactions, state: Path,
-          piece_items: int = 4) -> DeciderPool:
-    committer = TransactionalCommitter(txns, WorkerMetrics(), piece_items)
+          piece_items: int = 4, overlap: bool = False) -> DeciderPool:
+    committer = TransactionalCommitter(txns, WorkerMetrics(), piece_items, overlap=overlap)
     return DeciderPool(state, SETTINGS.detector_config(), SETTINGS.item_format(), TOPICS, log,
                        WorkerMetrics(), scoped_topic=SCOPED, committer=committer)
+
+
+def _process(pool: DeciderPool, *batches: list[Any]) -> int:
+    """Decide ``batches`` one after the other in one event loop, then wait for the commits
+    in flight (and the redoing of those that failed), as a worker's loop does."""
+    async def run() -> int:
+        decided = 0
+        for batch in batches:
+            decided += await pool.process(batch, log_send(pool))
+        await pool.drain()
+        pool.committer.failed()
+        return decided
+
+    return asyncio.run(run())
+
+
+def log_send(pool: DeciderPool) -> Any:
+    return None  # exactly-once pieces never use Faust's producer
 
 
 def _repeats(log: MemoryLog) -> int:
     return sum(len(d) - 1 for d in _decisions(log).values())
 
 
+@OVERLAP
 def test_pieces_commit_outputs_changelog_checkpoint_and_offset_together(
-        tmp_path: Path) -> None:
+        tmp_path: Path, overlap: bool) -> None:
     log, lines = MemoryLog(), _lines(12)
     txns = MemoryTransactions(log)
     scoped = _scoped(log, lines)
-    pool = _pool(log, txns, tmp_path)
-    assert asyncio.run(pool.process(scoped, log.send)) == 12
+    pool = _pool(log, txns, tmp_path, overlap=overlap)
+    assert _process(pool, scoped) == 12
+    assert pool.deciders[0].next_offset == 12  # RocksDB written after each commit
     pool.close()
     assert _decisions(log) == _want(lines)
     assert txns.committed == {(SCOPED, 0): 12}
@@ -59,10 +84,11 @@ def test_pieces_commit_outputs_changelog_checkpoint_and_offset_together(
     assert checkpoints == [4, 8, 12]
 
 
+@OVERLAP
 @pytest.mark.parametrize("before", [True, False], ids=["before-commit", "after-commit"])
 @pytest.mark.parametrize("at", [1, 2, 3])
 def test_a_kill_at_any_commit_repeats_and_loses_nothing(tmp_path: Path, at: int,
-                                                        before: bool) -> None:
+                                                        before: bool, overlap: bool) -> None:
     """Killed just before the broker commits piece ``at`` (nothing of it is visible) or
     just after (RocksDB not written yet): the next worker, on the same state directory or
     on none, goes on from the committed changelog and offset."""
@@ -79,16 +105,16 @@ def test_a_kill_at_any_commit_repeats_and_loses_nothing(tmp_path: Path, at: int,
                 raise Crash
 
     txns.crash = crash
-    first = _pool(log, txns, tmp_path / "first")
+    first = _pool(log, txns, tmp_path / "first", overlap=overlap)
     with pytest.raises(Crash):
-        asyncio.run(first.process(scoped, log.send))
+        _process(first, scoped)
     first.close()  # the uncommitted RocksDB batch is dropped, as by a kill
     txns.crash = lambda tps, is_before: None
     for state in ("first", "other"):  # the restarted worker, and a new owner
         again = _pool(log, MemoryTransactions(log) if state == "other" else txns,
-                      tmp_path / state)
+                      tmp_path / state, overlap=overlap)
         start = (txns.committed.get((SCOPED, 0), 0))
-        asyncio.run(again.process(scoped[start:], log.send))
+        _process(again, scoped[start:])
         again.close()
         assert {i: d[:1] for i, d in _decisions(log).items()} == _want(lines)
         assert _repeats(log) == 0
@@ -117,9 +143,10 @@ def test_a_fenced_owner_commits_nothing(tmp_path: Path) -> None:
     assert _decisions(log) == _want(lines)
 
 
+@OVERLAP
 @pytest.mark.parametrize("at", [1, 2, 3])
 def test_an_aborted_commit_is_redone_after_the_partition_opens_again(
-        tmp_path: Path, at: int) -> None:
+        tmp_path: Path, at: int, overlap: bool) -> None:
     """A leader or coordinator that moved: piece ``at``'s transaction aborts (nothing of
     it visible). The pool opens the partition again from what it committed, decides the
     records handed out since, and goes on: every item once, nothing lost."""
@@ -136,12 +163,69 @@ def test_an_aborted_commit_is_redone_after_the_partition_opens_again(
                 raise TransactionAborted(f"{tps}: commit: abortable: NOT_COORDINATOR")
 
     txns.crash = abort
-    pool = _pool(log, txns, tmp_path)
-    asyncio.run(pool.process(scoped, log.send))
+    pool = _pool(log, txns, tmp_path, overlap=overlap)
+    _process(pool, scoped)
     pool.close()
     assert {i: d[:1] for i, d in _decisions(log).items()} == _want(lines)
     assert _repeats(log) == 0
     assert txns.committed == {(SCOPED, 0): 14}
+    assert txns.aborts == 1
+
+
+@pytest.mark.parametrize("batches", [1, 3], ids=["one-batch", "a-batch-a-piece"])
+def test_work_decided_on_a_failed_commit_is_decided_again_never_published(
+        tmp_path: Path, batches: int) -> None:
+    """Overlapped commits: the first piece's transaction is slow, then aborts, while the
+    pieces after it are decided on the state that holds its documents. None of them is
+    committed (each waits for the one before); the partition opens again from what it
+    committed and every item is decided once, and as in turn: nothing published twice,
+    nothing lost, no decision made against documents that were never committed."""
+    log, lines = MemoryLog(), _lines(12)
+    txns = MemoryTransactions(log)
+    scoped = _scoped(log, lines)
+    committing, release = threading.Event(), threading.Event()
+    failed = [True]
+
+    def slow_then_abort(tps: list[tuple[str, int]], before: bool) -> None:
+        if before and failed:
+            failed.pop()
+            committing.set()
+            release.wait(10.0)  # the next pieces are decided meanwhile
+            raise TransactionAborted(f"{tps}: commit: abortable: NOT_COORDINATOR")
+
+    txns.crash = slow_then_abort
+    pool = _pool(log, txns, tmp_path, overlap=True)
+    decided_on_top: list[int] = []
+
+    def decided() -> int:
+        return int(pool.metrics.registry.get_sample_value("ndd_decision_seconds_count") or 0)
+
+    async def run() -> None:
+        parts = [scoped] if batches == 1 else [scoped[:4], scoped[4:8], scoped[8:]]
+
+        async def process() -> None:
+            for part in parts:
+                await pool.process(part, log_send(pool))
+
+        processing = asyncio.ensure_future(process())
+        while decided() < 8 and not processing.done():
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)  # the third piece waits for the first commit: no more
+        decided_on_top.append(decided())
+        assert committing.is_set(), decided()
+        assert txns.commits == 0, txns.commits
+        assert log.topic("unique") == []
+        release.set()
+        await processing
+        await pool.drain()
+        pool.committer.failed()
+
+    asyncio.run(run())
+    pool.close()
+    assert decided_on_top == [8]  # the second piece decided while the first committed
+    assert {i: d[:1] for i, d in _decisions(log).items()} == _want(lines)
+    assert _repeats(log) == 0
+    assert txns.committed == {(SCOPED, 0): 12}
     assert txns.aborts == 1
 
 

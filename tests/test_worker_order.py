@@ -360,3 +360,54 @@ def test_a_kill_while_a_batch_changelog_is_produced_loses_no_held_item(tmp_path:
     # Faust resumes where it committed: the end of what the first worker consumed
     _run(again, log, end // 2, end, 25, clock)
     assert _decisions(log) == want
+
+
+@pytest.mark.parametrize("overlap", [False, True], ids=["in-turn", "overlapped"])
+def test_a_slow_commit_in_a_backlog_passes_no_partition(tmp_path: Path,
+                                                        overlap: bool) -> None:
+    """The decider's own commit takes longer than ``stall_s`` (a coordinator that moved,
+    a broker restarting) in the middle of a backlog: the raw partitions it kept from being
+    heard are not counted silent (``sequencing.OwnTime``), so none is passed and every
+    item is decided as in event-time order."""
+    from harness.fakes import MemoryTransactions
+
+    from ndd_stream.worker.commit import TransactionalCommitter
+
+    lines = cross_channel_lines(160, seed=3)
+    parts = by_partition(lines)
+    log = MemoryLog()
+    forward_backlog(log, parts, chunk=50, seed=1)
+    clock = Clock()
+    txns = MemoryTransactions(log)
+    slow = [True]
+
+    def slow_commit(tps: list[tuple[str, int]], before: bool) -> None:
+        if before and slow:
+            slow.pop()
+            clock.now += 70.0  # past stall_s (60 s)
+
+    txns.crash = slow_commit
+    pool = DeciderPool(tmp_path, SETTINGS.detector_config(), SETTINGS.item_format(), TOPICS,
+                       log, WorkerMetrics(), scoped_topic=SCOPED,
+                       order=OrderConfig(idle_s=1.0, stall_s=60.0, max_bytes=1 << 30),
+                       clock=clock, committer=TransactionalCommitter(
+                           txns, WorkerMetrics(), 32, overlap=overlap))
+    pool.expect([(RAW, p) for p in range(PARTITIONS)])
+    records = log.logs[(SCOPED, 0)]
+
+    async def go() -> None:
+        for at in range(0, len(records), 37):
+            await pool.process(records[at:at + 37], log.send)
+            await pool.drain()  # the commit ends while no batch runs
+        for _ in range(2):
+            clock.now += 5.0
+            await pool.process(heartbeat(log), log.send)
+            await pool.drain()
+
+    asyncio.run(go())
+    assert not slow  # the slow commit happened
+    assert _decisions(log) == _want(event_order(parts))
+    for reason in ("stall", "memory"):  # (idle: the feed's end, confirmed by the routers)
+        assert pool.metrics.order_passed.labels(reason)._value.get() == 0, reason
+    assert not [r for r in log.topic("unique") + log.topic("duplicate")
+                if dict(r.headers).get("ndd-order")]

@@ -115,11 +115,24 @@ class RocksStore:
 
     def commit(self, checkpoint: Checkpoint | None = None) -> None:
         """Write the batch with the checkpoint it reflects, at once."""
+        self.write(self.take(), checkpoint)
+
+    def take(self) -> WriteBatch:
+        """The batch so far, for a later :meth:`write`; later changes go to a new one."""
+        batch, self._batch = self._batch, WriteBatch(raw_mode=True)
+        return batch
+
+    def write(self, batch: WriteBatch, checkpoint: Checkpoint | None = None) -> None:
+        """Write a batch :meth:`take` returned with the checkpoint it reflects, at once.
+        Batches are written in the order they were taken."""
         if checkpoint is not None:
-            self._batch.put(MARKER_KEY, encode_checkpoint(checkpoint))
-        if not self._batch.is_empty():
-            self._db.write(self._batch, self._write_options)
-            self._batch = WriteBatch(raw_mode=True)
+            batch.put(MARKER_KEY, encode_checkpoint(checkpoint))
+        if not batch.is_empty():
+            self._db.write(batch, self._write_options)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def checkpoint(self) -> Checkpoint:
         return decode_checkpoint(self._db.get(MARKER_KEY))

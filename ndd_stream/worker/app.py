@@ -44,8 +44,8 @@ from ndd_stream.worker.merge import SourceId
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pages import add_pages
 from ndd_stream.worker.pool import CHECKPOINT_ITEMS, TRANSACTION_ITEMS, DeciderPool
-from ndd_stream.worker.records import OutRecord, Source
-from ndd_stream.worker.router import Router, route_raw
+from ndd_stream.worker.records import OutRecord
+from ndd_stream.worker.router import Router, Routing
 from ndd_stream.worker.runtime import (
     BATCH_MAX,
     SHARD_BATCH_MAX,
@@ -140,27 +140,34 @@ class Service:
             reading.lost = self.lost
         self.router = Router(
             self.committer, router_order,
-            self._routed, self.reads.committed, self.send, scoped_topic=self.scoped_name,
+            Routing(self._format, self.scoped_name, settings.dlq_topic, self.metrics,
+                    ordered=self.ordered, dead_letter_bytes=self._dead_letter_bytes),
+            self.reads.committed, self.send, scoped_topic=self.scoped_name,
             scoped_partitions=settings.partitions, ordered=self.ordered, high=self._high,
-            reopen_timeout_s=settings.broker_timeout_s)
+            reopen_timeout_s=settings.broker_timeout_s, own=self.pool.own)
         read_from(self.app, self.positions)
         self._wire()
 
     def _committer(self, agent: str) -> Committer:
         """Commits ``agent``'s pieces; exactly-once with a transactional producer of its
-        own, so that the agents' commits never wait on each other's."""
+        own, so that the agents' commits never wait on each other's. A pool's pieces
+        overlap their commits (``commit.TransactionalCommitter``: the next piece is decided
+        while the last one commits); the router's records are the decider's input, so each
+        of its pieces is committed before it forwards more."""
         s, txns = self.settings, None
         if s.exactly_once():
             txns = Transactions(transaction_conf(s), s.app_id, f"{worker_id(self.state_dir)}-"
                                 f"{agent}", lambda: group_member(self.app))
             self.txns.append(txns)
         return committer_for(txns, self.metrics, acknowledged_items=CHECKPOINT_ITEMS,
-                             transaction_items=TRANSACTION_ITEMS, stable=self.reads.committed)
+                             transaction_items=TRANSACTION_ITEMS, acknowledged_batch=BATCH_MAX,
+                             stable=self.reads.committed,
+                             overlap=agent != "router")
 
     def _topic(self, *names: str, pattern: str | None = None,
                maxsize: int | None = None) -> faust.TopicT:
         return agent_input(self.app, *names, pattern=pattern, maxsize=maxsize,
-                           acks=not self.settings.exactly_once())
+                           acks=self.committer.acknowledges)
 
     async def send(self, record: OutRecord) -> Awaitable[Any]:
         """Hand a record to the producer; the returned future resolves on delivery."""
@@ -184,18 +191,6 @@ class Service:
         return {(name, p) for name, topic in metadata.topics.items()
                 if (pattern.match(name) if pattern else name in s.raw_topics)
                 for p in topic.partitions}
-
-    def _routed(self, m: Any) -> OutRecord:
-        src = Source.of_message(m)
-        record, invalid = route_raw(m.value, m.key, src, self._format, self.scoped_name,
-                                    self.settings.dlq_topic, ordered=self.ordered,
-                                    dead_letter_bytes=self._dead_letter_bytes)
-        if invalid is not None:
-            self.metrics.dlq.labels(invalid.reason, "route").inc()
-            log.warning("%s: %s: %s", src.position, invalid.reason, invalid.detail,
-                        extra={"topic": m.topic, "partition": m.partition,
-                               "offset": m.offset, "event": "dlq"})
-        return record
 
     async def assigned(self, raw: list[tuple[str, int]], scoped: list[int],
                        shards: Sequence[int] = ()) -> None:
@@ -255,8 +250,7 @@ class Service:
         s, app = self.settings, self.app
         raw = (self._topic(pattern=s.raw_topic_pattern) if s.raw_topic_pattern
                else self._topic(*s.raw_topics))
-        ack = not self.committer.transactional
-        most = TRANSACTION_ITEMS if self.committer.transactional else BATCH_MAX
+        ack, most = self.committer.acknowledges, self.committer.batch_items
         lag = partial(record_lag, app, self.metrics)
         app.agent(raw, name="ndd-router")(
             partial(run_agent, self.router.route, "router", most=most, ack=ack,

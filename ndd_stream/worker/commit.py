@@ -31,17 +31,25 @@ undecided item's).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
-from ndd_stream.kafka.transactions import TP, ProducerFenced, TransactionError, Transactions
+from ndd_stream.kafka.transactions import (
+    TP,
+    ProducerFenced,
+    TransactionAborted,
+    TransactionError,
+    Transactions,
+)
 from ndd_stream.state.codec import Checkpoint
 from ndd_stream.state.pending import Pair, least_offset
-from ndd_stream.worker.deciding import StatefulPartition, sources_named
+from ndd_stream.worker.deciding import Handed, StatefulPartition, sources_named
 from ndd_stream.worker.gathering import GatherDecider
 from ndd_stream.worker.merge import EventTimeMerge
 from ndd_stream.worker.metrics import WorkerMetrics
@@ -125,7 +133,7 @@ def checkpoints(deciders: Mapping[int, Any], merges: Mapping[int, EventTimeMerge
                 cursor[partition] = merge.resume_offset()
         else:
             position = moved.get(partition)
-            if position is not None and (position > decider.next_offset or (
+            if position is not None and (position > decider.handed_next or (
                     gathering and partition in touched)):
                 cursor[partition] = position
         if gathering and partition in cursor:  # re-read from the oldest undecided item
@@ -143,8 +151,13 @@ class Committer(ABC):
 
     transactional: bool
     """Whether inputs are read ``read_committed`` (offsets jump over transaction markers)."""
+    acknowledges: bool
+    """Whether the agents acknowledge their batches to Faust (whose commits are then the
+    raw partitions' positions)."""
     piece_items: int
     """About how many decisions a piece holds (``pool.CHECKPOINT_ITEMS`` and kin)."""
+    batch_items: int
+    """The most records an agent's batch holds."""
 
     def open(self, tp: TP) -> int | None:
         """Before input partition ``tp`` is read: wait out its previous owner's commit in
@@ -156,20 +169,59 @@ class Committer(ABC):
         """Input partitions given up (None: all)."""
 
     @abstractmethod
+    def resume_at(self, committed: int, handed: int | None) -> int | None:
+        """Where a raw partition opened is read from, given the group's committed offset
+        (-1: none) and the next offset handed out here before (None: none); None: where
+        the consumer delivers first."""
+
+    @abstractmethod
+    def offsets_unknown(self, exc: Exception) -> None:
+        """The group's committed offsets could not be read at an opening: raise, or go on
+        without them."""
+
+    @abstractmethod
     def begin(self, send: Send) -> Piece:
         """A new piece; ``send`` is Faust's producer (at-least-once)."""
+
+    @property
+    def in_flight(self) -> asyncio.Future[None] | None:
+        """The commit of the last piece handed over, while it runs (see ``overlap``)."""
+        return None
+
+    def failed(self) -> None:  # noqa: B027
+        """Raise the :class:`PieceFailed` of a commit handed over that failed (at once:
+        never waits). Its pieces and every piece after them are not committed."""
+
+    async def settle(self) -> None:  # noqa: B027
+        """Wait for the commits handed over; :class:`PieceFailed` if one failed."""
+
+    def wait(self) -> None:  # noqa: B027
+        """Block until the commits handed over are done (before stores close)."""
 
 
 class AcknowledgingCommitter(Committer):
     """At-least-once: deliveries waited for in order, then RocksDB."""
 
     transactional = False
+    acknowledges = True
 
-    def __init__(self, piece_items: int) -> None:
+    def __init__(self, piece_items: int, batch_items: int = 500) -> None:
         self.piece_items = piece_items
+        self.batch_items = batch_items
 
     def begin(self, send: Send) -> Piece:
         return _AcknowledgedPiece(send)
+
+    def resume_at(self, committed: int, handed: int | None) -> int | None:
+        # Faust may have committed past what was forwarded here (offsets it never
+        # delivered count as done): never past what this worker handed out
+        if committed < 0:
+            return None
+        return committed if handed is None else min(committed, handed)
+
+    def offsets_unknown(self, exc: Exception) -> None:
+        log.warning("committed offsets unknown (%s): gaps are closed when records "
+                    "arrive", exc, extra={"event": "committed_unknown"})
 
 
 class _AcknowledgedPiece(Piece):
@@ -205,18 +257,34 @@ class _AcknowledgedPiece(Piece):
 
 
 class TransactionalCommitter(Committer):
-    """Exactly-once: one transaction per piece on the agent's producer, then RocksDB."""
+    """Exactly-once: one transaction per piece on the agent's producer, then RocksDB.
+
+    The transactions run one at a time, in the order the pieces were handed over, in the
+    committer's one commit thread, each followed by its RocksDB writes. With ``overlap``,
+    :meth:`Piece.commit` returns once the piece is handed over and the agent decides the
+    next piece while the transaction commits, on a state that already holds the piece's
+    documents. A piece's transaction begins only after the one before it committed; when
+    one fails, every piece after it fails too without a transaction (its work rests on
+    state that was never committed), and :meth:`failed` / :meth:`settle` raise one
+    :class:`PieceFailed` naming all their partitions: they are opened again from what
+    they committed and their records decided again (``pool.DeciderPool``)."""
 
     transactional = True
+    acknowledges = False
 
     def __init__(self, txns: Transactions, metrics: WorkerMetrics, piece_items: int,
-                 stable: Callable[[Sequence[TP]], Any] | None = None) -> None:
+                 stable: Callable[[Sequence[TP]], Any] | None = None,
+                 overlap: bool = False) -> None:
         self.txns = txns
         self.metrics = metrics
-        self.piece_items = piece_items
+        self.piece_items = self.batch_items = piece_items  # a batch is one piece
         self.stable = stable
-        # one transaction at a time on the producer: an agent's pieces run one at a time
-        # under its lock (the router's, the pool's), and Transactions holds its own
+        self.overlap = overlap
+        # one transaction at a time on the producer, in order: one thread runs them
+        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ndd-commit")
+        self._last: concurrent.futures.Future[None] | None = None  # the last handed over
+        self._flight: asyncio.Future[None] | None = None  # the same, for the event loop
+        self._broken: BaseException | None = None  # a failure the pieces after it inherit
         # outputs of a partition a piece did not move: for the piece that moves it
         self.carried: dict[TP, list[OutRecord]] = {}
 
@@ -236,6 +304,74 @@ class TransactionalCommitter(Committer):
 
     def begin(self, send: Send) -> Piece:
         return _TransactionalPiece(self)
+
+    def resume_at(self, committed: int, handed: int | None) -> int | None:
+        return max(committed, 0)  # the committed offset is the one position
+
+    def offsets_unknown(self, exc: Exception) -> None:
+        raise exc
+
+    @property
+    def in_flight(self) -> asyncio.Future[None] | None:
+        return self._flight
+
+    def failed(self) -> None:
+        flight = self._flight
+        if flight is not None and flight.done():
+            self._flight = None
+            self._broken = None  # the last piece is done: no piece inherits it any more
+            flight.result()
+
+    async def settle(self) -> None:
+        flight = self._flight
+        if flight is None:
+            return
+        # a batch cancelled (a stop, a rebalance) leaves the commit running
+        await asyncio.wait([flight])
+        if self._flight is flight:
+            self.failed()
+
+    def wait(self) -> None:
+        last = self._last
+        if last is not None:
+            concurrent.futures.wait([last])
+
+    def hand_over(self, run: Callable[[], None]) -> asyncio.Future[None]:
+        """Run ``run`` in the commit thread after the pieces handed over before it."""
+        self._last = self._thread.submit(run)
+        self._flight = asyncio.wrap_future(self._last)
+        return self._flight
+
+    def run(self, records: list[Any], offsets: dict[TP, int], reported: set[str],
+            handed: list[tuple[Reached, Handed]], tps: set[TP], decided: int) -> None:
+        """A piece's steps 3 and 4, in the commit thread."""
+        broken = self._broken
+        if isinstance(broken, PieceFailed):  # one before it failed: its base is not committed
+            aborted = TransactionAborted("not committed: a piece before it failed")
+            self._broken = PieceFailed({**{tp: aborted for tp in tps}, **broken.failed})
+            raise self._broken
+        if broken is not None:  # not a broker's answer (a bug): it stops the agent
+            raise broken
+        # 3. one transaction: the records with the input offsets reached
+        started = time.perf_counter()
+        try:
+            ends = self.txns.commit(records, offsets, reported)
+        except TransactionError as exc:
+            self.metrics.transaction_failures.labels(type(exc).__name__).inc()
+            self._broken = PieceFailed({tp: exc for tp in tps})
+            raise self._broken from exc
+        except BaseException as exc:  # not a broker's answer (a bug, a test's kill)
+            self._broken = exc
+            raise
+        if handed:  # a decider's piece
+            self.metrics.transaction.observe(time.perf_counter() - started)
+            self.metrics.transaction_decisions.observe(decided)
+        # 4. RocksDB, a cache of the committed changelog: only now
+        for r, batch in handed:
+            assert r.state is not None and r.checkpoint is not None
+            changelog = (r.state.changelog_topic, r.tp[1])
+            r.state.commit(replace(r.checkpoint, changelog=ends.get(
+                changelog, r.state.changelog_next)), batch)
 
 
 class _TransactionalPiece(Piece):
@@ -261,6 +397,7 @@ class _TransactionalPiece(Piece):
                 c.carried.setdefault(tp, []).extend(held)
         records: list[Any] = []
         reported: set[str] = set()
+        handed: list[tuple[Reached, Handed]] = []
         for r in reached:
             # 1. the outputs
             records += c.carried.pop(r.tp, [])
@@ -268,39 +405,35 @@ class _TransactionalPiece(Piece):
             # 2. the changelog records and checkpoint, and a gatherer's items now pending
             # go to the shards in the transaction of the checkpoint that lists them
             if r.state is not None and r.checkpoint is not None:
-                records += r.state.drain_changelog(r.checkpoint)
+                changes, batch = r.state.hand_over(r.checkpoint)
+                records += changes
                 records += getattr(r.state, "drain_fanout", list)()
                 reported.add(r.state.changelog_topic)
+                handed.append((r, batch))
         if not reached:
             return
-        # 3. one transaction: the records with the input offsets reached
-        started = time.perf_counter()
-        try:
-            ends = await asyncio.get_running_loop().run_in_executor(
-                None, c.txns.commit, records, {r.tp: r.next_offset for r in reached},
-                reported)
-        except TransactionError as exc:
-            c.metrics.transaction_failures.labels(type(exc).__name__).inc()
-            raise PieceFailed({tp: exc for tp in moved | set(self.held)}) from exc
-        if any(r.state is not None for r in reached):  # a decider's piece
-            c.metrics.transaction.observe(time.perf_counter() - started)
-            c.metrics.transaction_decisions.observe(decided)
-        # 4. RocksDB, a cache of the committed changelog: only now
-        for r in reached:
-            if r.state is not None and r.checkpoint is not None:
-                changelog = (r.state.changelog_topic, r.tp[1])
-                r.state.commit(replace(r.checkpoint, changelog=ends.get(
-                    changelog, r.state.changelog_next)))
+        offsets = {r.tp: r.next_offset for r in reached}
+        before = c.in_flight
+        if before is not None and not before.done():
+            # at most one piece commits while the next is decided: the pieces waiting
+            # (records, RocksDB batches) never pile up behind a slow broker
+            await asyncio.wait([before])
+        c.hand_over(partial(c.run, records, offsets, reported, handed, moved | set(self.held),
+                            decided))
+        if not c.overlap:
+            await c.settle()
 
 
 def committer_for(txns: Transactions | None, metrics: WorkerMetrics, *, acknowledged_items: int,
-                  transaction_items: int,
-                  stable: Callable[[Sequence[TP]], Any] | None = None) -> Committer:
+                  transaction_items: int, acknowledged_batch: int = 500,
+                  stable: Callable[[Sequence[TP]], Any] | None = None,
+                  overlap: bool = False) -> Committer:
     """The committer of the guarantee in effect (``txns``: exactly-once; ``stable``: reads
-    the group's committed offsets ``read_committed``, see :meth:`TransactionalCommitter.open`)."""
+    the group's committed offsets ``read_committed``, see :meth:`TransactionalCommitter.open`;
+    ``overlap``: see :class:`TransactionalCommitter`)."""
     if txns is None:
-        return AcknowledgingCommitter(acknowledged_items)
-    return TransactionalCommitter(txns, metrics, transaction_items, stable)
+        return AcknowledgingCommitter(acknowledged_items, acknowledged_batch)
+    return TransactionalCommitter(txns, metrics, transaction_items, stable, overlap)
 
 
 async def _all(futures: Sequence[Awaitable[Any]]) -> list[Any]:

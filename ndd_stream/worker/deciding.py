@@ -52,6 +52,10 @@ class ChangelogRecorder:
         # keys of the documents of hours that left the window: tombstones for the
         # changelog, so that compaction reclaims them (after the documents: same batch)
         self.tombstones: list[bytes] = []
+        # the documents of pieces handed to a commit whose RocksDB batch is not written yet
+        # (one list per piece; the list is rebound, never changed in place: the decision
+        # thread may read it)
+        self.committing: list[list[tuple[str, int, bytes]]] = []
 
     def add(self, doc: StoredDocument) -> None:
         key, value = document_key(doc), encode_document(doc)
@@ -61,6 +65,8 @@ class ChangelogRecorder:
     def drop_hour(self, scope: str, hour: int) -> None:
         self.tombstones += self.inner.hour_keys(scope, hour)
         self.tombstones += [key for s, h, key, _ in self.pending if s == scope and h == hour]
+        self.tombstones += [key for piece in self.committing for s, h, key in piece
+                            if s == scope and h == hour]
         self.inner.drop_hour(scope, hour)
 
     def load(self) -> Iterator[StoredDocument]:
@@ -71,6 +77,14 @@ class ChangelogRecorder:
 
     def close(self) -> None:
         self.inner.close()
+
+
+@dataclass(frozen=True)
+class Handed:
+    """A piece's RocksDB batch and the documents in it, until the piece is committed."""
+
+    batch: Any
+    keys: list[tuple[str, int, bytes]]
 
 
 @dataclass
@@ -95,6 +109,7 @@ class StatefulPartition:
         self.partition = partition
         self.changelog_topic = changelog_topic
         self.store = ChangelogRecorder(RocksStore(path))
+        self._handed_next = -1
         self.checkpoint = self.store.inner.checkpoint()  # the one position (state.codec)
         self.sources = sources_of(self.checkpoint)  # see Checkpoint.sources
         self.detector: Any = self._make_detector()
@@ -105,8 +120,18 @@ class StatefulPartition:
 
     @property
     def next_offset(self) -> int:
-        """The first input offset the state does not reflect."""
+        """The first input offset the committed state does not reflect."""
         return self.checkpoint.next
+
+    @property
+    def handed_next(self) -> int:
+        """The first input offset no piece handed to a commit reflects (committed or not
+        yet: ``next_offset`` once the commits in flight are done)."""
+        return max(self.checkpoint.next, self._handed_next)
+
+    @handed_next.setter
+    def handed_next(self, offset: int) -> None:
+        self._handed_next = offset
 
     @property
     def changelog_next(self) -> int:
@@ -142,10 +167,27 @@ class StatefulPartition:
                                  [], partition=self.partition))
         return out
 
-    def commit(self, checkpoint: Checkpoint) -> None:
-        """Persist state with the checkpoint it reflects, in one RocksDB write batch."""
+    def hand_over(self, checkpoint: Checkpoint) -> tuple[list[OutRecord], Handed]:
+        """A piece's end: its changelog records and ``checkpoint`` (``drain_changelog``),
+        and its RocksDB batch, which :meth:`commit` writes once the piece is committed;
+        later changes go to a batch of their own. Pieces are committed in order."""
+        keys = [(s, h, key) for s, h, key, _ in self.store.pending]
+        records = self.drain_changelog(checkpoint)
+        self.store.committing = [*self.store.committing, keys]
+        self.handed_next = checkpoint.next
+        return records, Handed(self.store.inner.take(), keys)
+
+    def commit(self, checkpoint: Checkpoint, handed: Handed | None = None) -> None:
+        """Persist state with the checkpoint it reflects, in one RocksDB write batch
+        (``handed``: the batch of the piece :meth:`hand_over` ended; else all changes)."""
+        if self.store.inner.closed:  # closed at a stop: the committed changelog has it
+            return
         self.checkpoint = replace(checkpoint, shards=self.shards)
-        self.store.commit(self.checkpoint)
+        if handed is None:
+            self.store.commit(self.checkpoint)
+        else:
+            self.store.committing = [k for k in self.store.committing if k is not handed.keys]
+            self.store.inner.write(handed.batch, self.checkpoint)
         if self.store.inner.needs_compaction:
             self.store.inner.compact()
 

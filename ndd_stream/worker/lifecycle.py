@@ -39,7 +39,7 @@ from ndd_stream.kafka.reads import Log
 from ndd_stream.worker.changelog import read_changelog
 from ndd_stream.worker.commit import Committer, PieceFailed
 from ndd_stream.worker.deciding import LayoutChanged, StatefulPartition
-from ndd_stream.worker.inorder import TP, InOrder, Message
+from ndd_stream.worker.inorder import TP, InOrder
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.patience import patiently
 from ndd_stream.worker.sequencing import Sequencers
@@ -143,12 +143,6 @@ class Partitions:
         self.deciders: dict[int, Any] = {}
         self.owned: set[int] | None = None
         self._opening: dict[int, asyncio.Task[Any]] = {}
-
-    def mine(self, messages: Sequence[Message]) -> list[Message]:
-        """The records of partitions owned now. One passed over (delivered before its
-        partition was owned) is delivered again: the worker's consumer is sent back to
-        each partition's checkpoint once it is opened (``runtime.seek``)."""
-        return [m for m in messages if self.owned is None or m.partition in self.owned]
 
     def tp(self, partition: int) -> TP:
         return (self.where.scoped_topic, partition)

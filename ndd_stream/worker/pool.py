@@ -5,7 +5,10 @@ decisions (:data:`TRANSACTION_ITEMS` under exactly-once), each as if it were a b
 its own: every record is decided in offset order from the partition's checkpoint
 (``InOrder``; state changes are buffered in the partition's RocksDB batch), its outputs
 go to the piece, and the piece is committed with each partition's new checkpoint by the
-committer (``worker/commit.py``: the one place where the guarantees differ). Partitions
+committer (``worker/commit.py``: the one place where the guarantees differ). Under
+exactly-once the commit overlaps the next piece's decisions; a commit that fails is
+noticed at the next batch, or at once by :meth:`DeciderPool._watch` when no batch comes,
+and its partitions are opened again and their records decided again. Partitions
 are opened by ``worker/lifecycle.py``; under event-time order records pass through the
 partitions' sequencers (``worker/sequencing.py``) before they are decided.
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -59,7 +63,7 @@ from ndd_stream.worker.lifecycle import BrokerLostData, Partitions, Where
 from ndd_stream.worker.merge import SourceId
 from ndd_stream.worker.metrics import WorkerMetrics, count_outcome, set_gauges
 from ndd_stream.worker.records import Source
-from ndd_stream.worker.sequencing import OrderConfig, Sequencers, Work
+from ndd_stream.worker.sequencing import OrderConfig, OwnTime, Sequencers, Work
 
 __all__ = ["BrokerLostData", "DeciderPool", "OrderConfig"]
 
@@ -128,17 +132,21 @@ class DeciderPool:
         self._gatherers: list[GatherDecider] = []  # the open ones, as a piece starts
         self._busy_child: dict[int, Any] = {}  # ndd_busy_seconds_total by partition
         self._revoking: set[int] = set()  # partitions a rebalance waits for (see _decide)
-        self._busy = 0.0  # clock seconds spent deciding (see _now)
+        self.own = OwnTime(clock)  # the worker's own work and waits (see _now)
         self._decision_thread = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix="ndd-decide")
         self._in_flight: concurrent.futures.Future[Any] | None = None
         self._turn = 0.0  # perf_counter when the event loop last had a turn (_yield)
+        self._failed: PieceFailed | None = None  # a commit's failure seen at a rebalance
+        self._redo: asyncio.Task[None] | None = None  # see _watch
+        self._send: Any = None  # the agent's Send, for _redo
 
     def _now(self) -> float:
-        """The sequencers' clock: the time the pool was free to hear from routers. Deciding
-        holds the event loop (and the router's agent shares it), so a raw partition is not
-        counted silent while the pool itself kept its news from arriving."""
-        return self.clock() - self._busy
+        """The sequencers' clock: the time the worker was free to hear from routers
+        (``sequencing.OwnTime``). Deciding holds the event loop (and the router's agent
+        shares it), and a commit in flight holds the scoped partition's last stable offset,
+        so a raw partition is not counted silent while the worker kept its news back."""
+        return self.clock() - self.own.total()
 
     def expect(self, sources: Iterable[SourceId]) -> None:
         """The raw partitions that exist: under event-time order each is waited for."""
@@ -155,6 +163,7 @@ class DeciderPool:
         offset and restore, and those waits overlap."""
         async with self.lock:
             self.partitions.owned = owned = set(partitions)
+            await self._settle_commits()
             self.close([p for p in self.deciders if p not in owned])
         turns = asyncio.Semaphore(OPEN_AT_ONCE)
 
@@ -172,6 +181,7 @@ class DeciderPool:
             async with self.lock:
                 if self.owned is not None:
                     self.owned.difference_update(partitions)
+                await self._settle_commits()
                 self.close(partitions)
         finally:
             self._revoking.difference_update(partitions)
@@ -189,10 +199,61 @@ class DeciderPool:
 
     def _settle(self) -> None:
         """A decision whose batch was cancelled (a stop, a rebalance) may still run in the
-        decision thread: it is waited for (at most one item's bounded time), so no store
-        closes under it."""
+        decision thread, and a commit in the commit thread: they are waited for (at most
+        one item's bounded time; a commit's bounded round trips), so no store closes
+        under them."""
         if self._in_flight is not None and not self._in_flight.done():
             concurrent.futures.wait([self._in_flight])
+        self.committer.wait()  # a commit writes its partitions' RocksDB last
+
+    async def _settle_commits(self) -> None:
+        """Wait for the commits in flight (before partitions close: a commit writes their
+        RocksDB last); one that failed is opened again by the next batch."""
+        try:
+            await self.committer.settle()
+        except PieceFailed as exc:
+            self._failed = exc
+
+    async def drain(self) -> None:
+        """Wait until no commit is in flight and none that failed is being redone."""
+        while True:
+            flight, redo = self.committer.in_flight, self._redo
+            if flight is not None and not flight.done():
+                await asyncio.wait([flight])
+            elif redo is not None and not redo.done():
+                await asyncio.wait([redo])
+            elif (flight is not None and not flight.cancelled()
+                  and isinstance(flight.exception(), PieceFailed)):
+                self._on_flight_done(self._send, flight)  # its callback may not have run
+            else:
+                return
+
+    def _watch(self, send: Send) -> None:
+        """A commit still in flight after a batch that fails is redone at once, not when
+        the next batch comes (none may come)."""
+        self._send = send
+        flight = self.committer.in_flight
+        if flight is not None and flight.done():
+            self._on_flight_done(send, flight)
+        elif flight is not None:
+            flight.add_done_callback(partial(self._on_flight_done, send))
+
+    def _on_flight_done(self, send: Send, flight: asyncio.Future[None]) -> None:
+        if flight.cancelled() or not isinstance(flight.exception(), PieceFailed):
+            return  # anything else than a failed commit stops the next batch (the agent)
+        if self._redo is None or self._redo.done():
+            self._redo = asyncio.get_running_loop().create_task(self._redo_failed(send))
+
+    async def _redo_failed(self, send: Send) -> None:
+        try:
+            async with self.lock:
+                with self.own.counting():
+                    await self._decide_redoing([], send)
+                self._watch(send)
+        except Exception as exc:  # as in the decider's agent: the worker cannot go on
+            log.exception("decider failed", extra={"event": "decider_error"})
+            from ndd_stream.worker.runtime import fatal
+            fatal(f"decider crashed: {exc!r}")
 
     async def process(self, messages: Sequence[Message], send: Send) -> int:
         """Run steps 1-4 of the module docstring for one batch; returns records decided.
@@ -202,7 +263,9 @@ class DeciderPool:
         are read from the broker and decided first, so nothing is lost.
         """
         async with self.lock:
-            return await self._process(messages, send)
+            decided = await self._process(messages, send)
+            self._watch(send)
+            return decided
 
     async def tick(self, send: Send) -> int:
         """Decide the held items whose wait is over (the worker's timer, event-time order:
@@ -210,18 +273,19 @@ class DeciderPool:
         if not self.merges:
             return 0
         async with self.lock:
-            return await self._process([], send)
+            decided = await self._process([], send)
+            self._watch(send)
+            return decided
 
     async def _process(self, messages: Sequence[Message], send: Send) -> int:
-        mine = self.partitions.mine(messages)
-        for partition in sorted({m.partition for m in mine}):
-            await self.partitions.ensure_patiently(partition)  # revoked ones: their new owner's
-        run = await self.order.arrange(mine)
-        started = self.clock()
-        try:
+        with self.own.counting():
+            owned = self.partitions.owned  # records of others: their new owner's
+            mine = [m for m in messages if owned is None or m.partition in owned]
+            for partition in sorted({m.partition for m in mine}):
+                if partition not in self.deciders:  # revoked ones: their new owner's
+                    await self.partitions.ensure_patiently(partition)
+            run = await self.order.arrange(mine)
             return await self._decide_redoing(run, send)
-        finally:
-            self._busy += self.clock() - started
 
     def positions(self) -> dict[TP, int]:
         """Where each partition open here goes on: the first offset not decided (its
@@ -235,10 +299,21 @@ class DeciderPool:
         while True:
             handed = dict(self.order.next)
             try:
+                self._raise_failed()
                 return await self._decide(run, send)
             except PieceFailed as exc:
                 until = await self.partitions.reopen(exc, handed)
                 run = await self.order.arrange([], until)
+
+    def _raise_failed(self) -> None:
+        """The failure of a commit handed over earlier, if any: its partitions (and the
+        work decided on top of them since) are opened again before anything else."""
+        failed, self._failed = self._failed, None
+        if failed is not None:
+            with contextlib.suppress(PieceFailed):
+                self.committer.failed()  # its flight, done: the same failure
+            raise failed
+        self.committer.failed()
 
     async def _decide(self, run: Sequence[Message], send: Send) -> int:
         """Steps 1-4 for a run in offset order (through the sequencers, if any), in pieces
@@ -307,8 +382,13 @@ class DeciderPool:
             ends = {p: n for p in self.deciders
                     if (n := self.order.next.get(self._tp(p))) is not None}
         reached = checkpoints(self.deciders, self.merges, self._touched, ends)
+        before = self.committer.in_flight
         await piece.commit([Reached.of(self._tp(p), self.deciders[p], checkpoint)
                             for p, checkpoint in reached.items()], decided)
+        flight = self.committer.in_flight
+        if flight is not None and flight is not before and not flight.done():
+            self.own.begin()  # the commit goes on after this batch: still the worker's own
+            flight.add_done_callback(self.own.end)
         for partition in reached:
             set_gauges(self.metrics, self._label(partition), self.deciders[partition])
         return end, handled
@@ -321,7 +401,7 @@ class DeciderPool:
             started = time.perf_counter()
             outcomes = decider.resolve()
             self._busy_in(decider.partition).inc(time.perf_counter() - started)
-            source = Source(self.scoped_topic, decider.partition, decider.next_offset)
+            source = Source(self.scoped_topic, decider.partition, decider.handed_next)
             decided += await self._emit(decider, outcomes, source, piece)
         await self._yield()
         return decided

@@ -38,6 +38,7 @@ from ndd_stream.kafka.limits import dead_letter_limit
 from ndd_stream.worker.commit import Committer, PieceFailed, Reached, Send
 from ndd_stream.worker.inorder import TP, InOrder, Message
 from ndd_stream.worker.merge import NO_TIME
+from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.patience import patiently
 from ndd_stream.worker.records import (
     H_DLQ_TRUNCATED,
@@ -49,6 +50,7 @@ from ndd_stream.worker.records import (
     event_time_ms,
     header_map,
 )
+from ndd_stream.worker.sequencing import OwnTime
 
 log = logging.getLogger("ndd_stream.worker")
 
@@ -62,8 +64,10 @@ class Router:
     def __init__(self, committer: Committer, order: InOrder, routed: Callable[[Message],
                  OutRecord], committed: Committed, send: Send, *, scoped_topic: str,
                  scoped_partitions: int, ordered: bool,
-                 high: Callable[[TP], int | None], reopen_timeout_s: float = 120.0) -> None:
+                 high: Callable[[TP], int | None], reopen_timeout_s: float = 120.0,
+                 own: OwnTime | None = None) -> None:
         self.committer = committer
+        self.own = own  # the order's clock: the router's commits are the worker's own waits
         self.order = order
         self.routed = routed
         self.committed = committed
@@ -109,7 +113,11 @@ class Router:
             await piece.produce(tp, record)
             next_offsets[tp] = m.offset + 1
             forwarded.append((m, record))
-        await piece.commit([Reached(tp, n) for tp, n in next_offsets.items()])
+        if self.own is None:
+            await piece.commit([Reached(tp, n) for tp, n in next_offsets.items()])
+        else:
+            with self.own.counting():
+                await piece.commit([Reached(tp, n) for tp, n in next_offsets.items()])
         return forwarded
 
     async def _reopen(self, failed: PieceFailed, handed: dict[TP, int]) -> dict[TP, int]:
@@ -178,19 +186,13 @@ class Router:
             if unknown:
                 committed |= await loop.run_in_executor(None, self.committed, unknown)
         except KafkaException as exc:
-            if self.committer.transactional:  # there it is the one position
-                raise
-            log.warning("committed offsets unknown (%s): gaps are closed when records "
-                        "arrive", exc, extra={"event": "committed_unknown"})
+            self.committer.offsets_unknown(exc)
             committed = {}
         for tp in tps:
-            offset = committed.get(tp, -1)
-            if self.committer.transactional:
-                self.order.resume(tp, max(offset, 0))
-            elif offset >= 0:
-                self.order.resume(tp, min(offset, self.order.next.get(tp, offset)))
-            else:
+            offset = self.committer.resume_at(committed.get(tp, -1), self.order.next.get(tp))
+            if offset is None:
                 continue
+            self.order.resume(tp, offset)
             # Until a batch of it commits, its progress is where it resumes: all before was
             # forwarded. Not InOrder's next, which a batch moves before it commits: a
             # heartbeat would confirm records not in the scoped topic yet ("caught up" at a
@@ -228,6 +230,31 @@ class Router:
                 futures.append(await self.send(progress.record(self.scoped_topic, partition)))
         for fut in futures:
             await fut
+
+
+class Routing:
+    """What the router does with one raw record: :func:`route_raw`, a dead letter counted
+    and logged."""
+
+    def __init__(self, fmt: ItemFormat, scoped_topic: str, dlq_topic: str,
+                 metrics: WorkerMetrics, *, ordered: bool = False,
+                 dead_letter_bytes: int | None = None) -> None:
+        self.fmt, self.scoped_topic, self.dlq_topic = fmt, scoped_topic, dlq_topic
+        self.metrics = metrics
+        self.ordered = ordered
+        self.dead_letter_bytes = dead_letter_bytes
+
+    def __call__(self, m: Message) -> OutRecord:
+        src = Source.of_message(m)
+        record, invalid = route_raw(m.value, m.key, src, self.fmt, self.scoped_topic,
+                                    self.dlq_topic, ordered=self.ordered,
+                                    dead_letter_bytes=self.dead_letter_bytes)
+        if invalid is not None:
+            self.metrics.dlq.labels(invalid.reason, "route").inc()
+            log.warning("%s: %s: %s", src.position, invalid.reason, invalid.detail,
+                        extra={"topic": m.topic, "partition": m.partition,
+                               "offset": m.offset, "event": "dlq"})
+        return record
 
 
 def route_raw(

@@ -22,6 +22,28 @@ timers and the web endpoints. It is not trusted with positions:
   slower stage, waited (:class:`_ConsumerThread` takes turns and waits less).
 
 Everything else the worker does is plain code in the other modules.
+
+The private attributes of Faust, mode, aiokafka and asyncio the worker reads or overrides,
+each checked against the installed versions by ``tests/test_worker_reach_ins.py`` (the
+versions are pinned below their next minor release in pyproject.toml):
+
+- Faust ``AIOKafkaConsumerThread._create_worker_consumer``, overridden to set aiokafka's
+  ``AIOKafkaConsumer._fetch_max_wait_ms`` (Faust hard-codes 1,500 ms) and
+  ``_isolation_level`` (Faust reads committed only under its own exactly-once); both are
+  read at ``start()``, before which they cannot be passed any other way;
+- Faust ``AIOKafkaConsumerThread._fetch_records``, overridden, and aiokafka's
+  ``Fetcher._records`` (its ordered buffer of prefetched partitions), in which
+  :func:`take_turns` moves a partition behind the others;
+- Faust ``Consumer._new_consumer_thread``, overridden to make :class:`_ConsumerThread`;
+- Faust ``TableManager._update_channels``, what its ``on_start`` does less its wait;
+- asyncio ``Future._asyncio_future_blocking``, reset as a task does when
+  :func:`_resumed` goes on with a coroutine started by hand;
+- Faust ``Consumer._thread`` and ``AIOKafkaConsumerThread._consumer``: aiokafka's own
+  consumer (``stall.kafka_consumer``), for its ``last_stable_offset`` (``stall._end``) and
+  its ``_coordinator``'s generation, member id and ``_group_instance_id``, which the
+  transactions name (:func:`group_member`);
+- Faust ``Consumer._get_active_partitions``, ``_paused_partitions`` and
+  ``_buffered_partitions``, which ``stall.unblock`` repairs when the fetch has stopped.
 """
 
 from __future__ import annotations
@@ -51,7 +73,7 @@ from ndd_stream.worker.inorder import Message
 from ndd_stream.worker.logs import json_handler
 from ndd_stream.worker.lost import LostRecords
 from ndd_stream.worker.metrics import WorkerMetrics
-from ndd_stream.worker.stall import StallWatch
+from ndd_stream.worker.stall import StallWatch, kafka_consumer
 from ndd_stream.worker.startup import producer_kwargs
 
 log = logging.getLogger("ndd_stream.worker")
@@ -234,8 +256,10 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
 
     def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
-        # read before start(), where aiokafka hands it to its fetcher
+        # read before start(), where aiokafka hands them to its fetcher
         consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS
+        if getattr(self.app, READ_COMMITTED, False):
+            consumer._isolation_level = "read_committed"
         return consumer
 
     async def _fetch_records(self, consumer: Any, active_partitions: Any,
@@ -245,14 +269,12 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
         (:func:`take_turns`). Faust's own took all that was prefetched, in the order it was
         fetched: the whole raw backlog (up to ``consumer_max_fetch_size`` a partition) went
         to the router before the decider saw a scoped record."""
-        if not active_partitions:  # Faust's own answer (aiokafka reads "none" as "all")
-            return await super()._fetch_records(consumer, active_partitions, timeout=timeout,
-                                                max_records=max_records)
-
-        async def fetch(tps: Any, wait: float | None, most: int) -> Any:
+        async def fetch(tps: Any, wait: float | None, most: int | None) -> Any:
             return await super(_ConsumerThread, self)._fetch_records(
                 consumer, tps, timeout=wait, max_records=most)
 
+        if not active_partitions:  # Faust's own answer (aiokafka reads "none" as "all")
+            return await fetch(active_partitions, timeout, max_records)
         return await take_turns(fetch, active_partitions, timeout, consumer._fetcher._records)
 
 
@@ -282,24 +304,10 @@ async def take_turns(fetch: Fetch, active: Iterable[Any], timeout: float | None,
     return records
 
 
-class _ReadCommittedThread(_ConsumerThread):
-    def _create_worker_consumer(self, transport: Any) -> Any:
-        consumer = super()._create_worker_consumer(transport)
-        # read before start(), where aiokafka hands it to its fetcher
-        consumer._isolation_level = "read_committed"
-        return consumer
-
-
-class _ReadCommittedConsumer(_Consumer):
-    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
-        return _ReadCommittedThread(self, loop=self.loop, beacon=self.beacon)
-
-
 def group_member(app: faust.App) -> Member | None:
     """The generation and member id of ``app``'s consumer in its group, as its commits
     name it (kafka/transactions.py); None while it is not a member."""
-    thread = getattr(app.consumer, "_thread", None)
-    coordinator = getattr(getattr(thread, "_consumer", None), "_coordinator", None)
+    coordinator = getattr(kafka_consumer(app), "_coordinator", None)
     if coordinator is None:
         return None
     # read once each: the consumer's thread sets them at a rebalance
@@ -361,9 +369,12 @@ async def seek(app: faust.App, positions: Mapping[tuple[str, int], int]) -> None
     fatal(f"sending the consumer to {dict(positions)} failed: {failed!r}")
 
 
+READ_COMMITTED = "ndd_read_committed"  # the app's attribute: its consumer reads committed
+
+
 def read_committed(app: faust.App) -> None:
     """Make ``app``'s consumer read only committed records (before the app starts)."""
-    app.transport.Consumer = _ReadCommittedConsumer  # type: ignore[misc]
+    setattr(app, READ_COMMITTED, True)
 
 
 async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX, ack: bool = True,

@@ -11,7 +11,8 @@ re-reads from) and the sequencer's state (``checkpoint()``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -184,3 +185,39 @@ def _stamp(m: Message) -> float | None:
     """A scoped record's Kafka timestamp in seconds (when its router sent it), if any."""
     ms = kafka_timestamp_ms(m)
     return ms / 1000 if ms is not None else None
+
+
+class OwnTime:
+    """The clock seconds this worker spent on its own work and waits: deciding, reading a
+    gap back, opening a partition, its commits (the decider's, and the router's, whose
+    open transaction holds the scoped partition's last stable offset). The sequencers'
+    clock runs without them (``DeciderPool._now``), so a raw partition is never counted
+    silent while the worker itself kept its news from arriving. Overlapping spans count
+    once."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self._done = 0.0  # seconds of the spans that ended
+        self._open = 0  # spans under way
+        self._since = 0.0  # when the current run of spans began
+
+    def begin(self) -> None:
+        if self._open == 0:
+            self._since = self.clock()
+        self._open += 1
+
+    def end(self, *_: object) -> None:
+        self._open -= 1
+        if self._open == 0:
+            self._done += self.clock() - self._since
+
+    def total(self) -> float:
+        return self._done + (self.clock() - self._since if self._open else 0.0)
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        self.begin()
+        try:
+            yield
+        finally:
+            self.end()

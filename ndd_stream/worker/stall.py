@@ -199,7 +199,13 @@ def _end(app: Any, tp: Any, read_committed: bool) -> int | None:
     if high is None or not read_committed:
         return None if high is None else int(high)
     try:  # aiokafka's own consumer, under Faust's: the one value Faust does not pass on
-        stable = app.consumer._thread._consumer.last_stable_offset(tp)
+        stable = kafka_consumer(app).last_stable_offset(tp)
     except Exception:  # not fetched yet
         return int(high)
     return int(stable) if isinstance(stable, int) and 0 <= stable <= high else int(high)
+
+
+def kafka_consumer(app: Any) -> Any:
+    """aiokafka's consumer under Faust's (None before it starts): its last stable offsets
+    and its group member (``runtime.group_member``), which Faust does not pass on."""
+    return getattr(getattr(app.consumer, "_thread", None), "_consumer", None)
