@@ -51,7 +51,7 @@
  * costs about a word operation, a row a few per 64 window documents. A row whose key falls
  * below half that share turns back into a list at the next sweep. */
 #define DENSE_MIN 64
-#define ROW_STEP 64 /* words a row grows by: 4,096 documents */
+#define ROW_STEP 64 /* words a row grows by at least: 4,096 documents */
 
 typedef struct {
     uint64_t key;
@@ -109,6 +109,7 @@ typedef struct {
     int64_t postings;   /* postings in lists, expired ones not yet trimmed included */
     int64_t listwords;  /* words allocated to lists */
     int64_t swept;      /* base at the last sweep */
+    int64_t sweptlive;  /* live documents at the last sweep */
 } EngineObject;
 
 static uint32_t SPREAD[256][8]; /* SPREAD[b][i]: bit i of b */
@@ -208,22 +209,31 @@ row_free(EngineObject *e, eslot_t *s)
     return 0;
 }
 
+/* Room for ``need`` words in row ``r``. Every row spans the window, so the rows are most
+ * of a dense index's bytes: an eighth more than asked (and ROW_STEP words at least), not
+ * a doubling. */
+static int
+row_reserve(erow_t *r, size_t need)
+{
+    if (need <= r->cap)
+        return 0;
+    size_t cap = need + (need / 8 > ROW_STEP ? need / 8 : ROW_STEP);
+    uint64_t *w = realloc(r->w, cap * 8);
+    if (w == NULL)
+        return -1;
+    r->w = w;
+    r->cap = cap;
+    return 0;
+}
+
 /* Set the bit of document ``number`` in row ``r``. */
 static int
 row_set(erow_t *r, int64_t number)
 {
     size_t i = (size_t)((number >> 6) - r->wfirst);
     if (i >= r->nw) {
-        if (i >= r->cap) { /* by half: fewer moves, fewer freed blocks left in the heap */
-            size_t cap = r->cap + r->cap / 2;
-            if (cap < i + ROW_STEP)
-                cap = i + ROW_STEP;
-            uint64_t *w = realloc(r->w, cap * 8);
-            if (w == NULL)
-                return -1;
-            r->w = w;
-            r->cap = cap;
-        }
+        if (row_reserve(r, i + 1))
+            return -1;
         memset(r->w + r->nw, 0, (i + 1 - r->nw) * 8);
         r->nw = i + 1;
     }
@@ -391,6 +401,7 @@ sweep(EngineObject *e)
     }
     e->used = kept;
     e->swept = e->base;
+    e->sweptlive = live;
     size_t want = MIN_TABLE;
     while (want < 4 * kept)
         want *= 2;
@@ -655,6 +666,11 @@ engine_add(EngineObject *e, PyObject *args)
         d->need = need;
         d->unidx = unidx;
         e->end++;
+        /* A growing window (nothing expires yet) sweeps too, each time it doubles: the rows
+         * made while it was small would otherwise stay rows at a share far below the one
+         * that pays for a bitmap over the whole window. */
+        if (e->end - e->base > 2 * e->sweptlive + 4096 && sweep(e))
+            goto nomem;
         result = PyLong_FromLongLong((long long)number);
         goto done;
     }
@@ -933,7 +949,7 @@ engine_best(EngineObject *e, PyObject *args)
                 erow_t *r = &e->rows[s->b[3]];
                 size_t need_w = (size_t)(wb - r->wfirst) + W;
                 if (r->nw < need_w) {
-                    if (grow((void **)&r->w, &r->cap, need_w, 8)) {
+                    if (row_reserve(r, need_w)) {
                         failed = 1;
                         break;
                     }
@@ -1120,6 +1136,27 @@ engine_nbytes(EngineObject *e, void *closure)
     return PyLong_FromSize_t(n);
 }
 
+static PyObject *
+engine_layout(EngineObject *e, void *closure)
+{
+    (void)closure;
+    size_t rows = 0, nrow = 0;
+    for (size_t i = 0; i < e->nrows; i++)
+        if (e->rows[i].w != NULL) {
+            rows += e->rows[i].cap * 8;
+            nrow++;
+        }
+    return Py_BuildValue("{sn,sn,sn,sn,sn,sn,sn,sn,sn}",
+        "table", (Py_ssize_t)((e->mask + 1) * sizeof(eslot_t)),
+        "keys", (Py_ssize_t)e->used,
+        "lists", (Py_ssize_t)(e->listwords * 4),
+        "rows", (Py_ssize_t)rows, "nrows", (Py_ssize_t)nrow,
+        "docs", (Py_ssize_t)(e->dcap * sizeof(edoc_t) + e->gcap * 2),
+        "sigs", (Py_ssize_t)e->scap, "sigs_used", (Py_ssize_t)e->slen,
+        "scratch", (Py_ssize_t)(e->ccap * 8 + e->hcap * 4 + e->kcap * sizeof(ecand_t)
+                                + e->dncap * sizeof(uint64_t *) + e->slcap * 8));
+}
+
 static PyMethodDef engine_methods[] = {
     {"add", (PyCFunction)engine_add, METH_VARARGS, add_doc},
     {"best", (PyCFunction)engine_best, METH_VARARGS, best_doc},
@@ -1138,6 +1175,7 @@ static PyMemberDef engine_members[] = {
 
 static PyGetSetDef engine_getset[] = {
     {"nbytes", (getter)engine_nbytes, NULL, "bytes allocated", NULL},
+    {"layout", (getter)engine_layout, NULL, "bytes allocated, by part", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1155,9 +1193,163 @@ PyTypeObject ndd_EngineType = {
     .tp_getset = engine_getset,
 };
 
+/* -- texts kept in a window --------------------------------------------------------------- */
+
+/* A window document's normal form, kept for the novelty rule and the explanation of its
+ * match: ASCII text (letters and digits, case folded) packed five bits a character
+ * (0-25 a letter; 26 + 4 bits a digit; 27 + 5 bits a capital; 31 + 8 bits any other
+ * byte), after the character count as a LEB128 varint. About 5/8 of the text's bytes. */
+#define TX_DIGIT 26
+#define TX_UPPER 27
+#define TX_BYTE 31
+
+typedef struct {
+    uint8_t *out;
+    size_t k;
+    uint64_t acc;
+    int nbits;
+} bitw_t;
+
+static inline void
+bits_put(bitw_t *w, uint32_t v, int n)
+{
+    w->acc |= (uint64_t)v << w->nbits;
+    w->nbits += n;
+    while (w->nbits >= 8) {
+        w->out[w->k++] = (uint8_t)w->acc;
+        w->acc >>= 8;
+        w->nbits -= 8;
+    }
+}
+
+PyDoc_STRVAR(pack_text_doc,
+"pack_text(text) -> bytes | None\n\nAn ASCII ``text`` packed five bits a letter (see "
+"unpack_text); None when it is not ASCII.");
+
+static PyObject *
+pack_text(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "pack_text takes a str");
+        return NULL;
+    }
+    if (PyUnicode_READY(arg) < 0)
+        return NULL;
+    if (!PyUnicode_IS_ASCII(arg))
+        Py_RETURN_NONE;
+    const uint8_t *a = PyUnicode_1BYTE_DATA(arg);
+    size_t n = (size_t)PyUnicode_GET_LENGTH(arg);
+    PyObject *res = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(10 + (n * 13 + 7) / 8 + 1));
+    if (res == NULL)
+        return NULL;
+    bitw_t w = {(uint8_t *)PyBytes_AS_STRING(res), 0, 0, 0};
+    size_t m = n;
+    while (m >= 0x80) {
+        w.out[w.k++] = (uint8_t)(m | 0x80);
+        m >>= 7;
+    }
+    w.out[w.k++] = (uint8_t)m;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = a[i];
+        if (c >= 'a' && c <= 'z')
+            bits_put(&w, c - 'a', 5);
+        else if (c >= '0' && c <= '9')
+            bits_put(&w, TX_DIGIT | (c - '0') << 5, 9);
+        else if (c >= 'A' && c <= 'Z')
+            bits_put(&w, TX_UPPER | (c - 'A') << 5, 10);
+        else
+            bits_put(&w, TX_BYTE | c << 5, 13);
+    }
+    if (w.nbits)
+        w.out[w.k++] = (uint8_t)w.acc;
+    if (_PyBytes_Resize(&res, (Py_ssize_t)w.k) < 0)
+        return NULL;
+    return res;
+}
+
+PyDoc_STRVAR(unpack_text_doc, "unpack_text(packed) -> str\n\nThe text pack_text packed.");
+
+static PyObject *
+unpack_text(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    if (!PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "unpack_text takes bytes");
+        return NULL;
+    }
+    const uint8_t *b = (const uint8_t *)PyBytes_AS_STRING(arg);
+    size_t len = (size_t)PyBytes_GET_SIZE(arg), k = 0, n = 0;
+    int shift = 0;
+    for (;;) {
+        if (k >= len || shift > 56)
+            goto bad;
+        uint8_t byte = b[k++];
+        n |= (size_t)(byte & 0x7f) << shift;
+        shift += 7;
+        if (!(byte & 0x80))
+            break;
+    }
+    if (n > (len - k) * 8) /* at least five bits a character */
+        goto bad;
+    PyObject *res = PyUnicode_New((Py_ssize_t)n, 127);
+    if (res == NULL)
+        return NULL;
+    uint8_t *out = PyUnicode_1BYTE_DATA(res);
+    uint64_t acc = 0;
+    int nbits = 0;
+#define TAKE(v, nb)                                            \
+    do {                                                       \
+        while (nbits < (nb)) {                                 \
+            if (k >= len)                                      \
+                goto bad_res;                                  \
+            acc |= (uint64_t)b[k++] << nbits;                  \
+            nbits += 8;                                        \
+        }                                                      \
+        (v) = (uint32_t)(acc & (((uint64_t)1 << (nb)) - 1));   \
+        acc >>= (nb);                                          \
+        nbits -= (nb);                                         \
+    } while (0)
+    for (size_t i = 0; i < n; i++) {
+        uint32_t s, v;
+        TAKE(s, 5);
+        if (s < 26) {
+            out[i] = (uint8_t)('a' + s);
+        } else if (s == TX_DIGIT) {
+            TAKE(v, 4);
+            out[i] = (uint8_t)('0' + v);
+        } else if (s == TX_UPPER) {
+            TAKE(v, 5);
+            out[i] = (uint8_t)('A' + v);
+        } else if (s == TX_BYTE) {
+            TAKE(v, 8);
+            if (v > 127)
+                goto bad_res;
+            out[i] = (uint8_t)v;
+        } else {
+            goto bad_res;
+        }
+    }
+#undef TAKE
+    return res;
+bad_res:
+    Py_DECREF(res);
+bad:
+    PyErr_SetString(PyExc_ValueError, "not a packed text");
+    return NULL;
+}
+
+static PyMethodDef text_methods[] = {
+    {"pack_text", (PyCFunction)pack_text, METH_O, pack_text_doc},
+    {"unpack_text", (PyCFunction)unpack_text, METH_O, unpack_text_doc},
+    {NULL, NULL, 0, NULL},
+};
+
 int
 ndd_engine_ready(PyObject *module)
 {
+    if (PyModule_AddFunctions(module, text_methods) < 0)
+        return -1;
     for (int b = 0; b < 256; b++)
         for (int i = 0; i < 8; i++) {
             SPREAD[b][i] = (uint32_t)(b >> i) & 1u;

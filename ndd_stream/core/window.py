@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ndd_stream.core import kernels
 from ndd_stream.core.bitmaps import Bitmap, BitmapFilter
 from ndd_stream.core.document import Decision
 from ndd_stream.core.engine import FlatIndex
@@ -37,10 +38,33 @@ class WindowDoc:
     hour: int
     size: int  # |signature|
     version: int  # order version of its indexed prefix (-1: none, the flat index)
-    nf: str  # normal form, to recompute the signature on verification
+    # normal form, for the novelty rule on a match and to recompute the signature on
+    # verification; held packed (see _pack_text), read as a str
+    nf: str
     # its figures (core.novelty.figures), None when unknown (a state record of layout v1)
     figures: str | None = None
     number: int = -1  # arrival number in its scope (ties across shards go to the lowest)
+
+
+# The normal form is most of a window document's Python bytes and is read only for a
+# match: held packed (an ASCII text five bits a letter, in C), unpacked when read. Text
+# that is not ASCII, or a process without the kernels, keeps the str.
+_PACK = getattr(kernels._C, "pack_text", None)
+_UNPACK = getattr(kernels._C, "unpack_text", None)  # bound now: tests may switch _C off
+_NF_SLOT = WindowDoc.nf  # the slot behind the property
+
+
+def _get_nf(doc: WindowDoc) -> str:
+    held = _NF_SLOT.__get__(doc, WindowDoc)
+    return held if isinstance(held, str) else _UNPACK(held)  # type: ignore[misc]
+
+
+def _set_nf(doc: WindowDoc, nf: str) -> None:
+    packed = _PACK(nf) if _PACK is not None and kernels.running() and len(nf) > 16 else None
+    _NF_SLOT.__set__(doc, nf if packed is None else packed)
+
+
+WindowDoc.nf = property(_get_nf, _set_nf)  # type: ignore[assignment,method-assign]
 
 
 @dataclass(slots=True)
