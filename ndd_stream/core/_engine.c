@@ -110,6 +110,8 @@ typedef struct {
     int64_t listwords;  /* words allocated to lists */
     int64_t swept;      /* base at the last sweep */
     int64_t sweptlive;  /* live documents at the last sweep */
+    uint64_t *pfx;      /* add_ordered's prefix and its selection's scratch */
+    size_t pcap;
 } EngineObject;
 
 static uint32_t SPREAD[256][8]; /* SPREAD[b][i]: bit i of b */
@@ -553,6 +555,7 @@ engine_dealloc(EngineObject *e)
     free(e->dense);
     free(e->slices);
     free(e->cands);
+    free(e->pfx);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
@@ -579,6 +582,88 @@ append(EngineObject *e, eslot_t *s, uint32_t number)
     return 0;
 }
 
+/* Index the next document under the ``m`` keys ``k`` (its signature ``sig``, ``size``
+ * codes, kept in prefix mode); its number, or -1 with an exception set. */
+static int64_t
+add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int size,
+         int hour, int need, int unidx)
+{
+    if (e->end >= (int64_t)UINT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "2**32 documents in one window's numbering");
+        return -1;
+    }
+    if ((e->used + m) * 2 > e->mask + 1) {
+        size_t cap = e->mask + 1;
+        while ((e->used + m) * 2 > cap)
+            cap *= 2;
+        if (rehash(e, cap))
+            goto nomem;
+    }
+    if (grow((void **)&e->docs, &e->dcap, e->dn + 1, sizeof(edoc_t))
+            || grow((void **)&e->gaps, &e->gcap, e->dn + 1, 2))
+        goto nomem;
+    int64_t off = 0;
+    if (!e->full) {
+        size_t most = (size_t)size * 10; /* a varint takes at most 10 bytes */
+        if (e->slen + most > e->scap) { /* by half: the arena is most of it */
+            size_t cap = e->scap + e->scap / 2 + most + 4096;
+            uint8_t *sg = realloc(e->sigs, cap);
+            if (sg == NULL)
+                goto nomem;
+            e->sigs = sg;
+            e->scap = cap;
+        }
+        int packed;
+        size_t used = sig_put(sig, (size_t)size, e->sigs + e->slen, &packed);
+        off = (e->sfirst + (int64_t)e->slen) | (packed ? SIG_PACKED : 0);
+        e->slen += used;
+    }
+    uint32_t number = (uint32_t)e->end;
+    /* dense_fraction 0: never */
+    double at = e->share > 0.0 ? e->share * (double)(e->end + 1 - e->base) : 1e300;
+    int64_t dense_at = at < (double)DENSE_MIN ? DENSE_MIN
+                       : at > 4e9 ? INT64_MAX : (int64_t)ceil(at);
+    /* A failure part way leaves some keys with this number: the engine is then unusable
+     * (as after any MemoryError in a decision, the process restarts from the store). */
+    for (size_t i = 0; i < m; i++) {
+        eslot_t *s = find(e, k[i]);
+        if (!s->b) {
+            if ((s->b = block_new(e, 1)) == NULL)
+                goto nomem;
+            s->key = k[i];
+            e->used++;
+        }
+        if (s->b[3] != NO_ROW) {
+            if (row_set(&e->rows[s->b[3]], number))
+                goto nomem;
+            continue;
+        }
+        if (append(e, s, number))
+            goto nomem;
+        if ((int64_t)(s->b[2] - s->b[1]) >= dense_at
+                && (int64_t)trim(e, s) >= dense_at && row_make(e, s))
+            goto nomem;
+    }
+    int gap = need - unidx;
+    e->gaps[e->dn] = (uint16_t)(gap < 0 ? 0 : gap > 65535 ? 65535 : gap);
+    edoc_t *d = &e->docs[e->dn++];
+    d->sig = off;
+    d->hour = hour;
+    d->size = size;
+    d->need = need;
+    d->unidx = unidx;
+    e->end++;
+    /* A growing window (nothing expires yet) sweeps too, each time it doubles: the rows
+     * made while it was small would otherwise stay rows at a share far below the one
+     * that pays for a bitmap over the whole window. */
+    if (e->end - e->base > 2 * e->sweptlive + 4096 && sweep(e))
+        goto nomem;
+    return (int64_t)number;
+nomem:
+    PyErr_NoMemory();
+    return -1;
+}
+
 static PyObject *
 engine_add(EngineObject *e, PyObject *args)
 {
@@ -598,88 +683,112 @@ engine_add(EngineObject *e, PyObject *args)
             goto done;
         }
     }
-    if (e->end >= (int64_t)UINT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "2**32 documents in one window's numbering");
-        goto done;
-    }
-    {
-        const uint64_t *k = kb.buf;
-        size_t m = (size_t)kb.len / 8;
-        if ((e->used + m) * 2 > e->mask + 1) {
-            size_t cap = e->mask + 1;
-            while ((e->used + m) * 2 > cap)
-                cap *= 2;
-            if (rehash(e, cap))
-                goto nomem;
-        }
-        if (grow((void **)&e->docs, &e->dcap, e->dn + 1, sizeof(edoc_t))
-                || grow((void **)&e->gaps, &e->gcap, e->dn + 1, 2))
-            goto nomem;
-        int64_t off = 0;
-        if (!e->full) {
-            size_t most = (size_t)size * 10; /* a varint takes at most 10 bytes */
-            if (e->slen + most > e->scap) { /* by half: the arena is most of it */
-                size_t cap = e->scap + e->scap / 2 + most + 4096;
-                uint8_t *sg = realloc(e->sigs, cap);
-                if (sg == NULL)
-                    goto nomem;
-                e->sigs = sg;
-                e->scap = cap;
-            }
-            int packed;
-            size_t used = sig_put(sb.buf, (size_t)size, e->sigs + e->slen, &packed);
-            off = (e->sfirst + (int64_t)e->slen) | (packed ? SIG_PACKED : 0);
-            e->slen += used;
-        }
-        uint32_t number = (uint32_t)e->end;
-        /* dense_fraction 0: never */
-        double at = e->share > 0.0 ? e->share * (double)(e->end + 1 - e->base) : 1e300;
-        int64_t dense_at = at < (double)DENSE_MIN ? DENSE_MIN
-                           : at > 4e9 ? INT64_MAX : (int64_t)ceil(at);
-        /* A failure part way leaves some keys with this number: the engine is then unusable
-         * (as after any MemoryError in a decision, the process restarts from the store). */
-        for (size_t i = 0; i < m; i++) {
-            eslot_t *s = find(e, k[i]);
-            if (!s->b) {
-                if ((s->b = block_new(e, 1)) == NULL)
-                    goto nomem;
-                s->key = k[i];
-                e->used++;
-            }
-            if (s->b[3] != NO_ROW) {
-                if (row_set(&e->rows[s->b[3]], number))
-                    goto nomem;
-                continue;
-            }
-            if (append(e, s, number))
-                goto nomem;
-            if ((int64_t)(s->b[2] - s->b[1]) >= dense_at
-                    && (int64_t)trim(e, s) >= dense_at && row_make(e, s))
-                goto nomem;
-        }
-        int gap = need - unidx;
-        e->gaps[e->dn] = (uint16_t)(gap < 0 ? 0 : gap > 65535 ? 65535 : gap);
-        edoc_t *d = &e->docs[e->dn++];
-        d->sig = off;
-        d->hour = hour;
-        d->size = size;
-        d->need = need;
-        d->unidx = unidx;
-        e->end++;
-        /* A growing window (nothing expires yet) sweeps too, each time it doubles: the rows
-         * made while it was small would otherwise stay rows at a share far below the one
-         * that pays for a bitmap over the whole window. */
-        if (e->end - e->base > 2 * e->sweptlive + 4096 && sweep(e))
-            goto nomem;
+    int64_t number = add_keys(e, kb.buf, (size_t)kb.len / 8, sb.buf, size, hour, need, unidx);
+    if (number >= 0)
         result = PyLong_FromLongLong((long long)number);
-        goto done;
-    }
-nomem:
-    PyErr_NoMemory();
 done:
     PyBuffer_Release(&kb);
     if (sb.obj)
         PyBuffer_Release(&sb);
+    return result;
+}
+
+PyDoc_STRVAR(add_ordered_doc,
+"add_ordered(mixed, sig, hour, need, length, classes, shift, counts) -> int\n\nIndex the "
+"next document, its distinct mixed codes ``mixed`` and sorted codes ``sig`` (uint64, as "
+"many): in full mode under every code; in prefix mode under the ``length`` smallest codes "
+"in the order (classes[code >> shift], code) (``classes`` uint8 over 2**(64 - shift) "
+"slots; None: by code alone), keeping ``sig``, then counted once per distinct slot into "
+"``counts`` (uint32, as many slots; None: not counted), the order's sketch. ``need``: "
+"min_overlap(|sig|, t). Returns its number. What add, OrderVersion.prefix and "
+"FrequencyBook.count did, in one call.");
+
+static PyObject *
+engine_add_ordered(EngineObject *e, PyObject *args)
+{
+    Py_buffer mb = {0}, sb = {0}, cb = {0}, nb = {0};
+    PyObject *clobj, *cntobj;
+    int hour, need, shift;
+    Py_ssize_t length;
+    if (!PyArg_ParseTuple(args, "y*y*iinOiO", &mb, &sb, &hour, &need, &length, &clobj, &shift,
+                          &cntobj))
+        return NULL;
+    PyObject *result = NULL;
+    if (ndd_check(&mb, 8, "mixed") || ndd_check(&sb, 8, "sig"))
+        goto done;
+    size_t n = (size_t)mb.len / 8;
+    if ((size_t)sb.len / 8 != n || n > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "mixed and sig must hold as many codes");
+        goto done;
+    }
+    if (shift < 17 || shift > 63) {
+        PyErr_SetString(PyExc_ValueError, "shift must be in 17..63");
+        goto done;
+    }
+    size_t slots = (size_t)1 << (64 - shift);
+    if (clobj != Py_None && (PyObject_GetBuffer(clobj, &cb, PyBUF_SIMPLE) < 0
+                             || (size_t)cb.len != slots)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "classes must have 2**(64 - shift) bytes");
+        goto done;
+    }
+    if (cntobj != Py_None && (PyObject_GetBuffer(cntobj, &nb, PyBUF_WRITABLE) < 0
+                              || (size_t)nb.len != slots * 4)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "counts must have 2**(64 - shift) uint32");
+        goto done;
+    }
+    {
+        const uint64_t *mixed = mb.buf;
+        const uint64_t *keys = mixed;
+        size_t m = n;
+        int unidx = 0;
+        if (!e->full) {
+            size_t len = length < 0 ? 0 : (size_t)length;
+            unidx = (int)((Py_ssize_t)n - length);
+            if (len < n) {
+                if (grow((void **)&e->pfx, &e->pcap, 3 * n + 1, 8)) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                uint64_t *o = e->pfx, *tie = o + n;
+                uint8_t *c = (uint8_t *)(o + 2 * n);
+                if (len)
+                    ndd_prefix_under(mixed, (Py_ssize_t)n, cb.obj ? cb.buf : NULL, shift,
+                                     (Py_ssize_t)len, o, tie, c);
+                keys = o;
+                m = len;
+            }
+        } else {
+            unidx = (int)((Py_ssize_t)n - length);
+        }
+        int64_t number = add_keys(e, keys, m, sb.buf, (int)n, hour, need, unidx);
+        if (number < 0)
+            goto done;
+        if (nb.obj) { /* each slot once: mark its top bit, then count the marked */
+            uint32_t *cnt = nb.buf; /* 16 MB: fetched ahead */
+            for (size_t i = 0; i < n && i < 16; i++)
+                PREFETCH(&cnt[mixed[i] >> shift]);
+            for (size_t i = 0; i < n; i++) {
+                if (i + 16 < n)
+                    PREFETCH(&cnt[mixed[i + 16] >> shift]);
+                cnt[mixed[i] >> shift] |= 0x80000000u;
+            }
+            for (size_t i = 0; i < n; i++) {
+                uint32_t *x = &cnt[mixed[i] >> shift];
+                if (*x & 0x80000000u)
+                    *x = (*x & 0x7fffffffu) + 1;
+            }
+        }
+        result = PyLong_FromLongLong((long long)number);
+    }
+done:
+    PyBuffer_Release(&mb);
+    PyBuffer_Release(&sb);
+    if (cb.obj)
+        PyBuffer_Release(&cb);
+    if (nb.obj)
+        PyBuffer_Release(&nb);
     return result;
 }
 
@@ -1129,7 +1238,7 @@ engine_nbytes(EngineObject *e, void *closure)
                + e->dcap * sizeof(edoc_t) + e->gcap * 2
                + e->scap + e->ccap * 8 + e->hcap * 4 + e->kcap * sizeof(ecand_t)
                + e->rcap * sizeof(erow_t) + e->dncap * sizeof(uint64_t *) + e->slcap * 8
-               + e->fcap * 4;
+               + e->fcap * 4 + e->pcap * 8;
     for (size_t i = 0; i < e->nrows; i++)
         if (e->rows[i].w != NULL)
             n += e->rows[i].cap * 8;
@@ -1159,6 +1268,7 @@ engine_layout(EngineObject *e, void *closure)
 
 static PyMethodDef engine_methods[] = {
     {"add", (PyCFunction)engine_add, METH_VARARGS, add_doc},
+    {"add_ordered", (PyCFunction)engine_add_ordered, METH_VARARGS, add_ordered_doc},
     {"best", (PyCFunction)engine_best, METH_VARARGS, best_doc},
     {"release_before", (PyCFunction)engine_release, METH_VARARGS, release_doc},
     {NULL, NULL, 0, NULL},
@@ -1339,9 +1449,55 @@ bad:
     return NULL;
 }
 
+PyDoc_STRVAR(order_classes_doc,
+"order_classes(counts, small, out) -> int\n\nout[i] = small[counts[i]] (uint32 counts, "
+"uint8 tables) for every count below len(small); returns how many counts are not, whose "
+"out is left to the caller. An order snapshot's class table in one pass.");
+
+/* Why: numpy's minimum, fancy take and comparison over the 2**22 counters of the order's
+ * sketch cost ~20 ms a snapshot, here one pass. */
+static PyObject *
+order_classes(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer cb, sb, ob;
+    if (!PyArg_ParseTuple(args, "y*y*w*", &cb, &sb, &ob))
+        return NULL;
+    PyObject *result = NULL;
+    if (ndd_check(&cb, 4, "counts"))
+        goto done;
+    if (ob.len * 4 != cb.len || sb.len < 1) {
+        PyErr_SetString(PyExc_ValueError, "out needs a byte per count, small a byte or more");
+        goto done;
+    }
+    {
+        const uint32_t *c = cb.buf;
+        const uint8_t *small = sb.buf;
+        uint8_t *o = ob.buf;
+        size_t n = (size_t)ob.len, ns = (size_t)sb.len, big = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (size_t i = 0; i < n; i++) {
+            if (c[i] < ns) {
+                o[i] = small[c[i]];
+            } else {
+                o[i] = 0;
+                big++;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        result = PyLong_FromSize_t(big);
+    }
+done:
+    PyBuffer_Release(&cb);
+    PyBuffer_Release(&sb);
+    PyBuffer_Release(&ob);
+    return result;
+}
+
 static PyMethodDef text_methods[] = {
     {"pack_text", (PyCFunction)pack_text, METH_O, pack_text_doc},
     {"unpack_text", (PyCFunction)unpack_text, METH_O, unpack_text_doc},
+    {"order_classes", (PyCFunction)order_classes, METH_VARARGS, order_classes_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ndd_stream.core import kernels
+from ndd_stream.core.order import FrequencyBook, OrderVersion
 from ndd_stream.core.qgrams import Codes
 from ndd_stream.core.similarity import FULL_PREFIX_BELOW
 
@@ -59,6 +60,23 @@ class FlatIndex:
         return int(self._c.add(np.ascontiguousarray(keys, dtype=np.uint64),
                                None if self.full else np.ascontiguousarray(sig, dtype=np.uint64),
                                hour, int(sig.size), needed, unindexed))
+
+    def add_ordered(self, mixed: Codes, sig: Codes, hour: int, needed: int, length: int,
+                    order: OrderVersion | None, book: FrequencyBook | None) -> int:
+        """:meth:`add` with the indexing and the order's upkeep in one call: ``mixed`` is
+        fmix64 of the sorted signature ``sig``; in full mode every code is indexed, else
+        the extended prefix of ``length`` codes under ``order`` (what
+        :meth:`OrderVersion.prefix` selects), and the codes are then counted into
+        ``book`` (which may freeze a new order version). Returns the number."""
+        classes = None if order is None else order.classes
+        shift = order.shift if order is not None else book.shift if book is not None else 42
+        number = int(self._c.add_ordered(
+            np.ascontiguousarray(mixed, dtype=np.uint64),
+            np.ascontiguousarray(sig, dtype=np.uint64), hour, needed, length, classes, shift,
+            None if book is None else book.counts))
+        if book is not None:
+            book.tally()
+        return number
 
     def best(self, keys: Codes, sig: Codes, needed: int, unindexed: int,
              hours: tuple[int, int], sizes: tuple[int, int]) -> EngineMatch:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -22,7 +23,7 @@ from ndd_stream.core.bitmaps import Bitmap, BitmapFilter
 from ndd_stream.core.document import Decision
 from ndd_stream.core.engine import FlatIndex
 from ndd_stream.core.kernels import Facts
-from ndd_stream.core.order import OrderVersion
+from ndd_stream.core.order import FrequencyBook, OrderVersion
 from ndd_stream.core.postings import PostingIndex
 from ndd_stream.core.qgrams import Codes
 from ndd_stream.core.stories import StoryBook
@@ -51,12 +52,12 @@ class WindowDoc:
 # that is not ASCII, or a process without the kernels, keeps the str.
 _PACK = getattr(kernels._C, "pack_text", None)
 _UNPACK = getattr(kernels._C, "unpack_text", None)  # bound now: tests may switch _C off
-_NF_SLOT = WindowDoc.nf  # the slot behind the property
+_NF_SLOT: Any = WindowDoc.__dict__["nf"]  # the slot behind the property
 
 
 def _get_nf(doc: WindowDoc) -> str:
     held = _NF_SLOT.__get__(doc, WindowDoc)
-    return held if isinstance(held, str) else _UNPACK(held)  # type: ignore[misc]
+    return held if isinstance(held, str) else str(_UNPACK(held))  # type: ignore[misc]
 
 
 def _set_nf(doc: WindowDoc, nf: str) -> None:
@@ -64,7 +65,7 @@ def _set_nf(doc: WindowDoc, nf: str) -> None:
     _NF_SLOT.__set__(doc, nf if packed is None else packed)
 
 
-WindowDoc.nf = property(_get_nf, _set_nf)  # type: ignore[assignment,method-assign]
+setattr(WindowDoc, "nf", property(_get_nf, _set_nf))  # noqa: B010 (not a mypy-visible field)
 
 
 @dataclass(slots=True)
@@ -179,12 +180,15 @@ class ScopeWindow:
         self.versions[version.number] += 1
         self.version_objects[version.number] = version
 
-    def add_flat(self, doc: WindowDoc, keys: Codes, sig: Codes, needed: int,
-                 unindexed: int) -> None:
-        """Index ``doc`` in the flat index under ``keys`` (distinct mixed codes) with its
-        signature ``sig`` (see :meth:`FlatIndex.add`)."""
+    def add_flat(self, doc: WindowDoc, mixed: Codes, sig: Codes, needed: int, length: int,
+                 book: FrequencyBook | None) -> None:
+        """Index ``doc`` in the flat index: its signature ``sig`` and fmix64 of it,
+        ``mixed``, under every code in full mode, else under its extended prefix of
+        ``length`` codes in ``book``'s current order, then counted into ``book`` (see
+        :meth:`FlatIndex.add_ordered`)."""
         assert isinstance(self.index, FlatIndex)
-        number = self.index.add(keys, sig, doc.hour, needed, unindexed)
+        number = self.index.add_ordered(mixed, sig, doc.hour, needed, length,
+                                        None if book is None else book.current, book)
         assert number == self.doc_base + len(self.docs), "index and window numbering diverged"
         self.docs.append(doc)
 
