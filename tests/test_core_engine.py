@@ -200,3 +200,35 @@ def test_window_text_is_read_back_as_kept(text: str) -> None:
     assert doc.nf == text
     packed = kernels._C.pack_text(text)  # type: ignore[union-attr]
     assert packed is None or kernels._C.unpack_text(packed) == text  # type: ignore[union-attr]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32), threshold=st.sampled_from([0.5, 0.7, 0.9]),
+       n=st.integers(1, 200), alphabet=st.sampled_from(["ab", "abc1", "a0z9", "ab_", "abé"]))
+def test_best_equals_brute_force_on_text_signatures(seed: int, threshold: float, n: int,
+                                                    alphabet: str) -> None:
+    """Signatures of texts (the stored signatures' packed formats: six bits a character
+    for 0-9a-z, a byte a character for Latin-1, else the codes) verify exactly."""
+    from ndd_stream.core.qgrams import signature
+
+    rng = random.Random(seed)
+    index = FlatIndex(threshold)
+    book = FrequencyBook(bits=18, snapshots_at=(4, 16, 64))
+    base_text = "".join(rng.choice(alphabet) for _ in range(80))
+    docs: list[tuple[int, int, Codes]] = []
+    for _ in range(n):
+        cut = rng.randrange(len(base_text))
+        text = base_text[:cut] + "".join(rng.choice(alphabet) for _ in range(rng.randint(4, 30)))
+        sig = signature(text, 4)
+        if sig.size == 0:
+            continue
+        hour = len(docs) // 40
+        lo, hi = size_bounds(sig.size, threshold)
+        found = index.best(fmix64(sig), sig, min_overlap(sig.size, threshold), 0,
+                           (hour - 1, hour), (lo, hi))
+        in_size = [(num, h, s) if lo <= s.size <= hi else (num, -10**9, s)
+                   for num, h, s in docs]
+        assert (found.number, found.shared) == brute_best(sig, in_size, 0, threshold,
+                                                          (hour - 1, hour))
+        assert add(index, book, fmix64(sig), sig, hour, threshold) == len(docs)
+        docs.append((len(docs), hour, sig))

@@ -109,8 +109,9 @@ typedef struct {
     int64_t postings;   /* postings in lists, expired ones not yet trimmed included */
     int64_t listwords;  /* words allocated to lists */
     int64_t swept;      /* base at the last sweep */
-    int64_t sweptlive;  /* live documents at the last sweep */
     uint64_t *pfx;      /* add_ordered's prefix and its selection's scratch */
+    uint64_t *q6;       /* a query's six-packed codes (scratch) */
+    size_t q6cap;
     size_t pcap;
 } EngineObject;
 
@@ -403,7 +404,6 @@ sweep(EngineObject *e)
     }
     e->used = kept;
     e->swept = e->base;
-    e->sweptlive = live;
     size_t want = MIN_TABLE;
     while (want < 4 * kept)
         want *= 2;
@@ -417,8 +417,87 @@ sweep(EngineObject *e)
  * byte 0) are first packed a byte a character, an order-preserving map, so that the
  * differences of a ~5 KB item's codes take ~2-3 bytes instead of 8. */
 #define SIG_PACKED ((int64_t)1 << 62)
-#define SIG_OFFSET (SIG_PACKED - 1)
+#define SIG_SIX ((int64_t)1 << 61)
+#define SIG_OFFSET (SIG_SIX - 1)
 #define UNPACKABLE 0xff00ff00ff00ff00ull
+
+/* Codes of four characters in 0-9a-z (a normal form of ASCII letters and digits, case
+ * folded) are packed tighter still: six bits a character (0-9 then a-z, an order-
+ * preserving map), their differences in groups of three bits and a continuation bit, a
+ * nibble each: ~1.25 bytes a q-gram where the byte packing takes ~1.8. */
+static inline int
+six(uint64_t x, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int k = 3; k >= 0; k--) {
+        uint64_t c = (x >> (16 * k)) & 0xffff;
+        if (c >= '0' && c <= '9')
+            c -= '0';
+        else if (c >= 'a' && c <= 'z')
+            c -= 'a' - 10;
+        else
+            return 0;
+        v = v << 6 | c;
+    }
+    *out = v;
+    return 1;
+}
+
+/* Encode ``n`` ascending codes, all six-packable, into ``out``; returns the bytes. */
+static size_t
+six_put(const uint64_t *a, size_t n, uint8_t *out)
+{
+    uint64_t prev = 0;
+    size_t k = 0; /* nibbles written */
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = 0, d;
+        six(a[i], &v);
+        d = v - prev;
+        prev = v;
+        for (;;) {
+            unsigned nib = (unsigned)(d & 7) | (d >= 8 ? 8u : 0u);
+            if (k & 1)
+                out[k >> 1] |= (uint8_t)(nib << 4);
+            else
+                out[k >> 1] = (uint8_t)nib;
+            k++;
+            d >>= 3;
+            if (!(nib & 8))
+                break;
+        }
+    }
+    return (k + 1) >> 1;
+}
+
+/* |a ∩ b|: ``a`` the query's six-packed codes (ascending, the packable ones only), ``b`` a
+ * stored six-packed signature of ``nb`` codes. */
+static int64_t
+overlap_six(const uint64_t *a, int64_t na, const uint8_t *b, int64_t nb)
+{
+    int64_t i = 0, j = 0, c = 0;
+    uint64_t y = 0;
+    size_t k = 0;
+    while (i < na && j < nb) {
+        uint64_t d = 0;
+        int shift = 0;
+        unsigned nib;
+        do {
+            nib = (b[k >> 1] >> (4 * (k & 1))) & 15u;
+            k++;
+            d |= (uint64_t)(nib & 7) << shift;
+            shift += 3;
+        } while (nib & 8);
+        y += d;
+        j++;
+        while (i < na && a[i] < y)
+            i++;
+        if (i < na && a[i] == y) {
+            c++;
+            i++;
+        }
+    }
+    return c;
+}
 
 static inline uint64_t
 pack(uint64_t x)
@@ -556,6 +635,7 @@ engine_dealloc(EngineObject *e)
     free(e->slices);
     free(e->cands);
     free(e->pfx);
+    free(e->q6);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
@@ -613,9 +693,20 @@ add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int 
             e->sigs = sg;
             e->scap = cap;
         }
-        int packed;
-        size_t used = sig_put(sig, (size_t)size, e->sigs + e->slen, &packed);
-        off = (e->sfirst + (int64_t)e->slen) | (packed ? SIG_PACKED : 0);
+        int packable = 1;
+        for (int i = 0; i < size && packable; i++) {
+            uint64_t v;
+            packable = six(sig[i], &v);
+        }
+        size_t used;
+        if (packable) {
+            used = six_put(sig, (size_t)size, e->sigs + e->slen);
+            off = (e->sfirst + (int64_t)e->slen) | SIG_SIX;
+        } else {
+            int packed;
+            used = sig_put(sig, (size_t)size, e->sigs + e->slen, &packed);
+            off = (e->sfirst + (int64_t)e->slen) | (packed ? SIG_PACKED : 0);
+        }
         e->slen += used;
     }
     uint32_t number = (uint32_t)e->end;
@@ -653,11 +744,6 @@ add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int 
     d->need = need;
     d->unidx = unidx;
     e->end++;
-    /* A growing window (nothing expires yet) sweeps too, each time it doubles: the rows
-     * made while it was small would otherwise stay rows at a share far below the one
-     * that pays for a bitmap over the whole window. */
-    if (e->end - e->base > 2 * e->sweptlive + 4096 && sweep(e))
-        goto nomem;
     return (int64_t)number;
 nomem:
     PyErr_NoMemory();
@@ -1013,7 +1099,8 @@ engine_best(EngineObject *e, PyObject *args)
         if (grow((void **)&e->heads, &e->hcap, m + 1, 4)
                 || grow((void **)&e->dense, &e->dncap, m + 1, sizeof(uint64_t *))
                 || grow((void **)&e->slices, &e->slcap, (size_t)(B + 1) * W + 1, 8)
-                || grow((void **)&e->cands, &e->kcap, live + 1, sizeof(ecand_t)))
+                || grow((void **)&e->cands, &e->kcap, live + 1, sizeof(ecand_t))
+                || (!e->full && grow((void **)&e->q6, &e->q6cap, (size_t)sb.len / 8 + 1, 8)))
             goto nomem;
         if (span + 64 > e->ccap) {
             size_t old = e->ccap;
@@ -1027,7 +1114,7 @@ engine_best(EngineObject *e, PyObject *args)
         }
         const uint64_t *k = kb.buf, *qs = sb.buf;
         int64_t qsize = sb.len / 8;
-        int64_t best = -1, bshared = 0, bdenom = 1, ncand = 0, nver = 0, npost = 0;
+        int64_t best = -1, bshared = 0, bdenom = 1, ncand = 0, nver = 0, npost = 0, nq6 = -1;
         int failed = 0;
         Py_BEGIN_ALLOW_THREADS
         /* 1. the slot of every query key present, its table line fetched ahead */
@@ -1191,8 +1278,18 @@ engine_best(EngineObject *e, PyObject *args)
                         continue; /* at best a tie, lost to the earlier document */
                 }
                 const edoc_t *d = &docs[c->pos];
-                int64_t sh = overlap(qs, qsize, e->sigs + ((d->sig & SIG_OFFSET) - e->sfirst),
-                                     d->size, (d->sig & SIG_PACKED) != 0);
+                const uint8_t *stored = e->sigs + ((d->sig & SIG_OFFSET) - e->sfirst);
+                int64_t sh;
+                if (d->sig & SIG_SIX) {
+                    if (nq6 < 0) { /* the query's six-packed codes, once a call */
+                        nq6 = 0;
+                        for (int64_t j = 0; j < qsize; j++)
+                            nq6 += six(qs[j], &e->q6[nq6]);
+                    }
+                    sh = overlap_six(e->q6, nq6, stored, d->size);
+                } else {
+                    sh = overlap(qs, qsize, stored, d->size, (d->sig & SIG_PACKED) != 0);
+                }
                 nver++;
                 if ((double)sh / (double)c->denom < t)
                     continue;
@@ -1238,7 +1335,7 @@ engine_nbytes(EngineObject *e, void *closure)
                + e->dcap * sizeof(edoc_t) + e->gcap * 2
                + e->scap + e->ccap * 8 + e->hcap * 4 + e->kcap * sizeof(ecand_t)
                + e->rcap * sizeof(erow_t) + e->dncap * sizeof(uint64_t *) + e->slcap * 8
-               + e->fcap * 4 + e->pcap * 8;
+               + e->fcap * 4 + e->pcap * 8 + e->q6cap * 8;
     for (size_t i = 0; i < e->nrows; i++)
         if (e->rows[i].w != NULL)
             n += e->rows[i].cap * 8;
