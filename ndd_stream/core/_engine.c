@@ -110,7 +110,8 @@ typedef struct {
     int64_t listwords;  /* words allocated to lists */
     int64_t swept;      /* base at the last sweep */
     uint64_t *pfx;      /* add_ordered's prefix and its selection's scratch */
-    uint64_t *q6;       /* a query's six-packed codes (scratch) */
+    uint32_t *q6;       /* a query's six-packed codes, then a stored one's (scratch) */
+    int64_t maxsize;    /* the largest |signature| added */
     size_t q6cap;
     size_t pcap;
 } EngineObject;
@@ -470,31 +471,35 @@ six_put(const uint64_t *a, size_t n, uint8_t *out)
 }
 
 /* |a ∩ b|: ``a`` the query's six-packed codes (ascending, the packable ones only), ``b`` a
- * stored six-packed signature of ``nb`` codes. */
+ * stored six-packed signature of ``nb`` codes, decoded into ``tmp`` (room for nb) first: a
+ * tight loop over the nibbles, then a branch-free merge of two arrays. */
 static int64_t
-overlap_six(const uint64_t *a, int64_t na, const uint8_t *b, int64_t nb)
+overlap_six(const uint32_t *a, int64_t na, const uint8_t *b, int64_t nb, uint32_t *tmp)
 {
-    int64_t i = 0, j = 0, c = 0;
-    uint64_t y = 0;
-    size_t k = 0;
-    while (i < na && j < nb) {
-        uint64_t d = 0;
-        int shift = 0;
-        unsigned nib;
-        do {
-            nib = (b[k >> 1] >> (4 * (k & 1))) & 15u;
-            k++;
-            d |= (uint64_t)(nib & 7) << shift;
+    uint32_t y = 0, d = 0;
+    int shift = 0;
+    int64_t j = 0;
+    for (size_t k = 0; j < nb; k++) {
+        unsigned byte = b[k];
+        for (int h = 0; h < 2 && j < nb; h++) {
+            unsigned nib = (byte >> (4 * h)) & 15u;
+            d |= (uint32_t)(nib & 7) << shift;
             shift += 3;
-        } while (nib & 8);
-        y += d;
-        j++;
-        while (i < na && a[i] < y)
-            i++;
-        if (i < na && a[i] == y) {
-            c++;
-            i++;
+            if (!(nib & 8)) {
+                y += d;
+                tmp[j++] = y;
+                d = 0;
+                shift = 0;
+            }
         }
+    }
+    int64_t i = 0, c = 0;
+    j = 0;
+    while (i < na && j < nb) {
+        uint32_t x = a[i], v = tmp[j];
+        c += x == v;
+        i += x <= v;
+        j += v <= x;
     }
     return c;
 }
@@ -743,6 +748,8 @@ add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int 
     d->size = size;
     d->need = need;
     d->unidx = unidx;
+    if (size > e->maxsize)
+        e->maxsize = size;
     e->end++;
     return (int64_t)number;
 nomem:
@@ -1100,7 +1107,8 @@ engine_best(EngineObject *e, PyObject *args)
                 || grow((void **)&e->dense, &e->dncap, m + 1, sizeof(uint64_t *))
                 || grow((void **)&e->slices, &e->slcap, (size_t)(B + 1) * W + 1, 8)
                 || grow((void **)&e->cands, &e->kcap, live + 1, sizeof(ecand_t))
-                || (!e->full && grow((void **)&e->q6, &e->q6cap, (size_t)sb.len / 8 + 1, 8)))
+                || (!e->full && grow((void **)&e->q6, &e->q6cap,
+                                     (size_t)sb.len / 8 + (size_t)e->maxsize + 1, 4)))
             goto nomem;
         if (span + 64 > e->ccap) {
             size_t old = e->ccap;
@@ -1283,10 +1291,13 @@ engine_best(EngineObject *e, PyObject *args)
                 if (d->sig & SIG_SIX) {
                     if (nq6 < 0) { /* the query's six-packed codes, once a call */
                         nq6 = 0;
-                        for (int64_t j = 0; j < qsize; j++)
-                            nq6 += six(qs[j], &e->q6[nq6]);
+                        for (int64_t j = 0; j < qsize; j++) {
+                            uint64_t v;
+                            if (six(qs[j], &v))
+                                e->q6[nq6++] = (uint32_t)v;
+                        }
                     }
-                    sh = overlap_six(e->q6, nq6, stored, d->size);
+                    sh = overlap_six(e->q6, nq6, stored, d->size, e->q6 + qsize);
                 } else {
                     sh = overlap(qs, qsize, stored, d->size, (d->sig & SIG_PACKED) != 0);
                 }
@@ -1335,7 +1346,7 @@ engine_nbytes(EngineObject *e, void *closure)
                + e->dcap * sizeof(edoc_t) + e->gcap * 2
                + e->scap + e->ccap * 8 + e->hcap * 4 + e->kcap * sizeof(ecand_t)
                + e->rcap * sizeof(erow_t) + e->dncap * sizeof(uint64_t *) + e->slcap * 8
-               + e->fcap * 4 + e->pcap * 8 + e->q6cap * 8;
+               + e->fcap * 4 + e->pcap * 8 + e->q6cap * 4;
     for (size_t i = 0; i < e->nrows; i++)
         if (e->rows[i].w != NULL)
             n += e->rows[i].cap * 8;
