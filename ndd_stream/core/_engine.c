@@ -68,6 +68,7 @@ typedef struct {
 typedef struct {
     int64_t pos;           /* number - the call's aligned base */
     int64_t ub, denom;     /* upper bound of the overlap, max(|A|, |B|) */
+    int64_t count;         /* postings counted: |A ∩ B's prefix| */
 } ecand_t;
 
 typedef struct {
@@ -419,7 +420,10 @@ sweep(EngineObject *e)
  * differences of a ~5 KB item's codes take ~2-3 bytes instead of 8. */
 #define SIG_PACKED ((int64_t)1 << 62)
 #define SIG_SIX ((int64_t)1 << 61)
-#define SIG_OFFSET (SIG_SIX - 1)
+/* Only the codes outside its indexed prefix are stored: the count of its postings under
+ * the query's codes is the overlap on the prefix already (add_ordered). */
+#define SIG_SUFFIX ((int64_t)1 << 60)
+#define SIG_OFFSET (SIG_SUFFIX - 1)
 #define UNPACKABLE 0xff00ff00ff00ff00ull
 
 /* Codes of four characters in 0-9a-z (a normal form of ASCII letters and digits, case
@@ -667,11 +671,12 @@ append(EngineObject *e, eslot_t *s, uint32_t number)
     return 0;
 }
 
-/* Index the next document under the ``m`` keys ``k`` (its signature ``sig``, ``size``
- * codes, kept in prefix mode); its number, or -1 with an exception set. */
+/* Index the next document under the ``m`` keys ``k``, its signature of ``size`` codes;
+ * in prefix mode keep the ``nsig`` ascending codes ``sig``: all of its signature, or
+ * (``suffix``) those outside ``k``. Its number, or -1 with an exception set. */
 static int64_t
-add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int size,
-         int hour, int need, int unidx)
+add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int nsig,
+         int suffix, int size, int hour, int need, int unidx)
 {
     if (e->end >= (int64_t)UINT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "2**32 documents in one window's numbering");
@@ -689,7 +694,7 @@ add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int 
         goto nomem;
     int64_t off = 0;
     if (!e->full) {
-        size_t most = (size_t)size * 10; /* a varint takes at most 10 bytes */
+        size_t most = (size_t)nsig * 10 + 1; /* a varint takes at most 10 bytes */
         if (e->slen + most > e->scap) { /* by half: the arena is most of it */
             size_t cap = e->scap + e->scap / 2 + most + 4096;
             uint8_t *sg = realloc(e->sigs, cap);
@@ -699,20 +704,22 @@ add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int 
             e->scap = cap;
         }
         int packable = 1;
-        for (int i = 0; i < size && packable; i++) {
+        for (int i = 0; i < nsig && packable; i++) {
             uint64_t v;
             packable = six(sig[i], &v);
         }
         size_t used;
         if (packable) {
-            used = six_put(sig, (size_t)size, e->sigs + e->slen);
+            used = six_put(sig, (size_t)nsig, e->sigs + e->slen);
             off = (e->sfirst + (int64_t)e->slen) | SIG_SIX;
         } else {
             int packed;
-            used = sig_put(sig, (size_t)size, e->sigs + e->slen, &packed);
+            used = sig_put(sig, (size_t)nsig, e->sigs + e->slen, &packed);
             off = (e->sfirst + (int64_t)e->slen) | (packed ? SIG_PACKED : 0);
         }
         e->slen += used;
+        if (suffix)
+            off |= SIG_SUFFIX;
     }
     uint32_t number = (uint32_t)e->end;
     /* dense_fraction 0: never */
@@ -776,7 +783,8 @@ engine_add(EngineObject *e, PyObject *args)
             goto done;
         }
     }
-    int64_t number = add_keys(e, kb.buf, (size_t)kb.len / 8, sb.buf, size, hour, need, unidx);
+    int64_t number = add_keys(e, kb.buf, (size_t)kb.len / 8, sb.buf, size, 0, size, hour, need,
+                              unidx);
     if (number >= 0)
         result = PyLong_FromLongLong((long long)number);
 done:
@@ -832,30 +840,54 @@ engine_add_ordered(EngineObject *e, PyObject *args)
         goto done;
     }
     {
-        const uint64_t *mixed = mb.buf;
-        const uint64_t *keys = mixed;
-        size_t m = n;
-        int unidx = 0;
-        if (!e->full) {
+        const uint64_t *mixed = mb.buf, *sig = sb.buf;
+        const uint64_t *keys = mixed, *rest = sig;
+        size_t m = n, nrest = 0;
+        int unidx = (int)((Py_ssize_t)n - length);
+        if (!e->full && length < (Py_ssize_t)n) {
             size_t len = length < 0 ? 0 : (size_t)length;
-            unidx = (int)((Py_ssize_t)n - length);
-            if (len < n) {
-                if (grow((void **)&e->pfx, &e->pcap, 3 * n + 1, 8)) {
-                    PyErr_NoMemory();
-                    goto done;
-                }
-                uint64_t *o = e->pfx, *tie = o + n;
-                uint8_t *c = (uint8_t *)(o + 2 * n);
-                if (len)
-                    ndd_prefix_under(mixed, (Py_ssize_t)n, cb.obj ? cb.buf : NULL, shift,
-                                     (Py_ssize_t)len, o, tie, c);
-                keys = o;
-                m = len;
+            if (grow((void **)&e->pfx, &e->pcap, 3 * n + 1, 8)) {
+                PyErr_NoMemory();
+                goto done;
             }
-        } else {
-            unidx = (int)((Py_ssize_t)n - length);
+            uint64_t *o = e->pfx, *tie = o + n;
+            uint8_t *c = (uint8_t *)(o + 2 * n);
+            nrest = n;
+            if (len) {
+                const uint8_t *cl = cb.obj ? cb.buf : NULL;
+                ndd_prefix_under(mixed, (Py_ssize_t)n, cl, shift, (Py_ssize_t)len, o, tie, c);
+                /* The codes outside the prefix, in signature order (mixed[i] is fmix64 of
+                 * sig[i]): the prefix is every code of a class below ``last`` and those of
+                 * class ``last`` up to ``kth`` (c[i]: the class of mixed[i]). */
+                int last = 256;
+                size_t below = 0;
+                if (cl != NULL) {
+                    size_t hist[256] = {0};
+                    for (size_t i = 0; i < n; i++)
+                        hist[c[i]]++;
+                    last = 0;
+                    while (last < 255 && below + hist[last] < len)
+                        below += hist[last++];
+                }
+                uint64_t kth = 0;
+                for (size_t j = below; j < len; j++)
+                    kth = o[j] > kth ? o[j] : kth;
+                nrest = 0;
+                for (size_t i = 0; i < n; i++) {
+                    int cls = cl != NULL ? c[i] : 256;
+                    int in = cls < last || (cls == last && mixed[i] <= kth);
+                    if (!in)
+                        tie[nrest++] = sig[i];
+                }
+            } else {
+                memcpy(tie, sig, n * 8);
+            }
+            keys = o;
+            m = len;
+            rest = tie;
         }
-        int64_t number = add_keys(e, keys, m, sb.buf, (int)n, hour, need, unidx);
+        int64_t number = add_keys(e, keys, m, rest, (int)nrest, !e->full, (int)n, hour, need,
+                                  unidx);
         if (number < 0)
             goto done;
         if (nb.obj) { /* each slot once: mark its top bit, then count the marked */
@@ -1092,6 +1124,10 @@ engine_best(EngineObject *e, PyObject *args)
     PyObject *result = NULL;
     if (ndd_check(&kb, 8, "keys") || ndd_check(&sb, 8, "sig"))
         goto done;
+    if (!e->full && (uq != 0 || kb.len != sb.len)) { /* a suffix's overlap adds to the count */
+        PyErr_SetString(PyExc_ValueError, "in prefix mode keys are fmix64 of the whole sig");
+        goto done;
+    }
     {
         size_t live = (size_t)(e->end - e->base);
         int64_t abase = e->base & ~(int64_t)63;
@@ -1271,6 +1307,7 @@ engine_best(EngineObject *e, PyObject *args)
                 e->cands[nk].pos = x;
                 e->cands[nk].ub = ub;
                 e->cands[nk].denom = denom;
+                e->cands[nk].count = c;
                 nk++;
             }
             if (nrowkeys) /* rows count expired documents of their first word too */
@@ -1287,7 +1324,11 @@ engine_best(EngineObject *e, PyObject *args)
                 }
                 const edoc_t *d = &docs[c->pos];
                 const uint8_t *stored = e->sigs + ((d->sig & SIG_OFFSET) - e->sfirst);
-                int64_t sh;
+                int64_t sh, nst = d->size, part = 0;
+                if (d->sig & SIG_SUFFIX) { /* the prefix's overlap is the count */
+                    nst = d->unidx > 0 ? d->unidx : 0;
+                    part = c->count;
+                }
                 if (d->sig & SIG_SIX) {
                     if (nq6 < 0) { /* the query's six-packed codes, once a call */
                         nq6 = 0;
@@ -1297,9 +1338,9 @@ engine_best(EngineObject *e, PyObject *args)
                                 e->q6[nq6++] = (uint32_t)v;
                         }
                     }
-                    sh = overlap_six(e->q6, nq6, stored, d->size, e->q6 + qsize);
+                    sh = part + overlap_six(e->q6, nq6, stored, nst, e->q6 + qsize);
                 } else {
-                    sh = overlap(qs, qsize, stored, d->size, (d->sig & SIG_PACKED) != 0);
+                    sh = part + overlap(qs, qsize, stored, nst, (d->sig & SIG_PACKED) != 0);
                 }
                 nver++;
                 if ((double)sh / (double)c->denom < t)

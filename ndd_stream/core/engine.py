@@ -66,8 +66,9 @@ class FlatIndex:
         """:meth:`add` with the indexing and the order's upkeep in one call: ``mixed`` is
         fmix64 of the sorted signature ``sig``; in full mode every code is indexed, else
         the extended prefix of ``length`` codes under ``order`` (what
-        :meth:`OrderVersion.prefix` selects), and the codes are then counted into
-        ``book`` (which may freeze a new order version). Returns the number."""
+        :meth:`OrderVersion.prefix` selects), keeping only the signature's codes outside
+        it (a lookup's count is the overlap on the prefix), and the codes are then counted
+        into ``book`` (which may freeze a new order version). Returns the number."""
         classes = None if order is None else order.classes
         shift = order.shift if order is not None else book.shift if book is not None else 42
         number = int(self._c.add_ordered(
@@ -85,7 +86,8 @@ class FlatIndex:
         highest doc_q >= threshold, ties to the lowest number. ``keys``: the query's mixed
         codes looked up, leaving ``unindexed`` of its q-grams out (0: all of them, which
         keeps prefix-mode counts independent of the order each document was indexed
-        under)."""
+        under; in prefix mode it must be 0: the count is then a document's overlap on its
+        prefix, to which verification adds its stored suffix's)."""
         found = self._c.best(np.ascontiguousarray(keys, dtype=np.uint64),
                              np.ascontiguousarray(sig, dtype=np.uint64), needed, unindexed,
                              hours[0], hours[1], sizes[0], min(sizes[1], 2**62))
