@@ -17,11 +17,12 @@
  *   document's postings under the query's q-grams is |A ∩ B| exactly; the decision is one
  *   pass over the counts, no verification.
  * - prefix: each document is indexed under its extended prefix (under the order current
- *   when it was added) and keeps its signature (the sorted q-gram codes). The query probes
- *   with its whole signature, so the count c = |A ∩ prefix(B)| needs no order at probe
- *   time, and a match reaching the pair's overlap o = max(need_A, need_B) has
- *   c >= o - unindexed_B (B's shared q-grams outside its prefix are at most its unindexed
- *   tail). Survivors are verified on the stored signatures in order of their upper bound
+ *   when it was added) and keeps the sorted q-gram codes of its signature outside it (all
+ *   of them when added by ``add``). The query probes with its whole signature, so the
+ *   count c = |A ∩ prefix(B)| needs no order at probe time, and a match reaching the
+ *   pair's overlap o = max(need_A, need_B) has c >= o - unindexed_B (B's shared q-grams
+ *   outside its prefix are at most its unindexed tail). Survivors are verified, c plus
+ *   the overlap with the stored codes, in order of their upper bound
  *   min(c + unindexed_B, |A|, |B|) / max(|A|, |B|), stopping once no remaining candidate
  *   can beat the best match. Without rows only the documents a list touched are read;
  *   with rows (long items, large windows: most of the postings a probe meets) every

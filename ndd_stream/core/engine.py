@@ -4,9 +4,9 @@ A hash table from each indexed q-gram (its 64-bit mixed code, exact) to an appen
 posting list of document numbers in arrival order, trimmed at the head as hours expire.
 Below ``FULL_PREFIX_BELOW`` every q-gram is indexed, so counting a query's postings gives
 |A ∩ B| of every window document exactly and the decision is a pass over the counts;
-from it up, documents are indexed under their extended prefix and keep their signature,
-the query probes with its whole signature (no order versions at probe time) and the
-survivors of the exact count bound are verified on the stored signatures, best upper
+from it up, documents are indexed under their extended prefix and keep the rest of their
+signature, the query probes with its whole signature (no order versions at probe time)
+and the survivors of the exact count bound are verified on the stored codes, best upper
 bound first, stopping once none left can beat the best match. The GIL is released during
 the call. Where the kernels are not built the window keeps its LSM index
 (:mod:`ndd_stream.core.postings`) instead: the same decisions, slower.
