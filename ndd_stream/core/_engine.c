@@ -431,21 +431,18 @@ sweep(EngineObject *e)
  * folded) are packed tighter still: six bits a character (0-9 then a-z, an order-
  * preserving map), their differences in groups of three bits and a continuation bit, a
  * nibble each: ~1.25 bytes a q-gram where the byte packing takes ~1.8. */
+static uint8_t SIXMAP[256]; /* a character's six bits, 0xff when not in 0-9a-z */
+
 static inline int
 six(uint64_t x, uint64_t *out)
 {
-    uint64_t v = 0;
-    for (int k = 3; k >= 0; k--) {
-        uint64_t c = (x >> (16 * k)) & 0xffff;
-        if (c >= '0' && c <= '9')
-            c -= '0';
-        else if (c >= 'a' && c <= 'z')
-            c -= 'a' - 10;
-        else
-            return 0;
-        v = v << 6 | c;
-    }
-    *out = v;
+    if (x & UNPACKABLE)
+        return 0;
+    unsigned a = SIXMAP[(x >> 48) & 0xff], b = SIXMAP[(x >> 32) & 0xff],
+             c = SIXMAP[(x >> 16) & 0xff], d = SIXMAP[x & 0xff];
+    if ((a | b | c | d) & 0xc0)
+        return 0;
+    *out = (uint64_t)a << 18 | b << 12 | c << 6 | d;
     return 1;
 }
 
@@ -453,26 +450,30 @@ six(uint64_t x, uint64_t *out)
 static size_t
 six_put(const uint64_t *a, size_t n, uint8_t *out)
 {
-    uint64_t prev = 0;
-    size_t k = 0; /* nibbles written */
+    uint64_t prev = 0, acc = 0;
+    int nbits = 0;
+    size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t v = 0, d;
         six(a[i], &v);
         d = v - prev;
         prev = v;
-        for (;;) {
-            unsigned nib = (unsigned)(d & 7) | (d >= 8 ? 8u : 0u);
-            if (k & 1)
-                out[k >> 1] |= (uint8_t)(nib << 4);
-            else
-                out[k >> 1] = (uint8_t)nib;
-            k++;
+        while (d >= 8) { /* three bits and a continuation bit a nibble, low nibble first */
+            acc |= ((d & 7) | 8) << nbits;
+            nbits += 4;
             d >>= 3;
-            if (!(nib & 8))
-                break;
+        }
+        acc |= d << nbits;
+        nbits += 4;
+        while (nbits >= 8) {
+            out[k++] = (uint8_t)acc;
+            acc >>= 8;
+            nbits -= 8;
         }
     }
-    return (k + 1) >> 1;
+    if (nbits)
+        out[k++] = (uint8_t)acc;
+    return k;
 }
 
 /* |a ∩ b|: ``a`` the query's six-packed codes (ascending, the packable ones only), ``b`` a
@@ -1463,24 +1464,15 @@ PyTypeObject ndd_EngineType = {
 #define TX_UPPER 27
 #define TX_BYTE 31
 
+static uint16_t TXCODE[128]; /* an ASCII character's code, low bits first */
+static uint8_t TXBITS[128];   /* and its length */
+
 typedef struct {
     uint8_t *out;
     size_t k;
     uint64_t acc;
     int nbits;
 } bitw_t;
-
-static inline void
-bits_put(bitw_t *w, uint32_t v, int n)
-{
-    w->acc |= (uint64_t)v << w->nbits;
-    w->nbits += n;
-    while (w->nbits >= 8) {
-        w->out[w->k++] = (uint8_t)w->acc;
-        w->acc >>= 8;
-        w->nbits -= 8;
-    }
-}
 
 PyDoc_STRVAR(pack_text_doc,
 "pack_text(text) -> bytes | None\n\nAn ASCII ``text`` packed five bits a letter (see "
@@ -1510,19 +1502,21 @@ pack_text(PyObject *self, PyObject *arg)
         m >>= 7;
     }
     w.out[w.k++] = (uint8_t)m;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t c = a[i];
-        if (c >= 'a' && c <= 'z')
-            bits_put(&w, c - 'a', 5);
-        else if (c >= '0' && c <= '9')
-            bits_put(&w, TX_DIGIT | (c - '0') << 5, 9);
-        else if (c >= 'A' && c <= 'Z')
-            bits_put(&w, TX_UPPER | (c - 'A') << 5, 10);
-        else
-            bits_put(&w, TX_BYTE | c << 5, 13);
+    for (size_t i = 0; i < n; i++) { /* a character's bits and their count, looked up */
+        w.acc |= (uint64_t)TXCODE[a[i]] << w.nbits;
+        w.nbits += TXBITS[a[i]];
+        if (w.nbits >= 32) {
+            memcpy(w.out + w.k, &w.acc, 4); /* little-endian: the low bytes first */
+            w.k += 4;
+            w.acc >>= 32;
+            w.nbits -= 32;
+        }
     }
-    if (w.nbits)
+    while (w.nbits > 0) {
         w.out[w.k++] = (uint8_t)w.acc;
+        w.acc >>= 8;
+        w.nbits -= 8;
+    }
     if (_PyBytes_Resize(&res, (Py_ssize_t)w.k) < 0)
         return NULL;
     return res;
@@ -1654,8 +1648,26 @@ static PyMethodDef text_methods[] = {
 int
 ndd_engine_ready(PyObject *module)
 {
+    for (unsigned c = 0; c < 128; c++) {
+        if (c >= 'a' && c <= 'z') {
+            TXCODE[c] = (uint16_t)(c - 'a');
+            TXBITS[c] = 5;
+        } else if (c >= '0' && c <= '9') {
+            TXCODE[c] = (uint16_t)(TX_DIGIT | (c - '0') << 5);
+            TXBITS[c] = 9;
+        } else if (c >= 'A' && c <= 'Z') {
+            TXCODE[c] = (uint16_t)(TX_UPPER | (c - 'A') << 5);
+            TXBITS[c] = 10;
+        } else {
+            TXCODE[c] = (uint16_t)(TX_BYTE | c << 5);
+            TXBITS[c] = 13;
+        }
+    }
     if (PyModule_AddFunctions(module, text_methods) < 0)
         return -1;
+    for (int b = 0; b < 256; b++)
+        SIXMAP[b] = b >= '0' && b <= '9' ? (uint8_t)(b - '0')
+                    : b >= 'a' && b <= 'z' ? (uint8_t)(b - 'a' + 10) : 0xff;
     for (int b = 0; b < 256; b++)
         for (int i = 0; i < 8; i++) {
             SPREAD[b][i] = (uint32_t)(b >> i) & 1u;
