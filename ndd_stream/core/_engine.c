@@ -232,17 +232,24 @@ row_reserve(erow_t *r, size_t need)
     return 0;
 }
 
-/* Set the bit of document ``number`` in row ``r``. */
+/* Row ``r`` extended to word ``i`` (new words zero). */
 static int
+row_extend(erow_t *r, size_t i)
+{
+    if (row_reserve(r, i + 1))
+        return -1;
+    memset(r->w + r->nw, 0, (i + 1 - r->nw) * 8);
+    r->nw = i + 1;
+    return 0;
+}
+
+/* Set the bit of document ``number`` in row ``r``. */
+static inline int
 row_set(erow_t *r, int64_t number)
 {
     size_t i = (size_t)((number >> 6) - r->wfirst);
-    if (i >= r->nw) {
-        if (row_reserve(r, i + 1))
-            return -1;
-        memset(r->w + r->nw, 0, (i + 1 - r->nw) * 8);
-        r->nw = i + 1;
-    }
+    if (i >= r->nw && row_extend(r, i))
+        return -1;
     r->w[i] |= (uint64_t)1 << (number & 63);
     return 0;
 }
