@@ -11,6 +11,7 @@ Expiry follows event time only; the wall clock plays no part.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +67,11 @@ def _set_nf(doc: WindowDoc, nf: str) -> None:
 
 
 setattr(WindowDoc, "nf", property(_get_nf, _set_nf))  # noqa: B010 (not a mypy-visible field)
+
+
+def held_text_bytes(doc: WindowDoc) -> int:
+    """The bytes ``doc`` holds for its normal form (packed or not), for memory figures."""
+    return sys.getsizeof(_NF_SLOT.__get__(doc, WindowDoc))
 
 
 @dataclass(slots=True)
