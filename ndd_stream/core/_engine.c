@@ -453,7 +453,8 @@ six(uint64_t x, uint64_t *out)
     return 1;
 }
 
-/* Encode ``n`` ascending codes, all six-packable, into ``out``; returns the bytes. */
+/* Encode ``n`` ascending codes into ``out``; returns the bytes, SIZE_MAX when one is not
+ * six-packable (then ``out`` holds a partial encoding to write over). */
 static size_t
 six_put(const uint64_t *a, size_t n, uint8_t *out)
 {
@@ -461,8 +462,9 @@ six_put(const uint64_t *a, size_t n, uint8_t *out)
     int nbits = 0;
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-        uint64_t v = 0, d;
-        six(a[i], &v);
+        uint64_t v, d;
+        if (!six(a[i], &v))
+            return SIZE_MAX;
         d = v - prev;
         prev = v;
         while (d >= 8) { /* three bits and a continuation bit a nibble, low nibble first */
@@ -712,14 +714,8 @@ add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int 
             e->sigs = sg;
             e->scap = cap;
         }
-        int packable = 1;
-        for (int i = 0; i < nsig && packable; i++) {
-            uint64_t v;
-            packable = six(sig[i], &v);
-        }
-        size_t used;
-        if (packable) {
-            used = six_put(sig, (size_t)nsig, e->sigs + e->slen);
+        size_t used = six_put(sig, (size_t)nsig, e->sigs + e->slen);
+        if (used != SIZE_MAX) {
             off = (e->sfirst + (int64_t)e->slen) | SIG_SIX;
         } else {
             int packed;
