@@ -348,7 +348,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.method == "detector":
         det: Detector = impl
         window = next(det.windows())
-        nf_bytes = sum(sys.getsizeof(d.nf) for d in window.docs)
+        import ndd_stream.core.window as window_module
+        # as held (packed); a base revision without packed window texts holds the str
+        held = getattr(window_module, "held_text_bytes", lambda doc: sys.getsizeof(doc.nf))
+        nf_bytes = sum(held(d) for d in window.docs)
         out["index_bytes"] = window.index.nbytes
         out["nf_bytes"] = nf_bytes
         out["docs_bytes_est"] = len(window.docs) * 200  # WindowDoc object, slots, list slot

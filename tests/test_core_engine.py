@@ -159,3 +159,81 @@ def test_best_equals_brute_force_across_sweeps(threshold: float) -> None:
             assert (found.number, found.shared) == brute_best(sig, docs, base, threshold, (0, 0))
         add(index, book, mixed, sig, 0, threshold)
         docs.append((i, 0, sig))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32), threshold=st.sampled_from([0.3, 0.5, 0.8]),
+       n=st.integers(1, 300), universe=st.sampled_from([40, 300, 5000]))
+def test_add_ordered_is_prefix_index_and_count(seed: int, threshold: float, n: int,
+                                               universe: int) -> None:
+    """add_ordered (prefix, index and the order's counts in one C call) leaves the index
+    and the order's sketch as OrderVersion.prefix, add and FrequencyBook.count do."""
+    rng = random.Random(seed)
+    one, other = FlatIndex(threshold), FlatIndex(threshold)
+    book_one = FrequencyBook(bits=18, snapshots_at=(4, 16, 64))
+    book_other = FrequencyBook(bits=18, snapshots_at=(4, 16, 64))
+    for i in range(n):
+        sig = np.unique(np.array([rng.randrange(universe) for _ in range(rng.randint(4, 60))],
+                                 dtype=np.uint64))
+        mixed = fmix64(sig)
+        hour = i // 50
+        assert add(one, book_one, mixed, sig, hour, threshold) == other.add_ordered(
+            mixed, sig, hour, min_overlap(sig.size, threshold),
+            extended_prefix(sig.size, threshold),
+            None if other.full else book_other.current, None if other.full else book_other)
+        if not other.full:
+            np.testing.assert_array_equal(book_one.counts, book_other.counts)
+            assert book_one.current.number == book_other.current.number
+        lo, hi = size_bounds(sig.size, threshold)
+        args = (mixed, sig, min_overlap(sig.size, threshold), 0, (hour - 2, hour), (lo, hi))
+        assert one.best(*args)[:2] == other.best(*args)[:2]
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(st.characters(max_codepoint=127), max_size=300)
+       | st.text(max_size=40))
+def test_window_text_is_read_back_as_kept(text: str) -> None:
+    """A window document's normal form, held packed, reads back as it was given."""
+    from ndd_stream.core.window import WindowDoc
+
+    doc = WindowDoc("i", "c", 0.0, 0, 1, -1, text, None, 0)
+    assert doc.nf == text
+    packed = kernels._C.pack_text(text)  # type: ignore[union-attr]
+    assert packed is None or kernels._C.unpack_text(packed) == text  # type: ignore[union-attr]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32), threshold=st.sampled_from([0.5, 0.7, 0.9]),
+       n=st.integers(1, 200), alphabet=st.sampled_from(["ab", "abc1", "a0z9", "ab_", "abé"]))
+def test_best_equals_brute_force_on_text_signatures(seed: int, threshold: float, n: int,
+                                                    alphabet: str) -> None:
+    """Signatures of texts (the stored signatures' packed formats: six bits a character
+    for 0-9a-z, a byte a character for Latin-1, else the codes) verify exactly."""
+    from ndd_stream.core.qgrams import signature
+
+    rng = random.Random(seed)
+    index = FlatIndex(threshold)
+    book = FrequencyBook(bits=18, snapshots_at=(4, 16, 64))
+    base_text = "".join(rng.choice(alphabet) for _ in range(80))
+    docs: list[tuple[int, int, Codes]] = []
+    for _ in range(n):
+        cut = rng.randrange(len(base_text))
+        text = base_text[:cut] + "".join(rng.choice(alphabet) for _ in range(rng.randint(4, 30)))
+        sig = signature(text, 4)
+        if sig.size == 0:
+            continue
+        hour = len(docs) // 40
+        lo, hi = size_bounds(sig.size, threshold)
+        found = index.best(fmix64(sig), sig, min_overlap(sig.size, threshold), 0,
+                           (hour - 1, hour), (lo, hi))
+        in_size = [(num, h, s) if lo <= s.size <= hi else (num, -10**9, s)
+                   for num, h, s in docs]
+        assert (found.number, found.shared) == brute_best(sig, in_size, 0, threshold,
+                                                          (hour - 1, hour))
+        if len(docs) % 2:  # both ways of adding: the whole signature kept, or its suffix
+            assert add(index, book, fmix64(sig), sig, hour, threshold) == len(docs)
+        else:
+            assert index.add_ordered(fmix64(sig), sig, hour, min_overlap(sig.size, threshold),
+                                     extended_prefix(sig.size, threshold), book.current,
+                                     book) == len(docs)
+        docs.append((len(docs), hour, sig))

@@ -17,11 +17,12 @@
  *   document's postings under the query's q-grams is |A ∩ B| exactly; the decision is one
  *   pass over the counts, no verification.
  * - prefix: each document is indexed under its extended prefix (under the order current
- *   when it was added) and keeps its signature (the sorted q-gram codes). The query probes
- *   with its whole signature, so the count c = |A ∩ prefix(B)| needs no order at probe
- *   time, and a match reaching the pair's overlap o = max(need_A, need_B) has
- *   c >= o - unindexed_B (B's shared q-grams outside its prefix are at most its unindexed
- *   tail). Survivors are verified on the stored signatures in order of their upper bound
+ *   when it was added) and keeps the sorted q-gram codes of its signature outside it (all
+ *   of them when added by ``add``). The query probes with its whole signature, so the
+ *   count c = |A ∩ prefix(B)| needs no order at probe time, and a match reaching the
+ *   pair's overlap o = max(need_A, need_B) has c >= o - unindexed_B (B's shared q-grams
+ *   outside its prefix are at most its unindexed tail). Survivors are verified, c plus
+ *   the overlap with the stored codes, in order of their upper bound
  *   min(c + unindexed_B, |A|, |B|) / max(|A|, |B|), stopping once no remaining candidate
  *   can beat the best match. Without rows only the documents a list touched are read;
  *   with rows (long items, large windows: most of the postings a probe meets) every
@@ -51,7 +52,7 @@
  * costs about a word operation, a row a few per 64 window documents. A row whose key falls
  * below half that share turns back into a list at the next sweep. */
 #define DENSE_MIN 64
-#define ROW_STEP 64 /* words a row grows by: 4,096 documents */
+#define ROW_STEP 64 /* words a row grows by at least: 4,096 documents */
 
 typedef struct {
     uint64_t key;
@@ -68,6 +69,7 @@ typedef struct {
 typedef struct {
     int64_t pos;           /* number - the call's aligned base */
     int64_t ub, denom;     /* upper bound of the overlap, max(|A|, |B|) */
+    int64_t count;         /* postings counted: |A ∩ B's prefix| */
 } ecand_t;
 
 typedef struct {
@@ -109,6 +111,11 @@ typedef struct {
     int64_t postings;   /* postings in lists, expired ones not yet trimmed included */
     int64_t listwords;  /* words allocated to lists */
     int64_t swept;      /* base at the last sweep */
+    uint64_t *pfx;      /* add_ordered's prefix and its selection's scratch */
+    uint32_t *q6;       /* a query's six-packed codes, then a stored one's (scratch) */
+    int64_t maxsize;    /* the largest |signature| added */
+    size_t q6cap;
+    size_t pcap;
 } EngineObject;
 
 static uint32_t SPREAD[256][8]; /* SPREAD[b][i]: bit i of b */
@@ -208,25 +215,41 @@ row_free(EngineObject *e, eslot_t *s)
     return 0;
 }
 
-/* Set the bit of document ``number`` in row ``r``. */
+/* Room for ``need`` words in row ``r``. Every row spans the window, so the rows are most
+ * of a dense index's bytes: an eighth more than asked (and ROW_STEP words at least), not
+ * a doubling. */
 static int
+row_reserve(erow_t *r, size_t need)
+{
+    if (need <= r->cap)
+        return 0;
+    size_t cap = need + (need / 8 > ROW_STEP ? need / 8 : ROW_STEP);
+    uint64_t *w = realloc(r->w, cap * 8);
+    if (w == NULL)
+        return -1;
+    r->w = w;
+    r->cap = cap;
+    return 0;
+}
+
+/* Row ``r`` extended to word ``i`` (new words zero). */
+static int
+row_extend(erow_t *r, size_t i)
+{
+    if (row_reserve(r, i + 1))
+        return -1;
+    memset(r->w + r->nw, 0, (i + 1 - r->nw) * 8);
+    r->nw = i + 1;
+    return 0;
+}
+
+/* Set the bit of document ``number`` in row ``r``. */
+static inline int
 row_set(erow_t *r, int64_t number)
 {
     size_t i = (size_t)((number >> 6) - r->wfirst);
-    if (i >= r->nw) {
-        if (i >= r->cap) { /* by half: fewer moves, fewer freed blocks left in the heap */
-            size_t cap = r->cap + r->cap / 2;
-            if (cap < i + ROW_STEP)
-                cap = i + ROW_STEP;
-            uint64_t *w = realloc(r->w, cap * 8);
-            if (w == NULL)
-                return -1;
-            r->w = w;
-            r->cap = cap;
-        }
-        memset(r->w + r->nw, 0, (i + 1 - r->nw) * 8);
-        r->nw = i + 1;
-    }
+    if (i >= r->nw && row_extend(r, i))
+        return -1;
     r->w[i] |= (uint64_t)1 << (number & 63);
     return 0;
 }
@@ -404,8 +427,97 @@ sweep(EngineObject *e)
  * byte 0) are first packed a byte a character, an order-preserving map, so that the
  * differences of a ~5 KB item's codes take ~2-3 bytes instead of 8. */
 #define SIG_PACKED ((int64_t)1 << 62)
-#define SIG_OFFSET (SIG_PACKED - 1)
+#define SIG_SIX ((int64_t)1 << 61)
+/* Only the codes outside its indexed prefix are stored: the count of its postings under
+ * the query's codes is the overlap on the prefix already (add_ordered). */
+#define SIG_SUFFIX ((int64_t)1 << 60)
+#define SIG_OFFSET (SIG_SUFFIX - 1)
 #define UNPACKABLE 0xff00ff00ff00ff00ull
+
+/* Codes of four characters in 0-9a-z (a normal form of ASCII letters and digits, case
+ * folded) are packed tighter still: six bits a character (0-9 then a-z, an order-
+ * preserving map), their differences in groups of three bits and a continuation bit, a
+ * nibble each: ~1.25 bytes a q-gram where the byte packing takes ~1.8. */
+static uint8_t SIXMAP[256]; /* a character's six bits, 0xff when not in 0-9a-z */
+
+static inline int
+six(uint64_t x, uint64_t *out)
+{
+    if (x & UNPACKABLE)
+        return 0;
+    unsigned a = SIXMAP[(x >> 48) & 0xff], b = SIXMAP[(x >> 32) & 0xff],
+             c = SIXMAP[(x >> 16) & 0xff], d = SIXMAP[x & 0xff];
+    if ((a | b | c | d) & 0xc0)
+        return 0;
+    *out = (uint64_t)a << 18 | b << 12 | c << 6 | d;
+    return 1;
+}
+
+/* Encode ``n`` ascending codes into ``out``; returns the bytes, SIZE_MAX when one is not
+ * six-packable (then ``out`` holds a partial encoding to write over). */
+static size_t
+six_put(const uint64_t *a, size_t n, uint8_t *out)
+{
+    uint64_t prev = 0, acc = 0;
+    int nbits = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v, d;
+        if (!six(a[i], &v))
+            return SIZE_MAX;
+        d = v - prev;
+        prev = v;
+        while (d >= 8) { /* three bits and a continuation bit a nibble, low nibble first */
+            acc |= ((d & 7) | 8) << nbits;
+            nbits += 4;
+            d >>= 3;
+        }
+        acc |= d << nbits;
+        nbits += 4;
+        while (nbits >= 8) {
+            out[k++] = (uint8_t)acc;
+            acc >>= 8;
+            nbits -= 8;
+        }
+    }
+    if (nbits)
+        out[k++] = (uint8_t)acc;
+    return k;
+}
+
+/* |a ∩ b|: ``a`` the query's six-packed codes (ascending, the packable ones only), ``b`` a
+ * stored six-packed signature of ``nb`` codes, decoded into ``tmp`` (room for nb) first: a
+ * tight loop over the nibbles, then a branch-free merge of two arrays. */
+static int64_t
+overlap_six(const uint32_t *a, int64_t na, const uint8_t *b, int64_t nb, uint32_t *tmp)
+{
+    uint32_t y = 0, d = 0;
+    int shift = 0;
+    int64_t j = 0;
+    for (size_t k = 0; j < nb; k++) {
+        unsigned byte = b[k];
+        for (int h = 0; h < 2 && j < nb; h++) {
+            unsigned nib = (byte >> (4 * h)) & 15u;
+            d |= (uint32_t)(nib & 7) << shift;
+            shift += 3;
+            if (!(nib & 8)) {
+                y += d;
+                tmp[j++] = y;
+                d = 0;
+                shift = 0;
+            }
+        }
+    }
+    int64_t i = 0, c = 0;
+    j = 0;
+    while (i < na && j < nb) {
+        uint32_t x = a[i], v = tmp[j];
+        c += x == v;
+        i += x <= v;
+        j += v <= x;
+    }
+    return c;
+}
 
 static inline uint64_t
 pack(uint64_t x)
@@ -542,6 +654,8 @@ engine_dealloc(EngineObject *e)
     free(e->dense);
     free(e->slices);
     free(e->cands);
+    free(e->pfx);
+    free(e->q6);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
@@ -568,6 +682,93 @@ append(EngineObject *e, eslot_t *s, uint32_t number)
     return 0;
 }
 
+/* Index the next document under the ``m`` keys ``k``, its signature of ``size`` codes;
+ * in prefix mode keep the ``nsig`` ascending codes ``sig``: all of its signature, or
+ * (``suffix``) those outside ``k``. Its number, or -1 with an exception set. */
+static int64_t
+add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int nsig,
+         int suffix, int size, int hour, int need, int unidx)
+{
+    if (e->end >= (int64_t)UINT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "2**32 documents in one window's numbering");
+        return -1;
+    }
+    if ((e->used + m) * 2 > e->mask + 1) {
+        size_t cap = e->mask + 1;
+        while ((e->used + m) * 2 > cap)
+            cap *= 2;
+        if (rehash(e, cap))
+            goto nomem;
+    }
+    if (grow((void **)&e->docs, &e->dcap, e->dn + 1, sizeof(edoc_t))
+            || grow((void **)&e->gaps, &e->gcap, e->dn + 1, 2))
+        goto nomem;
+    int64_t off = 0;
+    if (!e->full) {
+        size_t most = (size_t)nsig * 10 + 1; /* a varint takes at most 10 bytes */
+        if (e->slen + most > e->scap) { /* by half: the arena is most of it */
+            size_t cap = e->scap + e->scap / 2 + most + 4096;
+            uint8_t *sg = realloc(e->sigs, cap);
+            if (sg == NULL)
+                goto nomem;
+            e->sigs = sg;
+            e->scap = cap;
+        }
+        size_t used = six_put(sig, (size_t)nsig, e->sigs + e->slen);
+        if (used != SIZE_MAX) {
+            off = (e->sfirst + (int64_t)e->slen) | SIG_SIX;
+        } else {
+            int packed;
+            used = sig_put(sig, (size_t)nsig, e->sigs + e->slen, &packed);
+            off = (e->sfirst + (int64_t)e->slen) | (packed ? SIG_PACKED : 0);
+        }
+        e->slen += used;
+        if (suffix)
+            off |= SIG_SUFFIX;
+    }
+    uint32_t number = (uint32_t)e->end;
+    /* dense_fraction 0: never */
+    double at = e->share > 0.0 ? e->share * (double)(e->end + 1 - e->base) : 1e300;
+    int64_t dense_at = at < (double)DENSE_MIN ? DENSE_MIN
+                       : at > 4e9 ? INT64_MAX : (int64_t)ceil(at);
+    /* A failure part way leaves some keys with this number: the engine is then unusable
+     * (as after any MemoryError in a decision, the process restarts from the store). */
+    for (size_t i = 0; i < m; i++) {
+        eslot_t *s = find(e, k[i]);
+        if (!s->b) {
+            if ((s->b = block_new(e, 1)) == NULL)
+                goto nomem;
+            s->key = k[i];
+            e->used++;
+        }
+        if (s->b[3] != NO_ROW) {
+            if (row_set(&e->rows[s->b[3]], number))
+                goto nomem;
+            continue;
+        }
+        if (append(e, s, number))
+            goto nomem;
+        if ((int64_t)(s->b[2] - s->b[1]) >= dense_at
+                && (int64_t)trim(e, s) >= dense_at && row_make(e, s))
+            goto nomem;
+    }
+    int gap = need - unidx;
+    e->gaps[e->dn] = (uint16_t)(gap < 0 ? 0 : gap > 65535 ? 65535 : gap);
+    edoc_t *d = &e->docs[e->dn++];
+    d->sig = off;
+    d->hour = hour;
+    d->size = size;
+    d->need = need;
+    d->unidx = unidx;
+    if (size > e->maxsize)
+        e->maxsize = size;
+    e->end++;
+    return (int64_t)number;
+nomem:
+    PyErr_NoMemory();
+    return -1;
+}
+
 static PyObject *
 engine_add(EngineObject *e, PyObject *args)
 {
@@ -587,83 +788,137 @@ engine_add(EngineObject *e, PyObject *args)
             goto done;
         }
     }
-    if (e->end >= (int64_t)UINT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "2**32 documents in one window's numbering");
-        goto done;
-    }
-    {
-        const uint64_t *k = kb.buf;
-        size_t m = (size_t)kb.len / 8;
-        if ((e->used + m) * 2 > e->mask + 1) {
-            size_t cap = e->mask + 1;
-            while ((e->used + m) * 2 > cap)
-                cap *= 2;
-            if (rehash(e, cap))
-                goto nomem;
-        }
-        if (grow((void **)&e->docs, &e->dcap, e->dn + 1, sizeof(edoc_t))
-                || grow((void **)&e->gaps, &e->gcap, e->dn + 1, 2))
-            goto nomem;
-        int64_t off = 0;
-        if (!e->full) {
-            size_t most = (size_t)size * 10; /* a varint takes at most 10 bytes */
-            if (e->slen + most > e->scap) { /* by half: the arena is most of it */
-                size_t cap = e->scap + e->scap / 2 + most + 4096;
-                uint8_t *sg = realloc(e->sigs, cap);
-                if (sg == NULL)
-                    goto nomem;
-                e->sigs = sg;
-                e->scap = cap;
-            }
-            int packed;
-            size_t used = sig_put(sb.buf, (size_t)size, e->sigs + e->slen, &packed);
-            off = (e->sfirst + (int64_t)e->slen) | (packed ? SIG_PACKED : 0);
-            e->slen += used;
-        }
-        uint32_t number = (uint32_t)e->end;
-        /* dense_fraction 0: never */
-        double at = e->share > 0.0 ? e->share * (double)(e->end + 1 - e->base) : 1e300;
-        int64_t dense_at = at < (double)DENSE_MIN ? DENSE_MIN
-                           : at > 4e9 ? INT64_MAX : (int64_t)ceil(at);
-        /* A failure part way leaves some keys with this number: the engine is then unusable
-         * (as after any MemoryError in a decision, the process restarts from the store). */
-        for (size_t i = 0; i < m; i++) {
-            eslot_t *s = find(e, k[i]);
-            if (!s->b) {
-                if ((s->b = block_new(e, 1)) == NULL)
-                    goto nomem;
-                s->key = k[i];
-                e->used++;
-            }
-            if (s->b[3] != NO_ROW) {
-                if (row_set(&e->rows[s->b[3]], number))
-                    goto nomem;
-                continue;
-            }
-            if (append(e, s, number))
-                goto nomem;
-            if ((int64_t)(s->b[2] - s->b[1]) >= dense_at
-                    && (int64_t)trim(e, s) >= dense_at && row_make(e, s))
-                goto nomem;
-        }
-        int gap = need - unidx;
-        e->gaps[e->dn] = (uint16_t)(gap < 0 ? 0 : gap > 65535 ? 65535 : gap);
-        edoc_t *d = &e->docs[e->dn++];
-        d->sig = off;
-        d->hour = hour;
-        d->size = size;
-        d->need = need;
-        d->unidx = unidx;
-        e->end++;
+    int64_t number = add_keys(e, kb.buf, (size_t)kb.len / 8, sb.buf, size, 0, size, hour, need,
+                              unidx);
+    if (number >= 0)
         result = PyLong_FromLongLong((long long)number);
-        goto done;
-    }
-nomem:
-    PyErr_NoMemory();
 done:
     PyBuffer_Release(&kb);
     if (sb.obj)
         PyBuffer_Release(&sb);
+    return result;
+}
+
+PyDoc_STRVAR(add_ordered_doc,
+"add_ordered(mixed, sig, hour, need, length, classes, shift, counts) -> int\n\nIndex the "
+"next document, its distinct mixed codes ``mixed`` and sorted codes ``sig`` (uint64, as "
+"many): in full mode under every code; in prefix mode under the ``length`` smallest codes "
+"in the order (classes[code >> shift], code) (``classes`` uint8 over 2**(64 - shift) "
+"slots; None: by code alone), keeping ``sig``, then counted once per distinct slot into "
+"``counts`` (uint32, as many slots; None: not counted), the order's sketch. ``need``: "
+"min_overlap(|sig|, t). Returns its number. What add, OrderVersion.prefix and "
+"FrequencyBook.count did, in one call.");
+
+static PyObject *
+engine_add_ordered(EngineObject *e, PyObject *args)
+{
+    Py_buffer mb = {0}, sb = {0}, cb = {0}, nb = {0};
+    PyObject *clobj, *cntobj;
+    int hour, need, shift;
+    Py_ssize_t length;
+    if (!PyArg_ParseTuple(args, "y*y*iinOiO", &mb, &sb, &hour, &need, &length, &clobj, &shift,
+                          &cntobj))
+        return NULL;
+    PyObject *result = NULL;
+    if (ndd_check(&mb, 8, "mixed") || ndd_check(&sb, 8, "sig"))
+        goto done;
+    size_t n = (size_t)mb.len / 8;
+    if ((size_t)sb.len / 8 != n || n > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "mixed and sig must hold as many codes");
+        goto done;
+    }
+    if (shift < 17 || shift > 63) {
+        PyErr_SetString(PyExc_ValueError, "shift must be in 17..63");
+        goto done;
+    }
+    size_t slots = (size_t)1 << (64 - shift);
+    if (clobj != Py_None && (PyObject_GetBuffer(clobj, &cb, PyBUF_SIMPLE) < 0
+                             || (size_t)cb.len != slots)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "classes must have 2**(64 - shift) bytes");
+        goto done;
+    }
+    if (cntobj != Py_None && (PyObject_GetBuffer(cntobj, &nb, PyBUF_WRITABLE) < 0
+                              || (size_t)nb.len != slots * 4)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "counts must have 2**(64 - shift) uint32");
+        goto done;
+    }
+    {
+        const uint64_t *mixed = mb.buf, *sig = sb.buf;
+        const uint64_t *keys = mixed, *rest = sig;
+        size_t m = n, nrest = 0;
+        int unidx = (int)((Py_ssize_t)n - length);
+        if (!e->full && length < (Py_ssize_t)n) {
+            size_t len = length < 0 ? 0 : (size_t)length;
+            if (grow((void **)&e->pfx, &e->pcap, 3 * n + 1, 8)) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            uint64_t *o = e->pfx, *tie = o + n;
+            uint8_t *c = (uint8_t *)(o + 2 * n);
+            nrest = n;
+            if (len) {
+                const uint8_t *cl = cb.obj ? cb.buf : NULL;
+                ndd_prefix_under(mixed, (Py_ssize_t)n, cl, shift, (Py_ssize_t)len, o, tie, c);
+                /* The codes outside the prefix, in signature order (mixed[i] is fmix64 of
+                 * sig[i]): the prefix is every code of a class below ``last`` and those of
+                 * class ``last`` up to ``kth`` (c[i]: the class of mixed[i]). */
+                int last = 256;
+                size_t below = 0;
+                if (cl != NULL) {
+                    size_t hist[256] = {0};
+                    for (size_t i = 0; i < n; i++)
+                        hist[c[i]]++;
+                    last = 0;
+                    while (last < 255 && below + hist[last] < len)
+                        below += hist[last++];
+                }
+                uint64_t kth = 0;
+                for (size_t j = below; j < len; j++)
+                    kth = o[j] > kth ? o[j] : kth;
+                nrest = 0;
+                for (size_t i = 0; i < n; i++) {
+                    int cls = cl != NULL ? c[i] : 256;
+                    int in = cls < last || (cls == last && mixed[i] <= kth);
+                    if (!in)
+                        tie[nrest++] = sig[i];
+                }
+            } else {
+                memcpy(tie, sig, n * 8);
+            }
+            keys = o;
+            m = len;
+            rest = tie;
+        }
+        int64_t number = add_keys(e, keys, m, rest, (int)nrest, !e->full, (int)n, hour, need,
+                                  unidx);
+        if (number < 0)
+            goto done;
+        if (nb.obj) { /* each slot once: mark its top bit, then count the marked */
+            uint32_t *cnt = nb.buf; /* 16 MB: fetched ahead */
+            for (size_t i = 0; i < n && i < 16; i++)
+                PREFETCH(&cnt[mixed[i] >> shift]);
+            for (size_t i = 0; i < n; i++) {
+                if (i + 16 < n)
+                    PREFETCH(&cnt[mixed[i + 16] >> shift]);
+                cnt[mixed[i] >> shift] |= 0x80000000u;
+            }
+            for (size_t i = 0; i < n; i++) {
+                uint32_t *x = &cnt[mixed[i] >> shift];
+                if (*x & 0x80000000u)
+                    *x = (*x & 0x7fffffffu) + 1;
+            }
+        }
+        result = PyLong_FromLongLong((long long)number);
+    }
+done:
+    PyBuffer_Release(&mb);
+    PyBuffer_Release(&sb);
+    if (cb.obj)
+        PyBuffer_Release(&cb);
+    if (nb.obj)
+        PyBuffer_Release(&nb);
     return result;
 }
 
@@ -874,6 +1129,10 @@ engine_best(EngineObject *e, PyObject *args)
     PyObject *result = NULL;
     if (ndd_check(&kb, 8, "keys") || ndd_check(&sb, 8, "sig"))
         goto done;
+    if (!e->full && (uq != 0 || kb.len != sb.len)) { /* a suffix's overlap adds to the count */
+        PyErr_SetString(PyExc_ValueError, "in prefix mode keys are fmix64 of the whole sig");
+        goto done;
+    }
     {
         size_t live = (size_t)(e->end - e->base);
         int64_t abase = e->base & ~(int64_t)63;
@@ -888,7 +1147,9 @@ engine_best(EngineObject *e, PyObject *args)
         if (grow((void **)&e->heads, &e->hcap, m + 1, 4)
                 || grow((void **)&e->dense, &e->dncap, m + 1, sizeof(uint64_t *))
                 || grow((void **)&e->slices, &e->slcap, (size_t)(B + 1) * W + 1, 8)
-                || grow((void **)&e->cands, &e->kcap, live + 1, sizeof(ecand_t)))
+                || grow((void **)&e->cands, &e->kcap, live + 1, sizeof(ecand_t))
+                || (!e->full && grow((void **)&e->q6, &e->q6cap,
+                                     (size_t)sb.len / 8 + (size_t)e->maxsize + 1, 4)))
             goto nomem;
         if (span + 64 > e->ccap) {
             size_t old = e->ccap;
@@ -902,7 +1163,7 @@ engine_best(EngineObject *e, PyObject *args)
         }
         const uint64_t *k = kb.buf, *qs = sb.buf;
         int64_t qsize = sb.len / 8;
-        int64_t best = -1, bshared = 0, bdenom = 1, ncand = 0, nver = 0, npost = 0;
+        int64_t best = -1, bshared = 0, bdenom = 1, ncand = 0, nver = 0, npost = 0, nq6 = -1;
         int failed = 0;
         Py_BEGIN_ALLOW_THREADS
         /* 1. the slot of every query key present, its table line fetched ahead */
@@ -933,7 +1194,7 @@ engine_best(EngineObject *e, PyObject *args)
                 erow_t *r = &e->rows[s->b[3]];
                 size_t need_w = (size_t)(wb - r->wfirst) + W;
                 if (r->nw < need_w) {
-                    if (grow((void **)&r->w, &r->cap, need_w, 8)) {
+                    if (row_reserve(r, need_w)) {
                         failed = 1;
                         break;
                     }
@@ -1051,6 +1312,7 @@ engine_best(EngineObject *e, PyObject *args)
                 e->cands[nk].pos = x;
                 e->cands[nk].ub = ub;
                 e->cands[nk].denom = denom;
+                e->cands[nk].count = c;
                 nk++;
             }
             if (nrowkeys) /* rows count expired documents of their first word too */
@@ -1066,8 +1328,25 @@ engine_best(EngineObject *e, PyObject *args)
                         continue; /* at best a tie, lost to the earlier document */
                 }
                 const edoc_t *d = &docs[c->pos];
-                int64_t sh = overlap(qs, qsize, e->sigs + ((d->sig & SIG_OFFSET) - e->sfirst),
-                                     d->size, (d->sig & SIG_PACKED) != 0);
+                const uint8_t *stored = e->sigs + ((d->sig & SIG_OFFSET) - e->sfirst);
+                int64_t sh, nst = d->size, part = 0;
+                if (d->sig & SIG_SUFFIX) { /* the prefix's overlap is the count */
+                    nst = d->unidx > 0 ? d->unidx : 0;
+                    part = c->count;
+                }
+                if (d->sig & SIG_SIX) {
+                    if (nq6 < 0) { /* the query's six-packed codes, once a call */
+                        nq6 = 0;
+                        for (int64_t j = 0; j < qsize; j++) {
+                            uint64_t v;
+                            if (six(qs[j], &v))
+                                e->q6[nq6++] = (uint32_t)v;
+                        }
+                    }
+                    sh = part + overlap_six(e->q6, nq6, stored, nst, e->q6 + qsize);
+                } else {
+                    sh = part + overlap(qs, qsize, stored, nst, (d->sig & SIG_PACKED) != 0);
+                }
                 nver++;
                 if ((double)sh / (double)c->denom < t)
                     continue;
@@ -1113,15 +1392,37 @@ engine_nbytes(EngineObject *e, void *closure)
                + e->dcap * sizeof(edoc_t) + e->gcap * 2
                + e->scap + e->ccap * 8 + e->hcap * 4 + e->kcap * sizeof(ecand_t)
                + e->rcap * sizeof(erow_t) + e->dncap * sizeof(uint64_t *) + e->slcap * 8
-               + e->fcap * 4;
+               + e->fcap * 4 + e->pcap * 8 + e->q6cap * 4;
     for (size_t i = 0; i < e->nrows; i++)
         if (e->rows[i].w != NULL)
             n += e->rows[i].cap * 8;
     return PyLong_FromSize_t(n);
 }
 
+static PyObject *
+engine_layout(EngineObject *e, void *closure)
+{
+    (void)closure;
+    size_t rows = 0, nrow = 0;
+    for (size_t i = 0; i < e->nrows; i++)
+        if (e->rows[i].w != NULL) {
+            rows += e->rows[i].cap * 8;
+            nrow++;
+        }
+    return Py_BuildValue("{sn,sn,sn,sn,sn,sn,sn,sn,sn}",
+        "table", (Py_ssize_t)((e->mask + 1) * sizeof(eslot_t)),
+        "keys", (Py_ssize_t)e->used,
+        "lists", (Py_ssize_t)(e->listwords * 4),
+        "rows", (Py_ssize_t)rows, "nrows", (Py_ssize_t)nrow,
+        "docs", (Py_ssize_t)(e->dcap * sizeof(edoc_t) + e->gcap * 2),
+        "sigs", (Py_ssize_t)e->scap, "sigs_used", (Py_ssize_t)e->slen,
+        "scratch", (Py_ssize_t)(e->ccap * 8 + e->hcap * 4 + e->kcap * sizeof(ecand_t)
+                                + e->dncap * sizeof(uint64_t *) + e->slcap * 8));
+}
+
 static PyMethodDef engine_methods[] = {
     {"add", (PyCFunction)engine_add, METH_VARARGS, add_doc},
+    {"add_ordered", (PyCFunction)engine_add_ordered, METH_VARARGS, add_ordered_doc},
     {"best", (PyCFunction)engine_best, METH_VARARGS, best_doc},
     {"release_before", (PyCFunction)engine_release, METH_VARARGS, release_doc},
     {NULL, NULL, 0, NULL},
@@ -1138,6 +1439,7 @@ static PyMemberDef engine_members[] = {
 
 static PyGetSetDef engine_getset[] = {
     {"nbytes", (getter)engine_nbytes, NULL, "bytes allocated", NULL},
+    {"layout", (getter)engine_layout, NULL, "bytes allocated, by part", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1155,9 +1457,220 @@ PyTypeObject ndd_EngineType = {
     .tp_getset = engine_getset,
 };
 
+/* -- texts kept in a window --------------------------------------------------------------- */
+
+/* A window document's normal form, kept for the novelty rule and the explanation of its
+ * match: ASCII text (letters and digits, case folded) packed five bits a character
+ * (0-25 a letter; 26 + 4 bits a digit; 27 + 5 bits a capital; 31 + 8 bits any other
+ * byte), after the character count as a LEB128 varint. About 5/8 of the text's bytes. */
+#define TX_DIGIT 26
+#define TX_UPPER 27
+#define TX_BYTE 31
+
+static uint16_t TXCODE[128]; /* an ASCII character's code, low bits first */
+static uint8_t TXBITS[128];   /* and its length */
+
+typedef struct {
+    uint8_t *out;
+    size_t k;
+    uint64_t acc;
+    int nbits;
+} bitw_t;
+
+PyDoc_STRVAR(pack_text_doc,
+"pack_text(text) -> bytes | None\n\nAn ASCII ``text`` packed five bits a letter (see "
+"unpack_text); None when it is not ASCII.");
+
+static PyObject *
+pack_text(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "pack_text takes a str");
+        return NULL;
+    }
+    if (PyUnicode_READY(arg) < 0)
+        return NULL;
+    if (!PyUnicode_IS_ASCII(arg))
+        Py_RETURN_NONE;
+    const uint8_t *a = PyUnicode_1BYTE_DATA(arg);
+    size_t n = (size_t)PyUnicode_GET_LENGTH(arg);
+    PyObject *res = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(10 + (n * 13 + 7) / 8 + 1));
+    if (res == NULL)
+        return NULL;
+    bitw_t w = {(uint8_t *)PyBytes_AS_STRING(res), 0, 0, 0};
+    size_t m = n;
+    while (m >= 0x80) {
+        w.out[w.k++] = (uint8_t)(m | 0x80);
+        m >>= 7;
+    }
+    w.out[w.k++] = (uint8_t)m;
+    for (size_t i = 0; i < n; i++) { /* a character's bits and their count, looked up */
+        w.acc |= (uint64_t)TXCODE[a[i]] << w.nbits;
+        w.nbits += TXBITS[a[i]];
+        if (w.nbits >= 32) {
+            memcpy(w.out + w.k, &w.acc, 4); /* little-endian: the low bytes first */
+            w.k += 4;
+            w.acc >>= 32;
+            w.nbits -= 32;
+        }
+    }
+    while (w.nbits > 0) {
+        w.out[w.k++] = (uint8_t)w.acc;
+        w.acc >>= 8;
+        w.nbits -= 8;
+    }
+    if (_PyBytes_Resize(&res, (Py_ssize_t)w.k) < 0)
+        return NULL;
+    return res;
+}
+
+PyDoc_STRVAR(unpack_text_doc, "unpack_text(packed) -> str\n\nThe text pack_text packed.");
+
+static PyObject *
+unpack_text(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    if (!PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "unpack_text takes bytes");
+        return NULL;
+    }
+    const uint8_t *b = (const uint8_t *)PyBytes_AS_STRING(arg);
+    size_t len = (size_t)PyBytes_GET_SIZE(arg), k = 0, n = 0;
+    int shift = 0;
+    for (;;) {
+        if (k >= len || shift > 56)
+            goto bad;
+        uint8_t byte = b[k++];
+        n |= (size_t)(byte & 0x7f) << shift;
+        shift += 7;
+        if (!(byte & 0x80))
+            break;
+    }
+    if (n > (len - k) * 8) /* at least five bits a character */
+        goto bad;
+    PyObject *res = PyUnicode_New((Py_ssize_t)n, 127);
+    if (res == NULL)
+        return NULL;
+    uint8_t *out = PyUnicode_1BYTE_DATA(res);
+    uint64_t acc = 0;
+    int nbits = 0;
+#define TAKE(v, nb)                                            \
+    do {                                                       \
+        while (nbits < (nb)) {                                 \
+            if (k >= len)                                      \
+                goto bad_res;                                  \
+            acc |= (uint64_t)b[k++] << nbits;                  \
+            nbits += 8;                                        \
+        }                                                      \
+        (v) = (uint32_t)(acc & (((uint64_t)1 << (nb)) - 1));   \
+        acc >>= (nb);                                          \
+        nbits -= (nb);                                         \
+    } while (0)
+    for (size_t i = 0; i < n; i++) {
+        uint32_t s, v;
+        TAKE(s, 5);
+        if (s < 26) {
+            out[i] = (uint8_t)('a' + s);
+        } else if (s == TX_DIGIT) {
+            TAKE(v, 4);
+            out[i] = (uint8_t)('0' + v);
+        } else if (s == TX_UPPER) {
+            TAKE(v, 5);
+            out[i] = (uint8_t)('A' + v);
+        } else if (s == TX_BYTE) {
+            TAKE(v, 8);
+            if (v > 127)
+                goto bad_res;
+            out[i] = (uint8_t)v;
+        } else {
+            goto bad_res;
+        }
+    }
+#undef TAKE
+    return res;
+bad_res:
+    Py_DECREF(res);
+bad:
+    PyErr_SetString(PyExc_ValueError, "not a packed text");
+    return NULL;
+}
+
+PyDoc_STRVAR(order_classes_doc,
+"order_classes(counts, small, out) -> int\n\nout[i] = small[counts[i]] (uint32 counts, "
+"uint8 tables) for every count below len(small); returns how many counts are not, whose "
+"out is left to the caller. An order snapshot's class table in one pass.");
+
+/* Why: numpy's minimum, fancy take and comparison over the 2**22 counters of the order's
+ * sketch cost ~20 ms a snapshot, here one pass. */
+static PyObject *
+order_classes(PyObject *self, PyObject *args)
+{
+    (void)self;
+    Py_buffer cb, sb, ob;
+    if (!PyArg_ParseTuple(args, "y*y*w*", &cb, &sb, &ob))
+        return NULL;
+    PyObject *result = NULL;
+    if (ndd_check(&cb, 4, "counts"))
+        goto done;
+    if (ob.len * 4 != cb.len || sb.len < 1) {
+        PyErr_SetString(PyExc_ValueError, "out needs a byte per count, small a byte or more");
+        goto done;
+    }
+    {
+        const uint32_t *c = cb.buf;
+        const uint8_t *small = sb.buf;
+        uint8_t *o = ob.buf;
+        size_t n = (size_t)ob.len, ns = (size_t)sb.len, big = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (size_t i = 0; i < n; i++) {
+            if (c[i] < ns) {
+                o[i] = small[c[i]];
+            } else {
+                o[i] = 0;
+                big++;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        result = PyLong_FromSize_t(big);
+    }
+done:
+    PyBuffer_Release(&cb);
+    PyBuffer_Release(&sb);
+    PyBuffer_Release(&ob);
+    return result;
+}
+
+static PyMethodDef text_methods[] = {
+    {"pack_text", (PyCFunction)pack_text, METH_O, pack_text_doc},
+    {"unpack_text", (PyCFunction)unpack_text, METH_O, unpack_text_doc},
+    {"order_classes", (PyCFunction)order_classes, METH_VARARGS, order_classes_doc},
+    {NULL, NULL, 0, NULL},
+};
+
 int
 ndd_engine_ready(PyObject *module)
 {
+    for (unsigned c = 0; c < 128; c++) {
+        if (c >= 'a' && c <= 'z') {
+            TXCODE[c] = (uint16_t)(c - 'a');
+            TXBITS[c] = 5;
+        } else if (c >= '0' && c <= '9') {
+            TXCODE[c] = (uint16_t)(TX_DIGIT | (c - '0') << 5);
+            TXBITS[c] = 9;
+        } else if (c >= 'A' && c <= 'Z') {
+            TXCODE[c] = (uint16_t)(TX_UPPER | (c - 'A') << 5);
+            TXBITS[c] = 10;
+        } else {
+            TXCODE[c] = (uint16_t)(TX_BYTE | c << 5);
+            TXBITS[c] = 13;
+        }
+    }
+    if (PyModule_AddFunctions(module, text_methods) < 0)
+        return -1;
+    for (int b = 0; b < 256; b++)
+        SIXMAP[b] = b >= '0' && b <= '9' ? (uint8_t)(b - '0')
+                    : b >= 'a' && b <= 'z' ? (uint8_t)(b - 'a' + 10) : 0xff;
     for (int b = 0; b < 256; b++)
         for (int i = 0; i < 8; i++) {
             SPREAD[b][i] = (uint32_t)(b >> i) & 1u;

@@ -479,15 +479,12 @@ class Detector:
         extended prefix under the current order (learned only then)."""
         mixed = probe.mixed if probe is not None else fmix64(sig)
         t = self.config.threshold
-        length = extended_prefix(sig.size, t)
-        if index.full:
-            keys = mixed
-        else:
-            keys = self._book.current.prefix(mixed, length)
-            self._book.count(mixed)
+        size = int(sig.size)
+        # the prefix, the index and the order's counts in one C call
         window.add_flat(
-            WindowDoc(identity, channel, timestamp, hour, int(sig.size), -1, nf, figs, number),
-            keys, sig, min_overlap(int(sig.size), t), int(sig.size) - length,
+            WindowDoc(identity, channel, timestamp, hour, size, -1, nf, figs, number),
+            mixed, sig, min_overlap(size, t), extended_prefix(size, t),
+            None if index.full else self._book,
         )
 
     # -- the most complete version --------------------------------------------------

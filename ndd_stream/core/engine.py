@@ -4,9 +4,9 @@ A hash table from each indexed q-gram (its 64-bit mixed code, exact) to an appen
 posting list of document numbers in arrival order, trimmed at the head as hours expire.
 Below ``FULL_PREFIX_BELOW`` every q-gram is indexed, so counting a query's postings gives
 |A ∩ B| of every window document exactly and the decision is a pass over the counts;
-from it up, documents are indexed under their extended prefix and keep their signature,
-the query probes with its whole signature (no order versions at probe time) and the
-survivors of the exact count bound are verified on the stored signatures, best upper
+from it up, documents are indexed under their extended prefix and keep the rest of their
+signature, the query probes with its whole signature (no order versions at probe time)
+and the survivors of the exact count bound are verified on the stored codes, best upper
 bound first, stopping once none left can beat the best match. The GIL is released during
 the call. Where the kernels are not built the window keeps its LSM index
 (:mod:`ndd_stream.core.postings`) instead: the same decisions, slower.
@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ndd_stream.core import kernels
+from ndd_stream.core.order import FrequencyBook, OrderVersion
 from ndd_stream.core.qgrams import Codes
 from ndd_stream.core.similarity import FULL_PREFIX_BELOW
 
@@ -60,6 +61,24 @@ class FlatIndex:
                                None if self.full else np.ascontiguousarray(sig, dtype=np.uint64),
                                hour, int(sig.size), needed, unindexed))
 
+    def add_ordered(self, mixed: Codes, sig: Codes, hour: int, needed: int, length: int,
+                    order: OrderVersion | None, book: FrequencyBook | None) -> int:
+        """:meth:`add` with the indexing and the order's upkeep in one call: ``mixed`` is
+        fmix64 of the sorted signature ``sig``; in full mode every code is indexed, else
+        the extended prefix of ``length`` codes under ``order`` (what
+        :meth:`OrderVersion.prefix` selects), keeping only the signature's codes outside
+        it (a lookup's count is the overlap on the prefix), and the codes are then counted
+        into ``book`` (which may freeze a new order version). Returns the number."""
+        classes = None if order is None else order.classes
+        shift = order.shift if order is not None else book.shift if book is not None else 42
+        number = int(self._c.add_ordered(
+            np.ascontiguousarray(mixed, dtype=np.uint64),
+            np.ascontiguousarray(sig, dtype=np.uint64), hour, needed, length, classes, shift,
+            None if book is None else book.counts))
+        if book is not None:
+            book.tally()
+        return number
+
     def best(self, keys: Codes, sig: Codes, needed: int, unindexed: int,
              hours: tuple[int, int], sizes: tuple[int, int]) -> EngineMatch:
         """The best match of a query with signature ``sig`` (``needed``: min_overlap(|sig|,
@@ -67,7 +86,8 @@ class FlatIndex:
         highest doc_q >= threshold, ties to the lowest number. ``keys``: the query's mixed
         codes looked up, leaving ``unindexed`` of its q-grams out (0: all of them, which
         keeps prefix-mode counts independent of the order each document was indexed
-        under)."""
+        under; in prefix mode it must be 0: the count is then a document's overlap on its
+        prefix, to which verification adds its stored suffix's)."""
         found = self._c.best(np.ascontiguousarray(keys, dtype=np.uint64),
                              np.ascontiguousarray(sig, dtype=np.uint64), needed, unindexed,
                              hours[0], hours[1], sizes[0], min(sizes[1], 2**62))

@@ -371,6 +371,17 @@ def order_prefix(mixed: U64, classes: npt.NDArray[np.uint8], shift: int,
     return out
 
 
+def order_classes(counts: npt.NDArray[np.uint32], small: npt.NDArray[np.uint8]
+                  ) -> tuple[npt.NDArray[np.uint8], int] | None:
+    """``small[counts]`` where a count is below ``small.size`` (0 elsewhere) and how many
+    are not, in one C pass; None when the kernels are not running."""
+    if _C is None or not hasattr(_C, "order_classes"):
+        return None
+    out = np.empty(counts.size, dtype=np.uint8)
+    big = int(_C.order_classes(np.ascontiguousarray(counts, dtype=np.uint32), small, out))
+    return out, big
+
+
 def fmix64(codes: U64) -> U64 | None:
     """splitmix64's finalizer of every code in one C pass; None without the kernels (the
     caller computes it in numpy: the same values)."""

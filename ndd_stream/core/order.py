@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ndd_stream.core.kernels import order_prefix, top_bits_count
+from ndd_stream.core.kernels import order_classes, order_prefix, top_bits_count
 from ndd_stream.core.qgrams import Codes
 
 SNAPSHOTS_AT = (256, 1024, 4096, 16384, 65536)
@@ -108,9 +108,23 @@ class FrequencyBook:
     def documents(self) -> int:
         return self._documents
 
+    @property
+    def counts(self) -> npt.NDArray[np.uint32]:
+        """The sketch's counters (one per top-bits slot), for a caller that counts in C
+        (core.engine's add) and then calls :meth:`tally`."""
+        return self._counts
+
+    @property
+    def shift(self) -> int:
+        return self._shift
+
     def count(self, mixed: Codes) -> None:
         """Record one document's distinct q-grams; may freeze a new current version."""
         top_bits_count(self._counts, mixed, self._shift)
+        self.tally()
+
+    def tally(self) -> None:
+        """One more document counted into :attr:`counts`; may freeze a new version."""
         self._documents += 1
         if self._documents >= self._next_snapshot:
             self.snapshot()
@@ -118,9 +132,13 @@ class FrequencyBook:
     def snapshot(self) -> OrderVersion:
         """Freeze the current counts into a new version and make it current."""
         counts = self._counts
-        classes = _SMALL_CLASSES[np.minimum(counts, np.uint32(_SMALL - 1))]
-        big = np.flatnonzero(counts >= _SMALL)
-        if big.size:
+        found = order_classes(counts, _SMALL_CLASSES)  # in C: the small counts' classes
+        if found is None:
+            classes = _SMALL_CLASSES[np.minimum(counts, np.uint32(_SMALL - 1))]
+        else:
+            classes = found[0]
+        if found is None or found[1]:
+            big = np.flatnonzero(counts >= _SMALL)
             classes[big] = _classes(counts[big])
         self.current = OrderVersion(self.current.number + 1, classes, self._shift)
         later = [n for n in self._snapshots_at if n > self._documents]

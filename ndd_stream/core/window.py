@@ -11,17 +11,20 @@ Expiry follows event time only; the wall clock plays no part.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ndd_stream.core import kernels
 from ndd_stream.core.bitmaps import Bitmap, BitmapFilter
 from ndd_stream.core.document import Decision
 from ndd_stream.core.engine import FlatIndex
 from ndd_stream.core.kernels import Facts
-from ndd_stream.core.order import OrderVersion
+from ndd_stream.core.order import FrequencyBook, OrderVersion
 from ndd_stream.core.postings import PostingIndex
 from ndd_stream.core.qgrams import Codes
 from ndd_stream.core.stories import StoryBook
@@ -37,10 +40,38 @@ class WindowDoc:
     hour: int
     size: int  # |signature|
     version: int  # order version of its indexed prefix (-1: none, the flat index)
-    nf: str  # normal form, to recompute the signature on verification
+    # normal form, for the novelty rule on a match and to recompute the signature on
+    # verification; held packed (see _pack_text), read as a str
+    nf: str
     # its figures (core.novelty.figures), None when unknown (a state record of layout v1)
     figures: str | None = None
     number: int = -1  # arrival number in its scope (ties across shards go to the lowest)
+
+
+# The normal form is most of a window document's Python bytes and is read only for a
+# match: held packed (an ASCII text five bits a letter, in C), unpacked when read. Text
+# that is not ASCII, or a process without the kernels, keeps the str.
+_PACK = getattr(kernels._C, "pack_text", None)
+_UNPACK = getattr(kernels._C, "unpack_text", None)  # bound now: tests may switch _C off
+_NF_SLOT: Any = WindowDoc.__dict__["nf"]  # the slot behind the property
+
+
+def _get_nf(doc: WindowDoc) -> str:
+    held = _NF_SLOT.__get__(doc, WindowDoc)
+    return held if isinstance(held, str) else str(_UNPACK(held))  # type: ignore[misc]
+
+
+def _set_nf(doc: WindowDoc, nf: str) -> None:
+    packed = _PACK(nf) if _PACK is not None and kernels.running() and len(nf) > 16 else None
+    _NF_SLOT.__set__(doc, nf if packed is None else packed)
+
+
+setattr(WindowDoc, "nf", property(_get_nf, _set_nf))  # noqa: B010 (not a mypy-visible field)
+
+
+def held_text_bytes(doc: WindowDoc) -> int:
+    """The bytes ``doc`` holds for its normal form (packed or not), for memory figures."""
+    return sys.getsizeof(_NF_SLOT.__get__(doc, WindowDoc))
 
 
 @dataclass(slots=True)
@@ -155,12 +186,15 @@ class ScopeWindow:
         self.versions[version.number] += 1
         self.version_objects[version.number] = version
 
-    def add_flat(self, doc: WindowDoc, keys: Codes, sig: Codes, needed: int,
-                 unindexed: int) -> None:
-        """Index ``doc`` in the flat index under ``keys`` (distinct mixed codes) with its
-        signature ``sig`` (see :meth:`FlatIndex.add`)."""
+    def add_flat(self, doc: WindowDoc, mixed: Codes, sig: Codes, needed: int, length: int,
+                 book: FrequencyBook | None) -> None:
+        """Index ``doc`` in the flat index: its signature ``sig`` and fmix64 of it,
+        ``mixed``, under every code in full mode, else under its extended prefix of
+        ``length`` codes in ``book``'s current order, then counted into ``book`` (see
+        :meth:`FlatIndex.add_ordered`)."""
         assert isinstance(self.index, FlatIndex)
-        number = self.index.add(keys, sig, doc.hour, needed, unindexed)
+        number = self.index.add_ordered(mixed, sig, doc.hour, needed, length,
+                                        None if book is None else book.current, book)
         assert number == self.doc_base + len(self.docs), "index and window numbering diverged"
         self.docs.append(doc)
 
