@@ -32,7 +32,6 @@ import argparse
 import gc
 import json
 import os
-import platform
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -41,7 +40,6 @@ from typing import Any
 
 from ndd_stream import Filter, api
 from ndd_stream import dedup as dedup_module
-from ndd_stream.core import kernels
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Decision, Document
 from ndd_stream.core.store import NullStore, StateStore, StoredDocument
@@ -168,17 +166,10 @@ def _summary(timings: dict[str, list[Timing]]) -> dict[str, Any]:
 
 
 def machine() -> dict[str, Any]:
-    model = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": model, "cores": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)),
-            "python": platform.python_version(), "kernels": kernels.IMPLEMENTATION,
-            "load_before": [round(x, 2) for x in os.getloadavg()]}
+    """bench.shards' description of the machine, with the load average at the start."""
+    from bench.shards import machine as described
+
+    return {**described(), "load_before": [round(x, 2) for x in os.getloadavg()]}
 
 
 def main(argv: list[str] | None = None) -> int:
