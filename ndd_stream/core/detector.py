@@ -184,6 +184,7 @@ class Detector:
     ) -> None:
         self.config = config or DetectorConfig()
         self.store: StateStore = store if store is not None else NullStore()
+        self._persists = not isinstance(self.store, NullStore)  # no record to build
         self._normal_form = normalizer or (
             lambda text: normal_form(text, case_sensitive=self.config.case_sensitive)
         )
@@ -217,19 +218,20 @@ class Detector:
             window.remember(decision, hour)
         else:
             decision = alone(decision, doc.channel)
-        self.store.add(
-            StoredDocument(
-                scope=doc.scope,
-                number=number,
-                hour=hour,
-                channel=doc.channel,
-                timestamp=doc.timestamp,
-                nf=nf if indexed else "",
-                indexed=indexed,
-                decision=decision,
-                figures=figs if indexed else None,
+        if self._persists:
+            self.store.add(
+                StoredDocument(
+                    scope=doc.scope,
+                    number=number,
+                    hour=hour,
+                    channel=doc.channel,
+                    timestamp=doc.timestamp,
+                    nf=nf if indexed else "",
+                    indexed=indexed,
+                    decision=decision,
+                    figures=figs if indexed else None,
+                )
             )
-        )
         self._count(decision)
         return decision
 
