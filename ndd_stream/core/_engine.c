@@ -64,6 +64,8 @@ typedef struct {
                             * bit: its codes are packed a byte a character */
     int32_t hour, size;    /* event hour, |signature| */
     int32_t need, unidx;   /* min_overlap(size, t), q-grams outside its indexed prefix */
+    PyObject *text;        /* prefix mode: its normal form packed (pack_text), verified
+                            * from instead of stored codes; NULL: none held */
 } edoc_t;
 
 typedef struct {
@@ -116,6 +118,9 @@ typedef struct {
     int64_t maxsize;    /* the largest |signature| added */
     size_t q6cap;
     size_t pcap;
+    uint32_t *qset;     /* the query's six-packed codes + 1 in an open-addressing set, and */
+    uint32_t *qstamp;   /* per slot the last verification that met it (scratch) */
+    size_t qscap;
 } EngineObject;
 
 static uint32_t SPREAD[256][8]; /* SPREAD[b][i]: bit i of b */
@@ -585,6 +590,144 @@ overlap(const uint64_t *a, int64_t na, const uint8_t *b, int64_t nb, int packed)
     return c;
 }
 
+/* -- verification from a packed normal form ----------------------------------------------- */
+
+/* pack_text's codes (see "texts kept in a window" below): five bits, 0-25 a letter; 26 and
+ * four bits a digit; 27 and five bits a capital; 31 and eight bits any other byte. */
+#define TX_DIGIT 26
+#define TX_UPPER 27
+#define TX_BYTE 31
+
+/* The character count of a packed text; its bits start at byte *k. -1: not a packed text. */
+static int64_t
+text_length(const uint8_t *b, size_t len, size_t *k)
+{
+    uint64_t n = 0;
+    int shift = 0;
+    for (;;) {
+        if (*k >= len || shift > 56)
+            return -1;
+        uint8_t byte = b[(*k)++];
+        n |= (uint64_t)(byte & 0x7f) << shift;
+        shift += 7;
+        if (!(byte & 0x80))
+            break;
+    }
+    return n > (uint64_t)INT64_MAX / 2 ? -1 : (int64_t)n;
+}
+
+/* Whether ``text`` is a pack_text of four characters or more, each a lower-case letter or
+ * a digit: its q = 4 grams are then exactly the six-packable codes (see six) of its
+ * signature, and verifying from it needs no stored codes. */
+static int
+text_six(PyObject *text)
+{
+    if (!PyBytes_Check(text))
+        return 0;
+    const uint8_t *b = (const uint8_t *)PyBytes_AS_STRING(text);
+    size_t len = (size_t)PyBytes_GET_SIZE(text), k = 0;
+    int64_t n = text_length(b, len, &k);
+    if (n < 4)
+        return 0;
+    uint64_t acc = 0;
+    int nbits = 0;
+    for (int64_t i = 0; i < n; i++) {
+        while (nbits < 9 && k < len) {
+            acc |= (uint64_t)b[k++] << nbits;
+            nbits += 8;
+        }
+        if (nbits < 5)
+            return 0;
+        unsigned sym = (unsigned)(acc & 31);
+        acc >>= 5;
+        nbits -= 5;
+        if (sym < 26)
+            continue;
+        if (sym != TX_DIGIT || nbits < 4 || (acc & 15) > 9)
+            return 0;
+        acc >>= 4;
+        nbits -= 4;
+    }
+    return 1;
+}
+
+/* Room in the query's set for ``n`` codes (2**bits >= 2n slots, 64 at least). */
+static int
+qset_room(EngineObject *e, size_t n)
+{
+    size_t slots = 64;
+    while (slots < 2 * n)
+        slots *= 2;
+    if (slots <= e->qscap)
+        return 0;
+    uint32_t *a = realloc(e->qset, slots * 4), *b;
+    if (a == NULL)
+        return -1;
+    e->qset = a;
+    if ((b = realloc(e->qstamp, slots * 4)) == NULL)
+        return -1;
+    e->qstamp = b;
+    e->qscap = slots;
+    return 0;
+}
+
+static inline uint32_t
+qset_slot(uint32_t code, int bits)
+{
+    return (code * 0x9E3779B1u) >> (32 - bits);
+}
+
+/* |A ∩ B|: A the query's six-packed codes in the set ``set`` (2**bits slots, code + 1, 0
+ * empty), B the distinct q = 4 grams of the packed text ``b`` (text_six holds). A slot
+ * counts once per verification (``stamp``). Stops once the q-grams left cannot bring the
+ * count to ``target``, returning a bound below it. */
+static int64_t
+overlap_text(const uint32_t *set, uint32_t *stamps, int bits, uint32_t stamp, const uint8_t *b,
+             size_t len, int64_t target)
+{
+    size_t k = 0;
+    int64_t n = text_length(b, len, &k), hits = 0;
+    uint32_t mask = ((uint32_t)1 << bits) - 1, code = 0;
+    uint64_t acc = 0;
+    int nbits = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (nbits < 9) {
+            while (nbits <= 56 && k < len) {
+                acc |= (uint64_t)b[k++] << nbits;
+                nbits += 8;
+            }
+        }
+        uint32_t v = (uint32_t)(acc & 31);
+        acc >>= 5;
+        nbits -= 5;
+        if (v < 26) {
+            v += 10;
+        } else {
+            v = (uint32_t)(acc & 15);
+            acc >>= 4;
+            nbits -= 4;
+        }
+        code = ((code << 6) | v) & 0xffffffu;
+        if (i < 3)
+            continue;
+        for (uint32_t h = qset_slot(code, bits);; h = (h + 1) & mask) {
+            uint32_t x = set[h];
+            if (x == 0)
+                break;
+            if (x == code + 1) {
+                if (stamps[h] != stamp) {
+                    stamps[h] = stamp;
+                    hits++;
+                }
+                break;
+            }
+        }
+        if (hits + (n - 1 - i) < target)
+            return hits + (n - 1 - i);
+    }
+    return hits;
+}
+
 /* -- documents --------------------------------------------------------------------------- */
 
 static void
@@ -637,6 +780,8 @@ engine_init(EngineObject *e, PyObject *args, PyObject *kw)
 static void
 engine_dealloc(EngineObject *e)
 {
+    for (size_t i = 0; i < e->dn; i++)
+        Py_XDECREF(e->docs[i].text);
     for (size_t i = 0; i < e->nrows; i++)
         free(e->rows[i].w);
     if (e->tab != NULL)
@@ -656,6 +801,8 @@ engine_dealloc(EngineObject *e)
     free(e->cands);
     free(e->pfx);
     free(e->q6);
+    free(e->qset);
+    free(e->qstamp);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
@@ -683,11 +830,12 @@ append(EngineObject *e, eslot_t *s, uint32_t number)
 }
 
 /* Index the next document under the ``m`` keys ``k``, its signature of ``size`` codes;
- * in prefix mode keep the ``nsig`` ascending codes ``sig``: all of its signature, or
- * (``suffix``) those outside ``k``. Its number, or -1 with an exception set. */
+ * in prefix mode keep its packed normal form ``text`` (text_six holds) or, without one,
+ * the ``nsig`` ascending codes ``sig``: all of its signature, or (``suffix``) those
+ * outside ``k``. Its number, or -1 with an exception set. */
 static int64_t
 add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int nsig,
-         int suffix, int size, int hour, int need, int unidx)
+         int suffix, int size, int hour, int need, int unidx, PyObject *text)
 {
     if (e->end >= (int64_t)UINT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "2**32 documents in one window's numbering");
@@ -704,7 +852,9 @@ add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int 
             || grow((void **)&e->gaps, &e->gcap, e->dn + 1, 2))
         goto nomem;
     int64_t off = 0;
-    if (!e->full) {
+    if (!e->full && text != NULL) {
+        off = e->sfirst + (int64_t)e->slen; /* no codes: compact() reads the offset */
+    } else if (!e->full) {
         size_t most = (size_t)nsig * 10 + 1; /* a varint takes at most 10 bytes */
         if (e->slen + most > e->scap) { /* by half: the arena is most of it */
             size_t cap = e->scap + e->scap / 2 + most + 4096;
@@ -760,6 +910,8 @@ add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int 
     d->size = size;
     d->need = need;
     d->unidx = unidx;
+    d->text = e->full ? NULL : text;
+    Py_XINCREF(d->text);
     if (size > e->maxsize)
         e->maxsize = size;
     e->end++;
@@ -789,7 +941,7 @@ engine_add(EngineObject *e, PyObject *args)
         }
     }
     int64_t number = add_keys(e, kb.buf, (size_t)kb.len / 8, sb.buf, size, 0, size, hour, need,
-                              unidx);
+                              unidx, NULL);
     if (number >= 0)
         result = PyLong_FromLongLong((long long)number);
 done:
@@ -800,24 +952,27 @@ done:
 }
 
 PyDoc_STRVAR(add_ordered_doc,
-"add_ordered(mixed, sig, hour, need, length, classes, shift, counts) -> int\n\nIndex the "
+"add_ordered(mixed, sig, hour, need, length, classes, shift, counts, text=None) -> int\n\n"
+"Index the "
 "next document, its distinct mixed codes ``mixed`` and sorted codes ``sig`` (uint64, as "
 "many): in full mode under every code; in prefix mode under the ``length`` smallest codes "
 "in the order (classes[code >> shift], code) (``classes`` uint8 over 2**(64 - shift) "
 "slots; None: by code alone), keeping ``sig``, then counted once per distinct slot into "
 "``counts`` (uint32, as many slots; None: not counted), the order's sketch. ``need``: "
-"min_overlap(|sig|, t). Returns its number. What add, OrderVersion.prefix and "
-"FrequencyBook.count did, in one call.");
+"min_overlap(|sig|, t). ``text``: its normal form as pack_text packed it (q = 4), kept and "
+"verified from in prefix mode instead of the codes outside its prefix when it is of lower-case "
+"letters and digits; ignored otherwise. Returns its number. What add, OrderVersion.prefix "
+"and FrequencyBook.count did, in one call.");
 
 static PyObject *
 engine_add_ordered(EngineObject *e, PyObject *args)
 {
     Py_buffer mb = {0}, sb = {0}, cb = {0}, nb = {0};
-    PyObject *clobj, *cntobj;
+    PyObject *clobj, *cntobj, *textobj = Py_None;
     int hour, need, shift;
     Py_ssize_t length;
-    if (!PyArg_ParseTuple(args, "y*y*iinOiO", &mb, &sb, &hour, &need, &length, &clobj, &shift,
-                          &cntobj))
+    if (!PyArg_ParseTuple(args, "y*y*iinOiO|O", &mb, &sb, &hour, &need, &length, &clobj, &shift,
+                          &cntobj, &textobj))
         return NULL;
     PyObject *result = NULL;
     if (ndd_check(&mb, 8, "mixed") || ndd_check(&sb, 8, "sig"))
@@ -891,8 +1046,16 @@ engine_add_ordered(EngineObject *e, PyObject *args)
             m = len;
             rest = tie;
         }
+        PyObject *keep = NULL; /* the text, when every code is a q = 4 gram of it */
+        if (!e->full && textobj != Py_None && text_six(textobj)) {
+            keep = textobj;
+            uint64_t v;
+            for (size_t i = 0; i < n && keep != NULL; i++)
+                if (!six(sig[i], &v))
+                    keep = NULL;
+        }
         int64_t number = add_keys(e, keys, m, rest, (int)nrest, !e->full, (int)n, hour, need,
-                                  unidx);
+                                  unidx, keep);
         if (number < 0)
             goto done;
         if (nb.obj) { /* each slot once: mark its top bit, then count the marked */
@@ -935,6 +1098,8 @@ engine_release(EngineObject *e, PyObject *args)
         number = e->end;
     if (number <= e->base)
         Py_RETURN_NONE;
+    for (int64_t x = e->base; x < number; x++) /* expired with their window documents */
+        Py_CLEAR(e->docs[x - e->dfirst].text);
     e->base = number;
     compact(e);
     if ((e->base - e->swept) * 4 > e->end - e->base + 4096 && sweep(e))
@@ -1149,7 +1314,8 @@ engine_best(EngineObject *e, PyObject *args)
                 || grow((void **)&e->slices, &e->slcap, (size_t)(B + 1) * W + 1, 8)
                 || grow((void **)&e->cands, &e->kcap, live + 1, sizeof(ecand_t))
                 || (!e->full && grow((void **)&e->q6, &e->q6cap,
-                                     (size_t)sb.len / 8 + (size_t)e->maxsize + 1, 4)))
+                                     (size_t)sb.len / 8 + (size_t)e->maxsize + 1, 4))
+                || (!e->full && qset_room(e, (size_t)sb.len / 8)))
             goto nomem;
         if (span + 64 > e->ccap) {
             size_t old = e->ccap;
@@ -1164,6 +1330,7 @@ engine_best(EngineObject *e, PyObject *args)
         const uint64_t *k = kb.buf, *qs = sb.buf;
         int64_t qsize = sb.len / 8;
         int64_t best = -1, bshared = 0, bdenom = 1, ncand = 0, nver = 0, npost = 0, nq6 = -1;
+        int qbits = 0;
         int failed = 0;
         Py_BEGIN_ALLOW_THREADS
         /* 1. the slot of every query key present, its table line fetched ahead */
@@ -1330,24 +1497,52 @@ engine_best(EngineObject *e, PyObject *args)
                 const edoc_t *d = &docs[c->pos];
                 const uint8_t *stored = e->sigs + ((d->sig & SIG_OFFSET) - e->sfirst);
                 int64_t sh, nst = d->size, part = 0;
+                if ((d->text != NULL || d->sig & SIG_SIX) && nq6 < 0) {
+                    nq6 = 0; /* the query's six-packed codes, once a call */
+                    for (int64_t j = 0; j < qsize; j++) {
+                        uint64_t v;
+                        if (six(qs[j], &v))
+                            e->q6[nq6++] = (uint32_t)v;
+                    }
+                }
+                if (d->text != NULL) {
+                    if (qbits == 0) { /* and in a set, once a call */
+                        qbits = 6;
+                        while (((int64_t)1 << qbits) < 2 * nq6)
+                            qbits++;
+                        memset(e->qset, 0, ((size_t)1 << qbits) * 4);
+                        memset(e->qstamp, 0, ((size_t)1 << qbits) * 4);
+                        uint32_t qmask = ((uint32_t)1 << qbits) - 1;
+                        for (int64_t j = 0; j < nq6; j++) {
+                            uint32_t h = qset_slot(e->q6[j], qbits);
+                            while (e->qset[h] != 0)
+                                h = (h + 1) & qmask;
+                            e->qset[h] = e->q6[j] + 1;
+                        }
+                    }
+                    /* the least overlap that reaches the threshold, as tested below */
+                    int64_t target = (int64_t)ceil(t * (double)c->denom);
+                    while (target > 0 && (double)(target - 1) / (double)c->denom >= t)
+                        target--;
+                    while ((double)target / (double)c->denom < t)
+                        target++;
+                    sh = overlap_text(e->qset, e->qstamp, qbits, (uint32_t)nver + 1,
+                                      (const uint8_t *)PyBytes_AS_STRING(d->text),
+                                      (size_t)PyBytes_GET_SIZE(d->text), target);
+                    nver++;
+                    goto verified;
+                }
                 if (d->sig & SIG_SUFFIX) { /* the prefix's overlap is the count */
                     nst = d->unidx > 0 ? d->unidx : 0;
                     part = c->count;
                 }
                 if (d->sig & SIG_SIX) {
-                    if (nq6 < 0) { /* the query's six-packed codes, once a call */
-                        nq6 = 0;
-                        for (int64_t j = 0; j < qsize; j++) {
-                            uint64_t v;
-                            if (six(qs[j], &v))
-                                e->q6[nq6++] = (uint32_t)v;
-                        }
-                    }
                     sh = part + overlap_six(e->q6, nq6, stored, nst, e->q6 + qsize);
                 } else {
                     sh = part + overlap(qs, qsize, stored, nst, (d->sig & SIG_PACKED) != 0);
                 }
                 nver++;
+            verified:
                 if ((double)sh / (double)c->denom < t)
                     continue;
                 if (best < 0 || above(sh, c->denom, bshared, bdenom)
@@ -1463,10 +1658,6 @@ PyTypeObject ndd_EngineType = {
  * match: ASCII text (letters and digits, case folded) packed five bits a character
  * (0-25 a letter; 26 + 4 bits a digit; 27 + 5 bits a capital; 31 + 8 bits any other
  * byte), after the character count as a LEB128 varint. About 5/8 of the text's bytes. */
-#define TX_DIGIT 26
-#define TX_UPPER 27
-#define TX_BYTE 31
-
 static uint16_t TXCODE[128]; /* an ASCII character's code, low bits first */
 static uint8_t TXBITS[128];   /* and its length */
 

@@ -43,13 +43,15 @@ class FlatIndex:
     """Document numbers from 0 in :meth:`add` order; ``release_before`` expires a front."""
 
     def __init__(self, threshold: float,
-                 dense_fraction: float = kernels.DEFAULT_DENSE_FRACTION) -> None:
+                 dense_fraction: float = kernels.DEFAULT_DENSE_FRACTION, q: int = 4) -> None:
         """``dense_fraction``: a q-gram held by at least this share of the window's
-        documents is also counted as a bitmap row (0: never). Speed only."""
+        documents is also counted as a bitmap row (0: never). Speed only. ``q``: the
+        signatures' q (at 4 a document's packed normal form can stand for its codes)."""
         if not available():
             raise RuntimeError("the C engine is not built (ndd_stream.core.kernels)")
         self.threshold = threshold
         self.full = threshold < FULL_PREFIX_BELOW
+        self.q = q
         self._c = kernels._C.Engine(threshold, self.full, dense_fraction)  # type: ignore[attr-defined]
 
     def add(self, keys: Codes, sig: Codes, hour: int, needed: int, unindexed: int) -> int:
@@ -62,19 +64,24 @@ class FlatIndex:
                                hour, int(sig.size), needed, unindexed))
 
     def add_ordered(self, mixed: Codes, sig: Codes, hour: int, needed: int, length: int,
-                    order: OrderVersion | None, book: FrequencyBook | None) -> int:
+                    order: OrderVersion | None, book: FrequencyBook | None,
+                    text: bytes | None = None) -> int:
         """:meth:`add` with the indexing and the order's upkeep in one call: ``mixed`` is
         fmix64 of the sorted signature ``sig``; in full mode every code is indexed, else
         the extended prefix of ``length`` codes under ``order`` (what
         :meth:`OrderVersion.prefix` selects), keeping only the signature's codes outside
         it (a lookup's count is the overlap on the prefix), and the codes are then counted
-        into ``book`` (which may freeze a new order version). Returns the number."""
+        into ``book`` (which may freeze a new order version). ``text``: the document's normal
+        form as ``kernels._C.pack_text`` packed it; in prefix mode, when it is lower-case
+        letters and digits, the index holds it (a reference) and verifies from it instead of
+        keeping the codes outside the prefix. Returns the number."""
         classes = None if order is None else order.classes
         shift = order.shift if order is not None else book.shift if book is not None else 42
         number = int(self._c.add_ordered(
             np.ascontiguousarray(mixed, dtype=np.uint64),
             np.ascontiguousarray(sig, dtype=np.uint64), hour, needed, length, classes, shift,
-            None if book is None else book.counts))
+            None if book is None else book.counts,
+            text if self.q == 4 and not self.full else None))
         if book is not None:
             book.tally()
         return number
