@@ -41,10 +41,19 @@
 #define ROW_KERNEL
 #endif
 
-/* A key's posting list: a malloc'd block of a header (capacity, first live posting,
- * postings, dense row or NO_ROW) and document numbers, ascending. A dense key's postings
- * live in its row instead: its block is a header only. */
-#define HDR 4
+/* A key's posting list: a malloc'd block of a header (HCAP: bytes of room, HUSED: bytes
+ * used, HN: postings, expired ones not yet trimmed included, HROW: dense row or NO_ROW,
+ * HLAST: the last posting) and its document numbers, ascending, as LEB128 varints: the
+ * first whole, then each one's difference from the one before (a byte a posting for keys
+ * held by more than 1/128 of the window, ~1.5 on average: a quarter of 32-bit numbers).
+ * A dense key's postings live in its row instead: its block is a header only. */
+#define HDR 5
+#define HCAP 0
+#define HUSED 1
+#define HN 2
+#define HROW 3
+#define HLAST 4
+#define LIST(b) ((uint8_t *)((b) + HDR))
 #define NO_ROW 0xffffffffu
 #define MIN_TABLE 1024
 /* A key held by at least ``share`` of the window's documents (the dense_fraction setting)
@@ -111,7 +120,7 @@ typedef struct {
     ecand_t *cands;
     size_t kcap;
     int64_t postings;   /* postings in lists, expired ones not yet trimmed included */
-    int64_t listwords;  /* words allocated to lists */
+    int64_t listbytes;  /* bytes allocated to lists, headers included */
     int64_t swept;      /* base at the last sweep */
     uint64_t *pfx;      /* add_ordered's prefix and its selection's scratch */
     uint32_t *q6;       /* a query's six-packed codes, then a stored one's (scratch) */
@@ -144,76 +153,119 @@ grow(void **p, size_t *cap, size_t need, size_t item)
     return 0;
 }
 
-/* An empty list with room for ``cap`` postings; NULL when out of memory. */
+/* An empty list with room for ``cap`` bytes; NULL when out of memory. */
 static uint32_t *
 block_new(EngineObject *e, uint32_t cap)
 {
-    uint32_t *b = malloc((HDR + (size_t)cap) * 4);
+    uint32_t *b = malloc(HDR * 4 + (size_t)cap);
     if (b == NULL)
         return NULL;
-    b[0] = cap;
-    b[1] = b[2] = 0;
-    b[3] = NO_ROW;
-    e->listwords += HDR + cap;
+    b[HCAP] = cap;
+    b[HUSED] = b[HN] = b[HLAST] = 0;
+    b[HROW] = NO_ROW;
+    e->listbytes += HDR * 4 + cap;
     return b;
 }
 
 static void
 block_free(EngineObject *e, uint32_t *b)
 {
-    e->listwords -= HDR + b[0];
-    e->postings -= b[2] - b[1];
+    e->listbytes -= HDR * 4 + b[HCAP];
+    e->postings -= b[HN];
     free(b);
 }
 
-/* ``s``'s block with room for ``cap`` postings, its live ones moved to the front. */
+/* ``s``'s block with room for ``cap`` bytes (at least those used), rounded up to fill
+ * malloc's chunk (16-byte steps after an 8-byte header). */
 static int
 block_resize(EngineObject *e, eslot_t *s, uint32_t cap)
 {
-    uint32_t *b = s->b, live = b[2] - b[1];
-    if (b[1])
-        memmove(b + HDR, b + HDR + b[1], (size_t)live * 4);
-    b[1] = 0;
-    b[2] = live;
-    uint32_t *nb = realloc(b, (HDR + (size_t)cap) * 4);
+    uint32_t *b = s->b;
+    cap = (uint32_t)((((size_t)cap + HDR * 4 + 8 + 15) & ~(size_t)15) - HDR * 4 - 8);
+    uint32_t *nb = realloc(b, HDR * 4 + (size_t)cap);
     if (nb == NULL)
         return -1;
-    e->listwords += (int64_t)cap - nb[0];
-    nb[0] = cap;
+    e->listbytes += (int64_t)cap - nb[HCAP];
+    nb[HCAP] = cap;
     s->b = nb;
     return 0;
 }
 
-/* Skip the expired postings at the head of ``s``'s list; returns the live ones. */
+/* The varint at p[*k], *k moved past it. */
+static inline uint32_t
+varint_get(const uint8_t *p, size_t *k)
+{
+    uint32_t byte = p[(*k)++], v = byte & 0x7f;
+    for (int shift = 7; byte & 0x80; shift += 7) {
+        byte = p[(*k)++];
+        v |= (byte & 0x7f) << shift;
+    }
+    return v;
+}
+
+/* ``v`` as a varint at ``out``; returns its bytes (at most 5). */
+static inline size_t
+varint_put(uint8_t *out, uint32_t v)
+{
+    size_t k = 0;
+    while (v >= 0x80) {
+        out[k++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    out[k++] = (uint8_t)v;
+    return k;
+}
+
+static inline size_t
+varint_len(uint32_t v)
+{
+    return v < (1u << 7) ? 1 : v < (1u << 14) ? 2 : v < (1u << 21) ? 3 : v < (1u << 28) ? 4 : 5;
+}
+
+/* Drop the expired postings at the head of ``s``'s list; returns the live ones. The first
+ * live posting is written whole over the bytes it and the dropped ones took: never more
+ * (a varint of a sum is no longer than the varints of its terms together). */
 static uint32_t
 trim(EngineObject *e, eslot_t *s)
 {
     uint32_t *b = s->b;
-    uint32_t lo = b[1], hi = b[2];
-    if (lo < hi && (int64_t)b[HDR + lo] < e->base) {
-        while (lo < hi) { /* the first live posting */
-            uint32_t mid = lo + (hi - lo) / 2;
-            if ((int64_t)b[HDR + mid] < e->base)
-                lo = mid + 1;
-            else
-                hi = mid;
+    uint8_t *p = LIST(b);
+    size_t k = 0, used = b[HUSED];
+    if (used == 0)
+        return 0;
+    uint32_t v = varint_get(p, &k), dropped = 0;
+    if ((int64_t)v >= e->base)
+        return b[HN];
+    for (;;) {
+        dropped++;
+        if (k >= used) { /* all expired */
+            b[HUSED] = b[HN] = 0;
+            e->postings -= dropped;
+            return 0;
         }
-        e->postings -= lo - b[1];
-        b[1] = lo;
+        v += varint_get(p, &k);
+        if ((int64_t)v >= e->base)
+            break;
     }
-    return b[2] - b[1];
+    size_t start = k - varint_len(v);
+    varint_put(p + start, v);
+    memmove(p, p + start, used - start);
+    b[HUSED] = (uint32_t)(used - start);
+    b[HN] -= dropped;
+    e->postings -= dropped;
+    return b[HN];
 }
 
 /* Free ``s``'s row (its list must hold its postings again, or the key go). */
 static int
 row_free(EngineObject *e, eslot_t *s)
 {
-    uint32_t k = s->b[3];
+    uint32_t k = s->b[HROW];
     erow_t *r = &e->rows[k];
     free(r->w);
     r->w = NULL;
     r->nw = r->cap = 0;
-    s->b[3] = NO_ROW;
+    s->b[HROW] = NO_ROW;
     if (grow((void **)&e->freerows, &e->fcap, e->nfree + 1, 4))
         return -1;
     e->freerows[e->nfree++] = k;
@@ -277,12 +329,16 @@ row_make(EngineObject *e, eslot_t *s)
     r->nw = r->cap = 0;
     r->wfirst = e->base >> 6;
     const uint32_t *b = s->b;
-    for (uint32_t j = b[1]; j < b[2]; j++)
-        if (row_set(r, b[HDR + j]))
+    const uint8_t *p = LIST(b);
+    uint32_t v = 0;
+    for (size_t j = 0; j < b[HUSED];) {
+        v += varint_get(p, &j);
+        if (row_set(r, v))
             return -1;
-    e->postings -= b[2] - b[1];
-    s->b[1] = s->b[2] = 0;
-    s->b[3] = k;
+    }
+    e->postings -= b[HN];
+    s->b[HUSED] = s->b[HN] = 0;
+    s->b[HROW] = k;
     return block_resize(e, s, 0);
 }
 
@@ -303,21 +359,36 @@ row_count(const EngineObject *e, const erow_t *r)
 static int
 row_to_list(EngineObject *e, eslot_t *s, uint32_t n)
 {
-    erow_t *r = &e->rows[s->b[3]];
-    if (block_resize(e, s, n))
-        return -1;
-    uint32_t *b = s->b, m = 0;
-    for (size_t i = 0; i < r->nw; i++) {
-        uint64_t bits = r->w[i];
-        while (bits) {
-            int64_t number = 64 * (r->wfirst + (int64_t)i) + __builtin_ctzll(bits);
-            bits &= bits - 1;
-            if (number >= e->base && m < n)
-                b[HDR + m++] = (uint32_t)number;
+    erow_t *r = &e->rows[s->b[HROW]];
+    size_t bytes = 0;
+    for (int pass = 0; pass < 2; pass++) { /* its bytes, then the list */
+        uint8_t *p = pass ? LIST(s->b) : NULL;
+        uint32_t m = 0, last = 0;
+        size_t k = 0;
+        for (size_t i = 0; i < r->nw; i++) {
+            uint64_t bits = r->w[i];
+            while (bits) {
+                int64_t number = 64 * (r->wfirst + (int64_t)i) + __builtin_ctzll(bits);
+                bits &= bits - 1;
+                if (number < e->base || m >= n)
+                    continue;
+                uint32_t d = (uint32_t)number - last;
+                k += pass ? varint_put(p + k, d) : varint_len(d);
+                last = (uint32_t)number;
+                m++;
+            }
+        }
+        if (pass) {
+            s->b[HUSED] = (uint32_t)k;
+            s->b[HN] = m;
+            s->b[HLAST] = last;
+            e->postings += m;
+        } else {
+            bytes = k;
+            if (block_resize(e, s, (uint32_t)(bytes + bytes / 4 + 5)))
+                return -1;
         }
     }
-    b[2] = m;
-    e->postings += m;
     return row_free(e, s);
 }
 
@@ -388,8 +459,8 @@ sweep(EngineObject *e)
         eslot_t *s = &e->tab[i];
         if (!s->b)
             continue;
-        if (s->b[3] != NO_ROW) {
-            erow_t *r = &e->rows[s->b[3]];
+        if (s->b[HROW] != NO_ROW) {
+            erow_t *r = &e->rows[s->b[HROW]];
             int64_t n = row_count(e, r);
             if (n == 0) {
                 if (row_free(e, s))
@@ -414,7 +485,8 @@ sweep(EngineObject *e)
             continue;
         }
         kept++;
-        if (n * 2 < s->b[0] && block_resize(e, s, n + n / 4))
+        uint32_t used = s->b[HUSED];
+        if (used * 2 < s->b[HCAP] && block_resize(e, s, used + used / 4 + 5))
             return -1;
     }
     e->used = kept;
@@ -816,15 +888,20 @@ PyDoc_STRVAR(add_doc,
 static int
 append(EngineObject *e, eslot_t *s, uint32_t number)
 {
-    uint32_t *b = s->b;
-    if (b[2] == b[0]) {
-        uint32_t live = b[2] - b[1];
-        /* an expired head makes room; else grow by half (rarely used slack stays small) */
-        if (block_resize(e, s, live * 2 <= b[0] && b[0] ? b[0] : b[0] + b[0] / 2 + 2))
-            return -1;
-        b = s->b;
+    uint32_t *b = s->b, d = b[HN] ? number - b[HLAST] : number;
+    if (b[HCAP] - b[HUSED] < varint_len(d)) {
+        /* an expired head may make room; else grow by half (rarely used slack stays small) */
+        trim(e, s);
+        d = b[HN] ? number - b[HLAST] : number;
+        if (b[HCAP] - b[HUSED] < varint_len(d)) {
+            if (block_resize(e, s, b[HCAP] + b[HCAP] / 2 + 5))
+                return -1;
+            b = s->b;
+        }
     }
-    b[HDR + b[2]++] = number;
+    b[HUSED] += (uint32_t)varint_put(LIST(b) + b[HUSED], d);
+    b[HLAST] = number;
+    b[HN]++;
     e->postings++;
     return 0;
 }
@@ -886,19 +963,19 @@ add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int 
     for (size_t i = 0; i < m; i++) {
         eslot_t *s = find(e, k[i]);
         if (!s->b) {
-            if ((s->b = block_new(e, 1)) == NULL)
+            if ((s->b = block_new(e, 4)) == NULL) /* with the header: one 32-byte chunk */
                 goto nomem;
             s->key = k[i];
             e->used++;
         }
-        if (s->b[3] != NO_ROW) {
-            if (row_set(&e->rows[s->b[3]], number))
+        if (s->b[HROW] != NO_ROW) {
+            if (row_set(&e->rows[s->b[HROW]], number))
                 goto nomem;
             continue;
         }
         if (append(e, s, number))
             goto nomem;
-        if ((int64_t)(s->b[2] - s->b[1]) >= dense_at
+        if ((int64_t)s->b[HN] >= dense_at
                 && (int64_t)trim(e, s) >= dense_at && row_make(e, s))
             goto nomem;
     }
@@ -1354,11 +1431,11 @@ engine_best(EngineObject *e, PyObject *args)
         size_t nt = 0, nd = 0, nrowkeys = 0;
         if (!e->full)
             for (size_t h = 0; h < nh; h++)
-                nrowkeys += e->tab[e->heads[h]].b[3] != NO_ROW;
+                nrowkeys += e->tab[e->heads[h]].b[HROW] != NO_ROW;
         for (size_t h = 0; h < nh; h++) {
             eslot_t *s = &e->tab[e->heads[h]];
-            if (s->b[3] != NO_ROW) {
-                erow_t *r = &e->rows[s->b[3]];
+            if (s->b[HROW] != NO_ROW) {
+                erow_t *r = &e->rows[s->b[HROW]];
                 size_t need_w = (size_t)(wb - r->wfirst) + W;
                 if (r->nw < need_w) {
                     if (row_reserve(r, need_w)) {
@@ -1374,14 +1451,28 @@ engine_best(EngineObject *e, PyObject *args)
             uint32_t n = trim(e, s);
             if (n == 0)
                 continue;
-            const uint32_t *p = s->b + HDR + s->b[1];
+            const uint8_t *p = LIST(s->b);
+            size_t used = s->b[HUSED];
+            uint32_t x = (uint32_t)0 - (uint32_t)abase; /* number - abase, mod 2**32 */
             npost += n;
             if (e->full || nrowkeys) {
-                for (uint32_t j = 0; j < n; j++)
-                    cnt[p[j] - (uint32_t)abase]++;
+                for (size_t j = 0; j < used;) {
+                    uint32_t d = p[j];
+                    if (d < 0x80)
+                        j++;
+                    else
+                        d = varint_get(p, &j);
+                    x += d;
+                    cnt[x]++;
+                }
             } else {
-                for (uint32_t j = 0; j < n; j++) { /* no branch: first touches are random */
-                    uint32_t x = p[j] - (uint32_t)abase;
+                for (size_t j = 0; j < used;) { /* no branch: first touches are random */
+                    uint32_t d = p[j];
+                    if (d < 0x80)
+                        j++;
+                    else
+                        d = varint_get(p, &j);
+                    x += d;
                     touched[nt] = x;
                     nt += cnt[x]++ == 0;
                 }
@@ -1583,7 +1674,7 @@ static PyObject *
 engine_nbytes(EngineObject *e, void *closure)
 {
     (void)closure;
-    size_t n = (e->mask + 1) * sizeof(eslot_t) + (size_t)e->listwords * 4
+    size_t n = (e->mask + 1) * sizeof(eslot_t) + (size_t)e->listbytes
                + e->dcap * sizeof(edoc_t) + e->gcap * 2
                + e->scap + e->ccap * 8 + e->hcap * 4 + e->kcap * sizeof(ecand_t)
                + e->rcap * sizeof(erow_t) + e->dncap * sizeof(uint64_t *) + e->slcap * 8
@@ -1607,7 +1698,7 @@ engine_layout(EngineObject *e, void *closure)
     return Py_BuildValue("{sn,sn,sn,sn,sn,sn,sn,sn,sn}",
         "table", (Py_ssize_t)((e->mask + 1) * sizeof(eslot_t)),
         "keys", (Py_ssize_t)e->used,
-        "lists", (Py_ssize_t)(e->listwords * 4),
+        "lists", (Py_ssize_t)e->listbytes,
         "rows", (Py_ssize_t)rows, "nrows", (Py_ssize_t)nrow,
         "docs", (Py_ssize_t)(e->dcap * sizeof(edoc_t) + e->gcap * 2),
         "sigs", (Py_ssize_t)e->scap, "sigs_used", (Py_ssize_t)e->slen,
