@@ -56,12 +56,13 @@
 #define LIST(b) ((uint8_t *)((b) + HDR))
 #define NO_ROW 0xffffffffu
 #define MIN_TABLE 1024
-/* A key held by at least ``share`` of the window's documents (the dense_fraction setting)
- * and DENSE_MIN is a bitmap row instead of a list, counted by carry-save adders: a posting
+/* A key held by at least ``share`` of the window's documents (the dense_fraction setting;
+ * PREFIX_DENSE at least in prefix mode) and DENSE_MIN is a bitmap row instead of a list, counted by carry-save adders: a posting
  * costs about a word operation, a row a few per 64 window documents. A row whose key falls
  * below half that share turns back into a list at the next sweep. */
 #define DENSE_MIN 64
 #define ROW_STEP 64 /* words a row grows by at least: 4,096 documents */
+#define PREFIX_DENSE 0.125 /* the least share of a row in prefix mode */
 
 typedef struct {
     uint64_t key;
@@ -835,7 +836,10 @@ engine_init(EngineObject *e, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "threshold must be in (0, 1], dense_fraction in [0, 1]");
         return -1;
     }
-    e->share = dense;
+    /* In prefix mode a lookup reads few postings, so a row's speed buys little there, and
+     * rows were most of the index's bytes: a row only where it is no larger than the key's
+     * list (a byte a posting at these densities). */
+    e->share = !full && dense > 0.0 && dense < PREFIX_DENSE ? PREFIX_DENSE : dense;
     if (e->tab != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Engine already initialised");
         return -1;
