@@ -245,3 +245,32 @@ def test_best_equals_brute_force_on_text_signatures(seed: int, threshold: float,
                                      extended_prefix(sig.size, threshold), book.current,
                                      book, packed) == len(docs)
         docs.append((len(docs), hour, sig))
+
+
+def test_packed_texts_are_held_until_their_documents_expire() -> None:
+    """In prefix mode the index holds a reference to each packed normal form it verifies
+    from, and drops it when the document expires (or the index goes), no sooner."""
+    import sys
+
+    from ndd_stream.core.qgrams import signature
+
+    index = FlatIndex(0.8)
+    book = FrequencyBook(bits=18, snapshots_at=(4, 16, 64))
+    words = [f"report{i}onthemarkettoday" for i in range(6)]  # lower-case letters and digits
+    texts = [kernels._C.pack_text(w) for w in words]  # type: ignore[union-attr]
+    before = [sys.getrefcount(t) for t in texts]
+    for word, packed in zip(words, texts, strict=True):
+        sig = signature(word, 4)
+        index.add_ordered(fmix64(sig), sig, 0, min_overlap(sig.size, 0.8),
+                          extended_prefix(sig.size, 0.8), book.current, book, packed)
+    del packed
+    assert [sys.getrefcount(t) for t in texts] == [n + 1 for n in before]
+    index.release_before(4)
+    assert [sys.getrefcount(t) for t in texts] == before[:4] + [n + 1 for n in before[4:]]
+    query = signature(words[5], 4)
+    found = index.best(fmix64(query), query, min_overlap(query.size, 0.8), 0, (0, 0),
+                       size_bounds(query.size, 0.8))
+    assert (found.number, found.shared) == (5, query.size)
+    assert index._c.layout["sigs_used"] == 0  # verified from the texts: no codes kept
+    del index
+    assert [sys.getrefcount(t) for t in texts] == before
