@@ -4,10 +4,11 @@ A hash table from each indexed q-gram (its 64-bit mixed code, exact) to an appen
 posting list of document numbers in arrival order, trimmed at the head as hours expire.
 Below ``FULL_PREFIX_BELOW`` every q-gram is indexed, so counting a query's postings gives
 |A ∩ B| of every window document exactly and the decision is a pass over the counts;
-from it up, documents are indexed under their extended prefix and keep the rest of their
-signature, the query probes with its whole signature (no order versions at probe time)
-and the survivors of the exact count bound are verified on the stored codes, best upper
-bound first, stopping once none left can beat the best match. The GIL is released during
+from it up, documents are indexed under their extended prefix, the query probes with its
+whole signature (no order versions at probe time) and the survivors of the exact count
+bound are verified, best upper bound first, stopping once none left can beat the best
+match: from the document's packed normal form (held by reference) where it is lower-case
+letters and digits, else from the codes of its signature outside its prefix, kept. The GIL is released during
 the call. Where the kernels are not built the window keeps its LSM index
 (:mod:`ndd_stream.core.postings`) instead: the same decisions, slower.
 """
@@ -30,7 +31,7 @@ class EngineMatch(NamedTuple):
     number: int  # the best match's document number, -1 when none reaches the threshold
     shared: int  # |A ∩ B| with it
     candidates: int  # documents that passed the count filter
-    verified: int  # of those, verified on their stored signatures (prefix mode)
+    verified: int  # of those, verified on their texts or stored codes (prefix mode)
     postings: int  # postings read
 
 
@@ -45,7 +46,8 @@ class FlatIndex:
     def __init__(self, threshold: float,
                  dense_fraction: float = kernels.DEFAULT_DENSE_FRACTION, q: int = 4) -> None:
         """``dense_fraction``: a q-gram held by at least this share of the window's
-        documents is also counted as a bitmap row (0: never). Speed only. ``q``: the
+        documents (and 1/8 at least in prefix mode, where a row is no larger than its list
+        there) is also counted as a bitmap row (0: never). Speed and memory only. ``q``: the
         signatures' q (at 4 a document's packed normal form can stand for its codes)."""
         if not available():
             raise RuntimeError("the C engine is not built (ndd_stream.core.kernels)")
@@ -94,7 +96,8 @@ class FlatIndex:
         codes looked up, leaving ``unindexed`` of its q-grams out (0: all of them, which
         keeps prefix-mode counts independent of the order each document was indexed
         under; in prefix mode it must be 0: the count is then a document's overlap on its
-        prefix, to which verification adds its stored suffix's)."""
+        prefix, to which verification adds its stored suffix's, or from which a held text
+        verifies the whole overlap)."""
         found = self._c.best(np.ascontiguousarray(keys, dtype=np.uint64),
                              np.ascontiguousarray(sig, dtype=np.uint64), needed, unindexed,
                              hours[0], hours[1], sizes[0], min(sizes[1], 2**62))
