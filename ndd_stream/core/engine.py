@@ -46,7 +46,7 @@ class FlatIndex:
     def __init__(self, threshold: float,
                  dense_fraction: float = kernels.DEFAULT_DENSE_FRACTION, q: int = 4) -> None:
         """``dense_fraction``: a q-gram held by at least this share of the window's
-        documents (and 1/8 at least in prefix mode, where a row is no larger than its list
+        documents (and 1/8 at least in prefix mode, where a row is smaller than its list
         there) is also counted as a bitmap row (0: never). Speed and memory only. ``q``: the
         signatures' q (at 4 a document's packed normal form can stand for its codes)."""
         if not available():
