@@ -8,8 +8,8 @@ from it up, documents are indexed under their extended prefix, the query probes 
 whole signature (no order versions at probe time) and the survivors of the exact count
 bound are verified, best upper bound first, stopping once none left can beat the best
 match: from the document's packed normal form (held by reference) where it is lower-case
-letters and digits, else from the codes of its signature outside its prefix, kept. The GIL is released during
-the call. Where the kernels are not built the window keeps its LSM index
+letters and digits, else from the codes of its signature outside its prefix, kept. The
+GIL is released during the call. Where the kernels are not built the window keeps its LSM index
 (:mod:`ndd_stream.core.postings`) instead: the same decisions, slower.
 """
 
@@ -46,8 +46,8 @@ class FlatIndex:
     def __init__(self, threshold: float,
                  dense_fraction: float = kernels.DEFAULT_DENSE_FRACTION, q: int = 4) -> None:
         """``dense_fraction``: a q-gram held by at least this share of the window's
-        documents (and 1/8 at least in prefix mode, where a row is smaller than its list
-        there) is also counted as a bitmap row (0: never). Speed and memory only. ``q``: the
+        documents (and 1/32 at least in prefix mode, where a row is at most twice its
+        list there) is also counted as a bitmap row (0: never). Speed and memory only. ``q``: the
         signatures' q (at 4 a document's packed normal form can stand for its codes)."""
         if not available():
             raise RuntimeError("the C engine is not built (ndd_stream.core.kernels)")
