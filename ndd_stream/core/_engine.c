@@ -1463,18 +1463,23 @@ engine_best(EngineObject *e, PyObject *args)
             if (n == 0)
                 continue;
             const uint16_t *p = LIST(s->b);
-            size_t used = s->b[HUSED];
-            uint32_t v = 0, a32 = (uint32_t)abase;
+            size_t used = s->b[HUSED], j = 3; /* the first posting is whole: read apart, so
+                                                * the loop's escape test is seldom true */
+            uint32_t v = p[1] | (uint32_t)p[2] << 16, a32 = (uint32_t)abase;
             npost += n;
             if (e->full || nrowkeys) {
-                for (size_t j = 0; j < used;) {
+                cnt[v - a32]++;
+                while (j < used) {
                     v = post_get(p, &j, v);
                     cnt[v - a32]++;
                 }
             } else {
-                for (size_t j = 0; j < used;) { /* no branch: first touches are random */
+                uint32_t x = v - a32;
+                touched[nt] = x;
+                nt += cnt[x]++ == 0;
+                while (j < used) { /* no branch: first touches are random */
                     v = post_get(p, &j, v);
-                    uint32_t x = v - a32;
+                    x = v - a32;
                     touched[nt] = x;
                     nt += cnt[x]++ == 0;
                 }
