@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.corpora import reuters_stream
     from ndd_stream.core.normalize import normal_form
 
-    pack = kernels._C.pack_text  # type: ignore[union-attr]
+    pack = kernels._C.pack_text  # type: ignore[attr-defined]
     items = [(pack(nf), s) for nf, s in ((nf, signature(nf)) for nf in
                                          (normal_form(d.text) for d in reuters_stream()))
              if s.size]

@@ -274,3 +274,31 @@ def test_packed_texts_are_held_until_their_documents_expire() -> None:
     assert index._c.layout["sigs_used"] == 0  # verified from the texts: no codes kept
     del index
     assert [sys.getrefcount(t) for t in texts] == before
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.8])
+def test_lists_across_a_gap_of_more_than_16_bits(threshold: float) -> None:
+    """A key met again 70,000 documents later: its list holds the gap whole (16-bit
+    differences escape), and reads, trims and expires exactly."""
+    index = FlatIndex(threshold, 0.0)
+    book = FrequencyBook(bits=18)
+    story = np.array([11, 12, 13, 14], dtype=np.uint64)
+    add(index, book, fmix64(story), story, 0, threshold)
+    for i in range(70_000):
+        other = np.array([1_000_000 + i], dtype=np.uint64)
+        add(index, book, fmix64(other), other, 0, threshold)
+    add(index, book, fmix64(story), story, 0, threshold)
+
+    def best() -> tuple[int, int]:
+        found = index.best(fmix64(story), story, min_overlap(story.size, threshold), 0,
+                           (0, 0), size_bounds(story.size, threshold))
+        return found.number, found.shared
+
+    assert best() == (0, 4)
+    index.release_before(1)
+    assert best() == (70_001, 4)
+    index.release_before(70_001)  # a sweep: every list trimmed
+    assert best() == (70_001, 4)
+    again = add(index, book, fmix64(story), story, 0, threshold)
+    index.release_before(again)
+    assert best() == (again, 4)
