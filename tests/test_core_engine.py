@@ -204,11 +204,13 @@ def test_window_text_is_read_back_as_kept(text: str) -> None:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32), threshold=st.sampled_from([0.5, 0.7, 0.9]),
-       n=st.integers(1, 200), alphabet=st.sampled_from(["ab", "abc1", "a0z9", "ab_", "abé"]))
+       n=st.integers(1, 200),
+       alphabet=st.sampled_from(["ab", "abc1", "a0z9", "ab_", "abé", "aB1"]))
 def test_best_equals_brute_force_on_text_signatures(seed: int, threshold: float, n: int,
                                                     alphabet: str) -> None:
     """Signatures of texts (the stored signatures' packed formats: six bits a character
-    for 0-9a-z, a byte a character for Latin-1, else the codes) verify exactly."""
+    for 0-9a-z, a byte a character for Latin-1, else the codes; or the packed text itself
+    for 0-9a-z) verify exactly, also after the oldest documents expire."""
     from ndd_stream.core.qgrams import signature
 
     rng = random.Random(seed)
@@ -216,7 +218,11 @@ def test_best_equals_brute_force_on_text_signatures(seed: int, threshold: float,
     book = FrequencyBook(bits=18, snapshots_at=(4, 16, 64))
     base_text = "".join(rng.choice(alphabet) for _ in range(80))
     docs: list[tuple[int, int, Codes]] = []
+    first = 0
     for _ in range(n):
+        if rng.random() < 0.05:
+            first = min(len(docs), first + rng.randint(1, 30))
+            index.release_before(first)
         cut = rng.randrange(len(base_text))
         text = base_text[:cut] + "".join(rng.choice(alphabet) for _ in range(rng.randint(4, 30)))
         sig = signature(text, 4)
@@ -228,12 +234,71 @@ def test_best_equals_brute_force_on_text_signatures(seed: int, threshold: float,
                            (hour - 1, hour), (lo, hi))
         in_size = [(num, h, s) if lo <= s.size <= hi else (num, -10**9, s)
                    for num, h, s in docs]
-        assert (found.number, found.shared) == brute_best(sig, in_size, 0, threshold,
+        assert (found.number, found.shared) == brute_best(sig, in_size, first, threshold,
                                                           (hour - 1, hour))
-        if len(docs) % 2:  # both ways of adding: the whole signature kept, or its suffix
+        way = len(docs) % 3  # the whole signature kept, its suffix, or the packed text
+        if way == 0:
             assert add(index, book, fmix64(sig), sig, hour, threshold) == len(docs)
         else:
+            packed = kernels._C.pack_text(text) if way == 2 else None  # type: ignore[union-attr]
             assert index.add_ordered(fmix64(sig), sig, hour, min_overlap(sig.size, threshold),
                                      extended_prefix(sig.size, threshold), book.current,
-                                     book) == len(docs)
+                                     book, packed) == len(docs)
         docs.append((len(docs), hour, sig))
+
+
+def test_packed_texts_are_held_until_their_documents_expire() -> None:
+    """In prefix mode the index holds a reference to each packed normal form it verifies
+    from, and drops it when the document expires (or the index goes), no sooner."""
+    import sys
+
+    from ndd_stream.core.qgrams import signature
+
+    index = FlatIndex(0.8)
+    book = FrequencyBook(bits=18, snapshots_at=(4, 16, 64))
+    words = [f"report{i}onthemarkettoday" for i in range(6)]  # lower-case letters and digits
+    texts = [kernels._C.pack_text(w) for w in words]  # type: ignore[union-attr]
+    before = [sys.getrefcount(t) for t in texts]
+    for word, packed in zip(words, texts, strict=True):
+        sig = signature(word, 4)
+        index.add_ordered(fmix64(sig), sig, 0, min_overlap(sig.size, 0.8),
+                          extended_prefix(sig.size, 0.8), book.current, book, packed)
+    del packed
+    assert [sys.getrefcount(t) for t in texts] == [n + 1 for n in before]
+    index.release_before(4)
+    assert [sys.getrefcount(t) for t in texts] == before[:4] + [n + 1 for n in before[4:]]
+    query = signature(words[5], 4)
+    found = index.best(fmix64(query), query, min_overlap(query.size, 0.8), 0, (0, 0),
+                       size_bounds(query.size, 0.8))
+    assert (found.number, found.shared) == (5, query.size)
+    assert index._c.layout["sigs_used"] == 0  # verified from the texts: no codes kept
+    del index
+    assert [sys.getrefcount(t) for t in texts] == before
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.8])
+def test_lists_across_a_gap_of_more_than_16_bits(threshold: float) -> None:
+    """A key met again 70,000 documents later: its list holds the gap whole (16-bit
+    differences escape), and reads, trims and expires exactly."""
+    index = FlatIndex(threshold, 0.0)
+    book = FrequencyBook(bits=18)
+    story = np.array([11, 12, 13, 14], dtype=np.uint64)
+    add(index, book, fmix64(story), story, 0, threshold)
+    for i in range(70_000):
+        other = np.array([1_000_000 + i], dtype=np.uint64)
+        add(index, book, fmix64(other), other, 0, threshold)
+    add(index, book, fmix64(story), story, 0, threshold)
+
+    def best() -> tuple[int, int]:
+        found = index.best(fmix64(story), story, min_overlap(story.size, threshold), 0,
+                           (0, 0), size_bounds(story.size, threshold))
+        return found.number, found.shared
+
+    assert best() == (0, 4)
+    index.release_before(1)
+    assert best() == (70_001, 4)
+    index.release_before(70_001)  # a sweep: every list trimmed
+    assert best() == (70_001, 4)
+    again = add(index, book, fmix64(story), story, 0, threshold)
+    index.release_before(again)
+    assert best() == (again, 4)

@@ -41,18 +41,31 @@
 #define ROW_KERNEL
 #endif
 
-/* A key's posting list: a malloc'd block of a header (capacity, first live posting,
- * postings, dense row or NO_ROW) and document numbers, ascending. A dense key's postings
- * live in its row instead: its block is a header only. */
-#define HDR 4
+/* A key's posting list: a malloc'd block of a header (HCAP: 16-bit units of room, HUSED:
+ * units used, HN: postings, expired ones not yet trimmed included, HROW: dense row or
+ * NO_ROW, HLAST: the last posting) and its document numbers, ascending, as 16-bit
+ * differences from the one before; the first, and one 65,535 or more past the one before,
+ * is ESC and the number whole in two units. Half the bytes of 32-bit numbers, and each
+ * posting still one independent load (byte varints took a quarter, but a lookup read them
+ * one after the other: ~20% slower at 0.8). A dense key's postings live in its row
+ * instead: its block is a header only. */
+#define HDR 5
+#define HCAP 0
+#define HUSED 1
+#define HN 2
+#define HROW 3
+#define HLAST 4
+#define LIST(b) ((uint16_t *)((b) + HDR))
+#define ESC 0xffffu
 #define NO_ROW 0xffffffffu
 #define MIN_TABLE 1024
-/* A key held by at least ``share`` of the window's documents (the dense_fraction setting)
- * and DENSE_MIN is a bitmap row instead of a list, counted by carry-save adders: a posting
+/* A key held by at least ``share`` of the window's documents (the dense_fraction setting;
+ * PREFIX_DENSE at least in prefix mode) and DENSE_MIN is a bitmap row instead of a list, counted by carry-save adders: a posting
  * costs about a word operation, a row a few per 64 window documents. A row whose key falls
  * below half that share turns back into a list at the next sweep. */
 #define DENSE_MIN 64
 #define ROW_STEP 64 /* words a row grows by at least: 4,096 documents */
+#define PREFIX_DENSE (1.0 / 32) /* the least share of a row in prefix mode */
 
 typedef struct {
     uint64_t key;
@@ -64,6 +77,8 @@ typedef struct {
                             * bit: its codes are packed a byte a character */
     int32_t hour, size;    /* event hour, |signature| */
     int32_t need, unidx;   /* min_overlap(size, t), q-grams outside its indexed prefix */
+    PyObject *text;        /* prefix mode: its normal form packed (pack_text), verified
+                            * from instead of stored codes; NULL: none held */
 } edoc_t;
 
 typedef struct {
@@ -109,13 +124,16 @@ typedef struct {
     ecand_t *cands;
     size_t kcap;
     int64_t postings;   /* postings in lists, expired ones not yet trimmed included */
-    int64_t listwords;  /* words allocated to lists */
+    int64_t listbytes;  /* bytes allocated to lists, headers included */
     int64_t swept;      /* base at the last sweep */
     uint64_t *pfx;      /* add_ordered's prefix and its selection's scratch */
     uint32_t *q6;       /* a query's six-packed codes, then a stored one's (scratch) */
     int64_t maxsize;    /* the largest |signature| added */
     size_t q6cap;
     size_t pcap;
+    uint32_t *qset;     /* the query's six-packed codes + 1 in an open-addressing set, and */
+    uint32_t *qstamp;   /* per slot the last verification that met it (scratch) */
+    size_t qscap;
 } EngineObject;
 
 static uint32_t SPREAD[256][8]; /* SPREAD[b][i]: bit i of b */
@@ -139,76 +157,123 @@ grow(void **p, size_t *cap, size_t need, size_t item)
     return 0;
 }
 
-/* An empty list with room for ``cap`` postings; NULL when out of memory. */
+/* An empty list with room for ``cap`` units; NULL when out of memory. */
 static uint32_t *
 block_new(EngineObject *e, uint32_t cap)
 {
-    uint32_t *b = malloc((HDR + (size_t)cap) * 4);
+    uint32_t *b = malloc(HDR * 4 + (size_t)cap * 2);
     if (b == NULL)
         return NULL;
-    b[0] = cap;
-    b[1] = b[2] = 0;
-    b[3] = NO_ROW;
-    e->listwords += HDR + cap;
+    b[HCAP] = cap;
+    b[HUSED] = b[HN] = b[HLAST] = 0;
+    b[HROW] = NO_ROW;
+    e->listbytes += HDR * 4 + (int64_t)cap * 2;
     return b;
 }
 
 static void
 block_free(EngineObject *e, uint32_t *b)
 {
-    e->listwords -= HDR + b[0];
-    e->postings -= b[2] - b[1];
+    e->listbytes -= HDR * 4 + (int64_t)b[HCAP] * 2;
+    e->postings -= b[HN];
     free(b);
 }
 
-/* ``s``'s block with room for ``cap`` postings, its live ones moved to the front. */
+/* ``s``'s block with room for ``cap`` units (at least those used), rounded up to fill
+ * malloc's chunk (16-byte steps after an 8-byte header). */
 static int
 block_resize(EngineObject *e, eslot_t *s, uint32_t cap)
 {
-    uint32_t *b = s->b, live = b[2] - b[1];
-    if (b[1])
-        memmove(b + HDR, b + HDR + b[1], (size_t)live * 4);
-    b[1] = 0;
-    b[2] = live;
-    uint32_t *nb = realloc(b, (HDR + (size_t)cap) * 4);
+    uint32_t *b = s->b;
+    cap = (uint32_t)(((((size_t)cap * 2 + HDR * 4 + 8 + 15) & ~(size_t)15) - HDR * 4 - 8) / 2);
+    uint32_t *nb = realloc(b, HDR * 4 + (size_t)cap * 2);
     if (nb == NULL)
         return -1;
-    e->listwords += (int64_t)cap - nb[0];
-    nb[0] = cap;
+    e->listbytes += ((int64_t)cap - nb[HCAP]) * 2;
+    nb[HCAP] = cap;
     s->b = nb;
     return 0;
 }
 
-/* Skip the expired postings at the head of ``s``'s list; returns the live ones. */
+/* The posting after ``v`` at p[*k], *k moved past it. */
+static inline uint32_t
+post_get(const uint16_t *p, size_t *k, uint32_t v)
+{
+    uint32_t u = p[*k];
+    if (u != ESC) {
+        *k += 1;
+        return v + u;
+    }
+    v = p[*k + 1] | (uint32_t)p[*k + 2] << 16;
+    *k += 3;
+    return v;
+}
+
+/* Units of ``number`` after ``last`` (``first``: none before it). */
+static inline size_t
+post_len(uint32_t number, uint32_t last, int first)
+{
+    return !first && number - last < ESC ? 1 : 3;
+}
+
+/* ``number`` after ``last`` at ``out``; returns its units. */
+static inline size_t
+post_put(uint16_t *out, uint32_t number, uint32_t last, int first)
+{
+    if (!first && number - last < ESC) {
+        out[0] = (uint16_t)(number - last);
+        return 1;
+    }
+    out[0] = ESC;
+    out[1] = (uint16_t)number;
+    out[2] = (uint16_t)(number >> 16);
+    return 3;
+}
+
+/* Drop the expired postings at the head of ``s``'s list; returns the live ones. The first
+ * live posting is written whole over the units of its and the dropped ones (four at
+ * least: the first posting is whole). */
 static uint32_t
 trim(EngineObject *e, eslot_t *s)
 {
     uint32_t *b = s->b;
-    uint32_t lo = b[1], hi = b[2];
-    if (lo < hi && (int64_t)b[HDR + lo] < e->base) {
-        while (lo < hi) { /* the first live posting */
-            uint32_t mid = lo + (hi - lo) / 2;
-            if ((int64_t)b[HDR + mid] < e->base)
-                lo = mid + 1;
-            else
-                hi = mid;
+    uint16_t *p = LIST(b);
+    size_t k = 0, used = b[HUSED];
+    if (used == 0)
+        return 0;
+    uint32_t v = post_get(p, &k, 0), dropped = 0;
+    if ((int64_t)v >= e->base)
+        return b[HN];
+    for (;;) {
+        dropped++;
+        if (k >= used) { /* all expired */
+            b[HUSED] = b[HN] = 0;
+            e->postings -= dropped;
+            return 0;
         }
-        e->postings -= lo - b[1];
-        b[1] = lo;
+        v = post_get(p, &k, v);
+        if ((int64_t)v >= e->base)
+            break;
     }
-    return b[2] - b[1];
+    size_t start = k - 3;
+    post_put(p + start, v, 0, 1);
+    memmove(p, p + start, (used - start) * 2);
+    b[HUSED] = (uint32_t)(used - start);
+    b[HN] -= dropped;
+    e->postings -= dropped;
+    return b[HN];
 }
 
 /* Free ``s``'s row (its list must hold its postings again, or the key go). */
 static int
 row_free(EngineObject *e, eslot_t *s)
 {
-    uint32_t k = s->b[3];
+    uint32_t k = s->b[HROW];
     erow_t *r = &e->rows[k];
     free(r->w);
     r->w = NULL;
     r->nw = r->cap = 0;
-    s->b[3] = NO_ROW;
+    s->b[HROW] = NO_ROW;
     if (grow((void **)&e->freerows, &e->fcap, e->nfree + 1, 4))
         return -1;
     e->freerows[e->nfree++] = k;
@@ -272,12 +337,16 @@ row_make(EngineObject *e, eslot_t *s)
     r->nw = r->cap = 0;
     r->wfirst = e->base >> 6;
     const uint32_t *b = s->b;
-    for (uint32_t j = b[1]; j < b[2]; j++)
-        if (row_set(r, b[HDR + j]))
+    const uint16_t *p = LIST(b);
+    uint32_t v = 0;
+    for (size_t j = 0; j < b[HUSED];) {
+        v = post_get(p, &j, v);
+        if (row_set(r, v))
             return -1;
-    e->postings -= b[2] - b[1];
-    s->b[1] = s->b[2] = 0;
-    s->b[3] = k;
+    }
+    e->postings -= b[HN];
+    s->b[HUSED] = s->b[HN] = 0;
+    s->b[HROW] = k;
     return block_resize(e, s, 0);
 }
 
@@ -298,21 +367,36 @@ row_count(const EngineObject *e, const erow_t *r)
 static int
 row_to_list(EngineObject *e, eslot_t *s, uint32_t n)
 {
-    erow_t *r = &e->rows[s->b[3]];
-    if (block_resize(e, s, n))
-        return -1;
-    uint32_t *b = s->b, m = 0;
-    for (size_t i = 0; i < r->nw; i++) {
-        uint64_t bits = r->w[i];
-        while (bits) {
-            int64_t number = 64 * (r->wfirst + (int64_t)i) + __builtin_ctzll(bits);
-            bits &= bits - 1;
-            if (number >= e->base && m < n)
-                b[HDR + m++] = (uint32_t)number;
+    erow_t *r = &e->rows[s->b[HROW]];
+    size_t bytes = 0;
+    for (int pass = 0; pass < 2; pass++) { /* its bytes, then the list */
+        uint16_t *p = pass ? LIST(s->b) : NULL;
+        uint32_t m = 0, last = 0;
+        size_t k = 0;
+        for (size_t i = 0; i < r->nw; i++) {
+            uint64_t bits = r->w[i];
+            while (bits) {
+                int64_t number = 64 * (r->wfirst + (int64_t)i) + __builtin_ctzll(bits);
+                bits &= bits - 1;
+                if (number < e->base || m >= n)
+                    continue;
+                k += pass ? post_put(p + k, (uint32_t)number, last, m == 0)
+                          : post_len((uint32_t)number, last, m == 0);
+                last = (uint32_t)number;
+                m++;
+            }
+        }
+        if (pass) {
+            s->b[HUSED] = (uint32_t)k;
+            s->b[HN] = m;
+            s->b[HLAST] = last;
+            e->postings += m;
+        } else {
+            bytes = k;
+            if (block_resize(e, s, (uint32_t)(bytes + bytes / 4 + 3)))
+                return -1;
         }
     }
-    b[2] = m;
-    e->postings += m;
     return row_free(e, s);
 }
 
@@ -383,8 +467,8 @@ sweep(EngineObject *e)
         eslot_t *s = &e->tab[i];
         if (!s->b)
             continue;
-        if (s->b[3] != NO_ROW) {
-            erow_t *r = &e->rows[s->b[3]];
+        if (s->b[HROW] != NO_ROW) {
+            erow_t *r = &e->rows[s->b[HROW]];
             int64_t n = row_count(e, r);
             if (n == 0) {
                 if (row_free(e, s))
@@ -409,7 +493,8 @@ sweep(EngineObject *e)
             continue;
         }
         kept++;
-        if (n * 2 < s->b[0] && block_resize(e, s, n + n / 4))
+        uint32_t used = s->b[HUSED];
+        if (used * 2 < s->b[HCAP] && block_resize(e, s, used + used / 4 + 3))
             return -1;
     }
     e->used = kept;
@@ -585,6 +670,144 @@ overlap(const uint64_t *a, int64_t na, const uint8_t *b, int64_t nb, int packed)
     return c;
 }
 
+/* -- verification from a packed normal form ----------------------------------------------- */
+
+/* pack_text's codes (see "texts kept in a window" below): five bits, 0-25 a letter; 26 and
+ * four bits a digit; 27 and five bits a capital; 31 and eight bits any other byte. */
+#define TX_DIGIT 26
+#define TX_UPPER 27
+#define TX_BYTE 31
+
+/* The character count of a packed text; its bits start at byte *k. -1: not a packed text. */
+static int64_t
+text_length(const uint8_t *b, size_t len, size_t *k)
+{
+    uint64_t n = 0;
+    int shift = 0;
+    for (;;) {
+        if (*k >= len || shift > 56)
+            return -1;
+        uint8_t byte = b[(*k)++];
+        n |= (uint64_t)(byte & 0x7f) << shift;
+        shift += 7;
+        if (!(byte & 0x80))
+            break;
+    }
+    return n > (uint64_t)INT64_MAX / 2 ? -1 : (int64_t)n;
+}
+
+/* Whether ``text`` is a pack_text of four characters or more, each a lower-case letter or
+ * a digit: its q = 4 grams are then exactly the six-packable codes (see six) of its
+ * signature, and verifying from it needs no stored codes. */
+static int
+text_six(PyObject *text)
+{
+    if (!PyBytes_Check(text))
+        return 0;
+    const uint8_t *b = (const uint8_t *)PyBytes_AS_STRING(text);
+    size_t len = (size_t)PyBytes_GET_SIZE(text), k = 0;
+    int64_t n = text_length(b, len, &k);
+    if (n < 4)
+        return 0;
+    uint64_t acc = 0;
+    int nbits = 0;
+    for (int64_t i = 0; i < n; i++) {
+        while (nbits < 9 && k < len) {
+            acc |= (uint64_t)b[k++] << nbits;
+            nbits += 8;
+        }
+        if (nbits < 5)
+            return 0;
+        unsigned sym = (unsigned)(acc & 31);
+        acc >>= 5;
+        nbits -= 5;
+        if (sym < 26)
+            continue;
+        if (sym != TX_DIGIT || nbits < 4 || (acc & 15) > 9)
+            return 0;
+        acc >>= 4;
+        nbits -= 4;
+    }
+    return 1;
+}
+
+/* Room in the query's set for ``n`` codes (2**bits >= 2n slots, 64 at least). */
+static int
+qset_room(EngineObject *e, size_t n)
+{
+    size_t slots = 64;
+    while (slots < 2 * n)
+        slots *= 2;
+    if (slots <= e->qscap)
+        return 0;
+    uint32_t *a = realloc(e->qset, slots * 4), *b;
+    if (a == NULL)
+        return -1;
+    e->qset = a;
+    if ((b = realloc(e->qstamp, slots * 4)) == NULL)
+        return -1;
+    e->qstamp = b;
+    e->qscap = slots;
+    return 0;
+}
+
+static inline uint32_t
+qset_slot(uint32_t code, int bits)
+{
+    return (code * 0x9E3779B1u) >> (32 - bits);
+}
+
+/* |A ∩ B|: A the query's six-packed codes in the set ``set`` (2**bits slots, code + 1, 0
+ * empty), B the distinct q = 4 grams of the packed text ``b`` (text_six holds). A slot
+ * counts once per verification (``stamp``). Stops once the q-grams left cannot bring the
+ * count to ``target``, returning a bound below it. */
+static int64_t
+overlap_text(const uint32_t *set, uint32_t *stamps, int bits, uint32_t stamp, const uint8_t *b,
+             size_t len, int64_t target)
+{
+    size_t k = 0;
+    int64_t n = text_length(b, len, &k), hits = 0;
+    uint32_t mask = ((uint32_t)1 << bits) - 1, code = 0;
+    uint64_t acc = 0;
+    int nbits = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (nbits < 9) {
+            while (nbits <= 56 && k < len) {
+                acc |= (uint64_t)b[k++] << nbits;
+                nbits += 8;
+            }
+        }
+        uint32_t v = (uint32_t)(acc & 31);
+        acc >>= 5;
+        nbits -= 5;
+        if (v < 26) {
+            v += 10;
+        } else {
+            v = (uint32_t)(acc & 15);
+            acc >>= 4;
+            nbits -= 4;
+        }
+        code = ((code << 6) | v) & 0xffffffu;
+        if (i < 3)
+            continue;
+        for (uint32_t h = qset_slot(code, bits);; h = (h + 1) & mask) {
+            uint32_t x = set[h];
+            if (x == 0)
+                break;
+            if (x == code + 1) {
+                if (stamps[h] != stamp) {
+                    stamps[h] = stamp;
+                    hits++;
+                }
+                break;
+            }
+        }
+        if (hits + (n - 1 - i) < target)
+            return hits + (n - 1 - i);
+    }
+    return hits;
+}
+
 /* -- documents --------------------------------------------------------------------------- */
 
 static void
@@ -620,7 +843,11 @@ engine_init(EngineObject *e, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "threshold must be in (0, 1], dense_fraction in [0, 1]");
         return -1;
     }
-    e->share = dense;
+    /* In prefix mode a lookup reads fewer postings, so a row's speed buys less there, and
+     * rows were most of the index's bytes: a row only where it is at most twice the key's
+     * list (two bytes a posting). At 1/16 (no larger than the list) a 50k window of ~5 KB
+     * items at 0.8 took 1.7x the time a decision; at 1/32, 1.15x for 0.6x the memory. */
+    e->share = !full && dense > 0.0 && dense < PREFIX_DENSE ? PREFIX_DENSE : dense;
     if (e->tab != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Engine already initialised");
         return -1;
@@ -637,6 +864,8 @@ engine_init(EngineObject *e, PyObject *args, PyObject *kw)
 static void
 engine_dealloc(EngineObject *e)
 {
+    for (size_t i = 0; i < e->dn; i++)
+        Py_XDECREF(e->docs[i].text);
     for (size_t i = 0; i < e->nrows; i++)
         free(e->rows[i].w);
     if (e->tab != NULL)
@@ -656,6 +885,8 @@ engine_dealloc(EngineObject *e)
     free(e->cands);
     free(e->pfx);
     free(e->q6);
+    free(e->qset);
+    free(e->qstamp);
     Py_TYPE(e)->tp_free((PyObject *)e);
 }
 
@@ -670,24 +901,29 @@ static int
 append(EngineObject *e, eslot_t *s, uint32_t number)
 {
     uint32_t *b = s->b;
-    if (b[2] == b[0]) {
-        uint32_t live = b[2] - b[1];
-        /* an expired head makes room; else grow by half (rarely used slack stays small) */
-        if (block_resize(e, s, live * 2 <= b[0] && b[0] ? b[0] : b[0] + b[0] / 2 + 2))
-            return -1;
-        b = s->b;
+    if (b[HCAP] - b[HUSED] < post_len(number, b[HLAST], b[HN] == 0)) {
+        /* an expired head may make room; else grow by half (rarely used slack stays small) */
+        trim(e, s);
+        if (b[HCAP] - b[HUSED] < post_len(number, b[HLAST], b[HN] == 0)) {
+            if (block_resize(e, s, b[HCAP] + b[HCAP] / 2 + 3))
+                return -1;
+            b = s->b;
+        }
     }
-    b[HDR + b[2]++] = number;
+    b[HUSED] += (uint32_t)post_put(LIST(b) + b[HUSED], number, b[HLAST], b[HN] == 0);
+    b[HLAST] = number;
+    b[HN]++;
     e->postings++;
     return 0;
 }
 
 /* Index the next document under the ``m`` keys ``k``, its signature of ``size`` codes;
- * in prefix mode keep the ``nsig`` ascending codes ``sig``: all of its signature, or
- * (``suffix``) those outside ``k``. Its number, or -1 with an exception set. */
+ * in prefix mode keep its packed normal form ``text`` (text_six holds) or, without one,
+ * the ``nsig`` ascending codes ``sig``: all of its signature, or (``suffix``) those
+ * outside ``k``. Its number, or -1 with an exception set. */
 static int64_t
 add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int nsig,
-         int suffix, int size, int hour, int need, int unidx)
+         int suffix, int size, int hour, int need, int unidx, PyObject *text)
 {
     if (e->end >= (int64_t)UINT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "2**32 documents in one window's numbering");
@@ -704,7 +940,9 @@ add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int 
             || grow((void **)&e->gaps, &e->gcap, e->dn + 1, 2))
         goto nomem;
     int64_t off = 0;
-    if (!e->full) {
+    if (!e->full && text != NULL) {
+        off = e->sfirst + (int64_t)e->slen; /* no codes: compact() reads the offset */
+    } else if (!e->full) {
         size_t most = (size_t)nsig * 10 + 1; /* a varint takes at most 10 bytes */
         if (e->slen + most > e->scap) { /* by half: the arena is most of it */
             size_t cap = e->scap + e->scap / 2 + most + 4096;
@@ -736,19 +974,19 @@ add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int 
     for (size_t i = 0; i < m; i++) {
         eslot_t *s = find(e, k[i]);
         if (!s->b) {
-            if ((s->b = block_new(e, 1)) == NULL)
+            if ((s->b = block_new(e, 3)) == NULL)
                 goto nomem;
             s->key = k[i];
             e->used++;
         }
-        if (s->b[3] != NO_ROW) {
-            if (row_set(&e->rows[s->b[3]], number))
+        if (s->b[HROW] != NO_ROW) {
+            if (row_set(&e->rows[s->b[HROW]], number))
                 goto nomem;
             continue;
         }
         if (append(e, s, number))
             goto nomem;
-        if ((int64_t)(s->b[2] - s->b[1]) >= dense_at
+        if ((int64_t)s->b[HN] >= dense_at
                 && (int64_t)trim(e, s) >= dense_at && row_make(e, s))
             goto nomem;
     }
@@ -760,6 +998,8 @@ add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int 
     d->size = size;
     d->need = need;
     d->unidx = unidx;
+    d->text = e->full ? NULL : text;
+    Py_XINCREF(d->text);
     if (size > e->maxsize)
         e->maxsize = size;
     e->end++;
@@ -789,7 +1029,7 @@ engine_add(EngineObject *e, PyObject *args)
         }
     }
     int64_t number = add_keys(e, kb.buf, (size_t)kb.len / 8, sb.buf, size, 0, size, hour, need,
-                              unidx);
+                              unidx, NULL);
     if (number >= 0)
         result = PyLong_FromLongLong((long long)number);
 done:
@@ -800,24 +1040,27 @@ done:
 }
 
 PyDoc_STRVAR(add_ordered_doc,
-"add_ordered(mixed, sig, hour, need, length, classes, shift, counts) -> int\n\nIndex the "
+"add_ordered(mixed, sig, hour, need, length, classes, shift, counts, text=None) -> int\n\n"
+"Index the "
 "next document, its distinct mixed codes ``mixed`` and sorted codes ``sig`` (uint64, as "
 "many): in full mode under every code; in prefix mode under the ``length`` smallest codes "
 "in the order (classes[code >> shift], code) (``classes`` uint8 over 2**(64 - shift) "
 "slots; None: by code alone), keeping ``sig``, then counted once per distinct slot into "
 "``counts`` (uint32, as many slots; None: not counted), the order's sketch. ``need``: "
-"min_overlap(|sig|, t). Returns its number. What add, OrderVersion.prefix and "
-"FrequencyBook.count did, in one call.");
+"min_overlap(|sig|, t). ``text``: its normal form as pack_text packed it (q = 4), kept and "
+"verified from in prefix mode instead of the codes outside its prefix when it is of lower-case "
+"letters and digits; ignored otherwise. Returns its number. What add, OrderVersion.prefix "
+"and FrequencyBook.count did, in one call.");
 
 static PyObject *
 engine_add_ordered(EngineObject *e, PyObject *args)
 {
     Py_buffer mb = {0}, sb = {0}, cb = {0}, nb = {0};
-    PyObject *clobj, *cntobj;
+    PyObject *clobj, *cntobj, *textobj = Py_None;
     int hour, need, shift;
     Py_ssize_t length;
-    if (!PyArg_ParseTuple(args, "y*y*iinOiO", &mb, &sb, &hour, &need, &length, &clobj, &shift,
-                          &cntobj))
+    if (!PyArg_ParseTuple(args, "y*y*iinOiO|O", &mb, &sb, &hour, &need, &length, &clobj, &shift,
+                          &cntobj, &textobj))
         return NULL;
     PyObject *result = NULL;
     if (ndd_check(&mb, 8, "mixed") || ndd_check(&sb, 8, "sig"))
@@ -891,8 +1134,16 @@ engine_add_ordered(EngineObject *e, PyObject *args)
             m = len;
             rest = tie;
         }
+        PyObject *keep = NULL; /* the text, when every code is a q = 4 gram of it */
+        if (!e->full && textobj != Py_None && text_six(textobj)) {
+            keep = textobj;
+            uint64_t v;
+            for (size_t i = 0; i < n && keep != NULL; i++)
+                if (!six(sig[i], &v))
+                    keep = NULL;
+        }
         int64_t number = add_keys(e, keys, m, rest, (int)nrest, !e->full, (int)n, hour, need,
-                                  unidx);
+                                  unidx, keep);
         if (number < 0)
             goto done;
         if (nb.obj) { /* each slot once: mark its top bit, then count the marked */
@@ -935,6 +1186,8 @@ engine_release(EngineObject *e, PyObject *args)
         number = e->end;
     if (number <= e->base)
         Py_RETURN_NONE;
+    for (int64_t x = e->base; x < number; x++) /* expired with their window documents */
+        Py_CLEAR(e->docs[x - e->dfirst].text);
     e->base = number;
     compact(e);
     if ((e->base - e->swept) * 4 > e->end - e->base + 4096 && sweep(e))
@@ -1149,7 +1402,8 @@ engine_best(EngineObject *e, PyObject *args)
                 || grow((void **)&e->slices, &e->slcap, (size_t)(B + 1) * W + 1, 8)
                 || grow((void **)&e->cands, &e->kcap, live + 1, sizeof(ecand_t))
                 || (!e->full && grow((void **)&e->q6, &e->q6cap,
-                                     (size_t)sb.len / 8 + (size_t)e->maxsize + 1, 4)))
+                                     (size_t)sb.len / 8 + (size_t)e->maxsize + 1, 4))
+                || (!e->full && qset_room(e, (size_t)sb.len / 8)))
             goto nomem;
         if (span + 64 > e->ccap) {
             size_t old = e->ccap;
@@ -1164,6 +1418,7 @@ engine_best(EngineObject *e, PyObject *args)
         const uint64_t *k = kb.buf, *qs = sb.buf;
         int64_t qsize = sb.len / 8;
         int64_t best = -1, bshared = 0, bdenom = 1, ncand = 0, nver = 0, npost = 0, nq6 = -1;
+        int qbits = 0;
         int failed = 0;
         Py_BEGIN_ALLOW_THREADS
         /* 1. the slot of every query key present, its table line fetched ahead */
@@ -1187,11 +1442,11 @@ engine_best(EngineObject *e, PyObject *args)
         size_t nt = 0, nd = 0, nrowkeys = 0;
         if (!e->full)
             for (size_t h = 0; h < nh; h++)
-                nrowkeys += e->tab[e->heads[h]].b[3] != NO_ROW;
+                nrowkeys += e->tab[e->heads[h]].b[HROW] != NO_ROW;
         for (size_t h = 0; h < nh; h++) {
             eslot_t *s = &e->tab[e->heads[h]];
-            if (s->b[3] != NO_ROW) {
-                erow_t *r = &e->rows[s->b[3]];
+            if (s->b[HROW] != NO_ROW) {
+                erow_t *r = &e->rows[s->b[HROW]];
                 size_t need_w = (size_t)(wb - r->wfirst) + W;
                 if (r->nw < need_w) {
                     if (row_reserve(r, need_w)) {
@@ -1207,14 +1462,24 @@ engine_best(EngineObject *e, PyObject *args)
             uint32_t n = trim(e, s);
             if (n == 0)
                 continue;
-            const uint32_t *p = s->b + HDR + s->b[1];
+            const uint16_t *p = LIST(s->b);
+            size_t used = s->b[HUSED], j = 3; /* the first posting is whole: read apart, so
+                                                * the loop's escape test is seldom true */
+            uint32_t v = p[1] | (uint32_t)p[2] << 16, a32 = (uint32_t)abase;
             npost += n;
             if (e->full || nrowkeys) {
-                for (uint32_t j = 0; j < n; j++)
-                    cnt[p[j] - (uint32_t)abase]++;
+                cnt[v - a32]++;
+                while (j < used) {
+                    v = post_get(p, &j, v);
+                    cnt[v - a32]++;
+                }
             } else {
-                for (uint32_t j = 0; j < n; j++) { /* no branch: first touches are random */
-                    uint32_t x = p[j] - (uint32_t)abase;
+                uint32_t x = v - a32;
+                touched[nt] = x;
+                nt += cnt[x]++ == 0;
+                while (j < used) { /* no branch: first touches are random */
+                    v = post_get(p, &j, v);
+                    x = v - a32;
                     touched[nt] = x;
                     nt += cnt[x]++ == 0;
                 }
@@ -1330,24 +1595,52 @@ engine_best(EngineObject *e, PyObject *args)
                 const edoc_t *d = &docs[c->pos];
                 const uint8_t *stored = e->sigs + ((d->sig & SIG_OFFSET) - e->sfirst);
                 int64_t sh, nst = d->size, part = 0;
+                if ((d->text != NULL || d->sig & SIG_SIX) && nq6 < 0) {
+                    nq6 = 0; /* the query's six-packed codes, once a call */
+                    for (int64_t j = 0; j < qsize; j++) {
+                        uint64_t v;
+                        if (six(qs[j], &v))
+                            e->q6[nq6++] = (uint32_t)v;
+                    }
+                }
+                if (d->text != NULL) {
+                    if (qbits == 0) { /* and in a set, once a call */
+                        qbits = 6;
+                        while (((int64_t)1 << qbits) < 2 * nq6)
+                            qbits++;
+                        memset(e->qset, 0, ((size_t)1 << qbits) * 4);
+                        memset(e->qstamp, 0, ((size_t)1 << qbits) * 4);
+                        uint32_t qmask = ((uint32_t)1 << qbits) - 1;
+                        for (int64_t j = 0; j < nq6; j++) {
+                            uint32_t h = qset_slot(e->q6[j], qbits);
+                            while (e->qset[h] != 0)
+                                h = (h + 1) & qmask;
+                            e->qset[h] = e->q6[j] + 1;
+                        }
+                    }
+                    /* the least overlap that reaches the threshold, as tested below */
+                    int64_t target = (int64_t)ceil(t * (double)c->denom);
+                    while (target > 0 && (double)(target - 1) / (double)c->denom >= t)
+                        target--;
+                    while ((double)target / (double)c->denom < t)
+                        target++;
+                    sh = overlap_text(e->qset, e->qstamp, qbits, (uint32_t)nver + 1,
+                                      (const uint8_t *)PyBytes_AS_STRING(d->text),
+                                      (size_t)PyBytes_GET_SIZE(d->text), target);
+                    nver++;
+                    goto verified;
+                }
                 if (d->sig & SIG_SUFFIX) { /* the prefix's overlap is the count */
                     nst = d->unidx > 0 ? d->unidx : 0;
                     part = c->count;
                 }
                 if (d->sig & SIG_SIX) {
-                    if (nq6 < 0) { /* the query's six-packed codes, once a call */
-                        nq6 = 0;
-                        for (int64_t j = 0; j < qsize; j++) {
-                            uint64_t v;
-                            if (six(qs[j], &v))
-                                e->q6[nq6++] = (uint32_t)v;
-                        }
-                    }
                     sh = part + overlap_six(e->q6, nq6, stored, nst, e->q6 + qsize);
                 } else {
                     sh = part + overlap(qs, qsize, stored, nst, (d->sig & SIG_PACKED) != 0);
                 }
                 nver++;
+            verified:
                 if ((double)sh / (double)c->denom < t)
                     continue;
                 if (best < 0 || above(sh, c->denom, bshared, bdenom)
@@ -1388,7 +1681,7 @@ static PyObject *
 engine_nbytes(EngineObject *e, void *closure)
 {
     (void)closure;
-    size_t n = (e->mask + 1) * sizeof(eslot_t) + (size_t)e->listwords * 4
+    size_t n = (e->mask + 1) * sizeof(eslot_t) + (size_t)e->listbytes
                + e->dcap * sizeof(edoc_t) + e->gcap * 2
                + e->scap + e->ccap * 8 + e->hcap * 4 + e->kcap * sizeof(ecand_t)
                + e->rcap * sizeof(erow_t) + e->dncap * sizeof(uint64_t *) + e->slcap * 8
@@ -1412,7 +1705,7 @@ engine_layout(EngineObject *e, void *closure)
     return Py_BuildValue("{sn,sn,sn,sn,sn,sn,sn,sn,sn}",
         "table", (Py_ssize_t)((e->mask + 1) * sizeof(eslot_t)),
         "keys", (Py_ssize_t)e->used,
-        "lists", (Py_ssize_t)(e->listwords * 4),
+        "lists", (Py_ssize_t)e->listbytes,
         "rows", (Py_ssize_t)rows, "nrows", (Py_ssize_t)nrow,
         "docs", (Py_ssize_t)(e->dcap * sizeof(edoc_t) + e->gcap * 2),
         "sigs", (Py_ssize_t)e->scap, "sigs_used", (Py_ssize_t)e->slen,
@@ -1463,10 +1756,6 @@ PyTypeObject ndd_EngineType = {
  * match: ASCII text (letters and digits, case folded) packed five bits a character
  * (0-25 a letter; 26 + 4 bits a digit; 27 + 5 bits a capital; 31 + 8 bits any other
  * byte), after the character count as a LEB128 varint. About 5/8 of the text's bytes. */
-#define TX_DIGIT 26
-#define TX_UPPER 27
-#define TX_BYTE 31
-
 static uint16_t TXCODE[128]; /* an ASCII character's code, low bits first */
 static uint8_t TXBITS[128];   /* and its length */
 

@@ -532,7 +532,8 @@ class Detector:
         if window is None:
             index: PostingIndex | FlatIndex
             if self.config.flat_index:
-                index = FlatIndex(self.config.threshold, self.config.dense_fraction)
+                index = FlatIndex(self.config.threshold, self.config.dense_fraction,
+                                  self.config.q)
             else:
                 threads = self.config.count_threads or available_cores()
                 index = PostingIndex(threads, self.config.dense_fraction)

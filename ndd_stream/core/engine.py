@@ -4,11 +4,12 @@ A hash table from each indexed q-gram (its 64-bit mixed code, exact) to an appen
 posting list of document numbers in arrival order, trimmed at the head as hours expire.
 Below ``FULL_PREFIX_BELOW`` every q-gram is indexed, so counting a query's postings gives
 |A ∩ B| of every window document exactly and the decision is a pass over the counts;
-from it up, documents are indexed under their extended prefix and keep the rest of their
-signature, the query probes with its whole signature (no order versions at probe time)
-and the survivors of the exact count bound are verified on the stored codes, best upper
-bound first, stopping once none left can beat the best match. The GIL is released during
-the call. Where the kernels are not built the window keeps its LSM index
+from it up, documents are indexed under their extended prefix, the query probes with its
+whole signature (no order versions at probe time) and the survivors of the exact count
+bound are verified, best upper bound first, stopping once none left can beat the best
+match: from the document's packed normal form (held by reference) where it is lower-case
+letters and digits, else from the codes of its signature outside its prefix, kept. The
+GIL is released during the call. Where the kernels are not built the window keeps its LSM index
 (:mod:`ndd_stream.core.postings`) instead: the same decisions, slower.
 """
 
@@ -30,7 +31,7 @@ class EngineMatch(NamedTuple):
     number: int  # the best match's document number, -1 when none reaches the threshold
     shared: int  # |A ∩ B| with it
     candidates: int  # documents that passed the count filter
-    verified: int  # of those, verified on their stored signatures (prefix mode)
+    verified: int  # of those, verified on their texts or stored codes (prefix mode)
     postings: int  # postings read
 
 
@@ -43,13 +44,16 @@ class FlatIndex:
     """Document numbers from 0 in :meth:`add` order; ``release_before`` expires a front."""
 
     def __init__(self, threshold: float,
-                 dense_fraction: float = kernels.DEFAULT_DENSE_FRACTION) -> None:
+                 dense_fraction: float = kernels.DEFAULT_DENSE_FRACTION, q: int = 4) -> None:
         """``dense_fraction``: a q-gram held by at least this share of the window's
-        documents is also counted as a bitmap row (0: never). Speed only."""
+        documents (and 1/32 at least in prefix mode, where a row is at most twice its
+        list there) is also counted as a bitmap row (0: never). Speed and memory only. ``q``: the
+        signatures' q (at 4 a document's packed normal form can stand for its codes)."""
         if not available():
             raise RuntimeError("the C engine is not built (ndd_stream.core.kernels)")
         self.threshold = threshold
         self.full = threshold < FULL_PREFIX_BELOW
+        self.q = q
         self._c = kernels._C.Engine(threshold, self.full, dense_fraction)  # type: ignore[attr-defined]
 
     def add(self, keys: Codes, sig: Codes, hour: int, needed: int, unindexed: int) -> int:
@@ -62,19 +66,24 @@ class FlatIndex:
                                hour, int(sig.size), needed, unindexed))
 
     def add_ordered(self, mixed: Codes, sig: Codes, hour: int, needed: int, length: int,
-                    order: OrderVersion | None, book: FrequencyBook | None) -> int:
+                    order: OrderVersion | None, book: FrequencyBook | None,
+                    text: bytes | None = None) -> int:
         """:meth:`add` with the indexing and the order's upkeep in one call: ``mixed`` is
         fmix64 of the sorted signature ``sig``; in full mode every code is indexed, else
         the extended prefix of ``length`` codes under ``order`` (what
         :meth:`OrderVersion.prefix` selects), keeping only the signature's codes outside
         it (a lookup's count is the overlap on the prefix), and the codes are then counted
-        into ``book`` (which may freeze a new order version). Returns the number."""
+        into ``book`` (which may freeze a new order version). ``text``: the document's normal
+        form as ``kernels._C.pack_text`` packed it; in prefix mode, when it is lower-case
+        letters and digits, the index holds it (a reference) and verifies from it instead of
+        keeping the codes outside the prefix. Returns the number."""
         classes = None if order is None else order.classes
         shift = order.shift if order is not None else book.shift if book is not None else 42
         number = int(self._c.add_ordered(
             np.ascontiguousarray(mixed, dtype=np.uint64),
             np.ascontiguousarray(sig, dtype=np.uint64), hour, needed, length, classes, shift,
-            None if book is None else book.counts))
+            None if book is None else book.counts,
+            text if self.q == 4 and not self.full else None))
         if book is not None:
             book.tally()
         return number
@@ -87,7 +96,8 @@ class FlatIndex:
         codes looked up, leaving ``unindexed`` of its q-grams out (0: all of them, which
         keeps prefix-mode counts independent of the order each document was indexed
         under; in prefix mode it must be 0: the count is then a document's overlap on its
-        prefix, to which verification adds its stored suffix's)."""
+        prefix, to which verification adds its stored suffix's, or from which a held text
+        verifies the whole overlap)."""
         found = self._c.best(np.ascontiguousarray(keys, dtype=np.uint64),
                              np.ascontiguousarray(sig, dtype=np.uint64), needed, unindexed,
                              hours[0], hours[1], sizes[0], min(sizes[1], 2**62))

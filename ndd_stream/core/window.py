@@ -193,8 +193,10 @@ class ScopeWindow:
         ``length`` codes in ``book``'s current order, then counted into ``book`` (see
         :meth:`FlatIndex.add_ordered`)."""
         assert isinstance(self.index, FlatIndex)
+        held = _NF_SLOT.__get__(doc, WindowDoc)  # packed: the index verifies from it
         number = self.index.add_ordered(mixed, sig, doc.hour, needed, length,
-                                        None if book is None else book.current, book)
+                                        None if book is None else book.current, book,
+                                        held if isinstance(held, bytes) else None)
         assert number == self.doc_base + len(self.docs), "index and window numbering diverged"
         self.docs.append(doc)
 
