@@ -191,7 +191,8 @@ class Settings(BaseSettings):
         ge=0.0,
         le=1.0,
         description="A q-gram held by at least this share of the window's documents is also "
-        "counted as a bitmap row (C kernels); 0: never. Speed only.",
+        "counted as a bitmap row (C kernels; from threshold 0.5 up, by 1/32 at least); 0: "
+        "never. Speed and memory only: the same decisions.",
     )
     no_kernels: bool = Field(
         False,
