@@ -51,27 +51,27 @@ class InOrder:
     """Where each partition of one agent's input goes on: ``next[tp]`` is the first offset
     not handed out yet (a partition without one takes the first record delivered)."""
 
-    def __init__(self, read: ReadRange, metrics: WorkerMetrics, never: str,
-                 transactional: bool = False) -> None:
+    def __init__(self, read: ReadRange, metrics: WorkerMetrics, never: str) -> None:
         self.read = read
         self.metrics = metrics
         self.never = never  # what a lost record never was, for the log: "decided", ...
         self.next: dict[TP, int] = {}
-        # Exactly-once: the input is read read_committed, where offsets jump over
-        # transaction markers and aborted records at every transaction. Only the first gap
-        # after a resume is read back (Faust's skip follows a rebalance: prefetched later
-        # records delivered first); after it, a jump is the log's, not the consumer's.
-        self.transactional = transactional
-        self._checked: set[TP] = set()
         self.lost: LostRecords | None = None  # reports records gone before they were read
 
     def resume(self, tp: TP, offset: int | None) -> None:
         """Go on at ``offset`` (None: at the first record delivered)."""
-        self._checked.discard(tp)
         if offset is None:
             self.next.pop(tp, None)
         else:
             self.next[tp] = offset
+
+    def skipped(self, m: Message, expected: int | None) -> bool:
+        """Whether the offsets from ``expected`` (None: no position yet) up to ``m``'s, a
+        record about to be handed out, are records the consumer skipped, to read back
+        first. Here (offsets without holes: read_uncommitted) every jump is; the
+        committer's offset order says otherwise where offsets jump
+        (``commit.CommittedOrder``)."""
+        return expected is not None and m.offset > expected
 
     def keep(self, tps: Iterable[TP]) -> None:
         """Forget every partition but ``tps`` (the others were revoked)."""
@@ -89,10 +89,8 @@ class InOrder:
             expected = self.next.get(tp)
             if expected is not None and m.offset < expected:
                 continue  # handed out already
-            if expected is not None and m.offset > expected and tp not in self._checked:
+            if self.skipped(m, expected) and expected is not None:
                 out += await self._fill(tp, expected, m.offset)
-            if self.transactional:
-                self._checked.add(tp)
             out.append(m)
             self.next[tp] = m.offset + 1
         for tp, end in (until or {}).items():
@@ -103,20 +101,22 @@ class InOrder:
         return out
 
     async def _fill(self, tp: TP, start: int, end: int) -> Sequence[Message]:
+        """The skipped records, read back; a gap warned of, and records found gone lost."""
         topic, partition = tp
-        if not self.transactional:  # there a jump of a marker's width is the usual case
-            self.metrics.gaps.inc()
-            log_gap(log, topic, partition, start, end)
-        found = await asyncio.get_running_loop().run_in_executor(
-            None, self.read, topic, partition, start, end)
-        if not self.transactional:  # there offsets jump over aborted records too
-            first = found[0].offset if found else end
-            if self.lost is not None and first > start:
-                await self.lost.lost(topic, partition, start, first - 1,
-                                     f"a gap read back found them gone; never {self.never}")
-            elif self.lost is None:
-                log_lost(log, topic, partition, start, found, end, self.never)
+        self.metrics.gaps.inc()
+        log_gap(log, topic, partition, start, end)
+        found = await self._read(tp, start, end)
+        first = found[0].offset if found else end
+        if self.lost is not None and first > start:
+            await self.lost.lost(topic, partition, start, first - 1,
+                                 f"a gap read back found them gone; never {self.never}")
+        elif self.lost is None:
+            log_lost(log, topic, partition, start, found, end, self.never)
         return found
+
+    async def _read(self, tp: TP, start: int, end: int) -> Sequence[Message]:
+        return await asyncio.get_running_loop().run_in_executor(
+            None, self.read, tp[0], tp[1], start, end)
 
 
 def log_gap(logger: logging.Logger, topic: str, partition: int, expected: int,

@@ -146,7 +146,7 @@ class Router:
 
     def _forwards(self, tp: TP) -> bool:
         """Whether this worker forwards ``tp``'s records now (see the module docstring)."""
-        return tp in self.owned or not self.committer.transactional
+        return self.committer.forwards(tp in self.owned)
 
     def _note_forwarded(self, forwarded: Sequence[tuple[Message, OutRecord]]) -> set[TP]:
         touched: set[TP] = set()

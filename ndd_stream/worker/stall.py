@@ -14,9 +14,9 @@ which it removes a partition while the partition is paused for a rebalance or wh
 agent's buffer is full, and which its rebalance and buffer callbacks fill again; and its
 streams drop every record while its flow control is suspended, which only the end of a
 rebalance's recovery lifts (skipped when a newer rebalance began meanwhile). When the fetch
-has stopped, :func:`unblock` puts every waiting partition back into that set and resumes a
-flow left stopped (the one place that works around Faust's bookkeeping), saying what it
-found. A rebalance that is really under way is not held up by this: its callbacks pause
+has stopped, :func:`unblock` puts every waiting partition back into that set (Faust's own
+``resume_partitions`` and ``on_buffer_drop``) and resumes a flow left stopped, saying
+what it did. A rebalance that is really under way is not held up by this: its callbacks pause
 and resume partitions again as they run. A fetch still stopped after
 :data:`GIVE_UP_AFTER` such restarts ends the worker (exit code 3): a restart resumes from
 the committed state, where an endless silence would hold the partitions from every
@@ -124,23 +124,18 @@ class StallWatch:
 
 
 def unblock(app: Any, tps: Iterable[TP]) -> list[str]:
-    """Put ``tps`` back where Faust's consumer fetches from and delivers; what was found,
-    for the log."""
+    """Put ``tps`` back where Faust's consumer fetches from and delivers (its public
+    ``resume_partitions`` and ``on_buffer_drop``: no longer paused, nor held for a full
+    agent buffer); what was done, for the log."""
     consumer, found = app.consumer, []
-    active = consumer._get_active_partitions()
-    for topic, partition in tps:
-        tp = next((t for t in consumer.assignment()
-                   if t.topic == topic and t.partition == partition), None)
-        if tp is None:
-            continue
-        for name, held in (("paused", consumer._paused_partitions),
-                           ("buffered", consumer._buffered_partitions)):
-            if tp in held:
-                held.discard(tp)
-                found.append(f"{topic}[{partition}] {name}")
-        if tp not in active:
-            active.add(tp)
-            found.append(f"{topic}[{partition}] not fetched")
+    assigned = {(t.topic, t.partition): t for t in consumer.assignment()}
+    waiting = [assigned[tp] for tp in tps if tp in assigned]
+    if waiting:
+        consumer.resume_partitions(waiting)
+        for tp in waiting:
+            consumer.on_buffer_drop(tp)
+        found.append("fetching " + ", ".join(f"{tp.topic}[{tp.partition}]"
+                                             for tp in sorted(waiting)))
     if not consumer.flow_active:
         consumer.resume_flow()
         found.append("consumer flow stopped")
@@ -152,7 +147,7 @@ def unblock(app: Any, tps: Iterable[TP]) -> list[str]:
     return found
 
 
-async def restart_stopped_fetch(app: Any, watch: StallWatch, read_committed: bool,
+async def restart_stopped_fetch(app: Any, watch: StallWatch,
                                 fatal: Callable[[str], None]) -> None:
     """The worker's timer: once ``watch`` is silent, the owned partitions whose fetch
     position is short of their end are unblocked and fetched anew; through every restart,
@@ -162,7 +157,7 @@ async def restart_stopped_fetch(app: Any, watch: StallWatch, read_committed: boo
     consumer = app.consumer
     behind: dict[TP, tuple[int, int]] = {}
     for tp in consumer.assignment():
-        end = _end(app, tp, read_committed)
+        end = _end(app, tp)
         position = await _position(consumer, tp) if end is not None else None
         if position is not None and end is not None and position < end:
             behind[(tp.topic, tp.partition)] = (int(position), end)
@@ -189,23 +184,12 @@ async def _position(consumer: Any, tp: Any) -> int | None:
     return None if position is None else int(position)
 
 
-def _end(app: Any, tp: Any, read_committed: bool) -> int | None:
+def _end(app: Any, tp: Any) -> int | None:
     """Where this worker's reads of a partition end, from the last fetch (None: unknown):
-    the last stable offset under read_committed, else the high watermark."""
+    Faust's ``highwater``, the last stable offset where the consumer reads committed
+    records (``runtime._Consumer``), else the high watermark."""
     try:
         high = app.consumer.highwater(tp)
     except Exception:  # not fetched yet
         return None
-    if high is None or not read_committed:
-        return None if high is None else int(high)
-    try:  # aiokafka's own consumer, under Faust's: the one value Faust does not pass on
-        stable = kafka_consumer(app).last_stable_offset(tp)
-    except Exception:  # not fetched yet
-        return int(high)
-    return int(stable) if isinstance(stable, int) and 0 <= stable <= high else int(high)
-
-
-def kafka_consumer(app: Any) -> Any:
-    """aiokafka's consumer under Faust's (None before it starts): its last stable offsets
-    and its group member (``runtime.group_member``), which Faust does not pass on."""
-    return getattr(getattr(app.consumer, "_thread", None), "_consumer", None)
+    return None if high is None else int(high)
