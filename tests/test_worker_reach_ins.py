@@ -56,8 +56,8 @@ def test_aiokafkas_group_coordinator_still_knows_its_generation_and_member() -> 
 
 def test_fausts_public_consumer_calls_still_do_what_the_worker_relies_on() -> None:
     """Faust's ``in_transaction`` chooses the isolation level and makes ``highwater`` the
-    last stable offset (runtime._Consumer, stall._end); ``resume_partitions`` and
-    ``on_buffer_drop`` put a partition back into the fetched set (stall.unblock)."""
+    last stable offset (runtime._Consumer, delivery._end); ``resume_partitions`` and
+    ``on_buffer_drop`` put a partition back into the fetched set (delivery.unblock)."""
     thread = faust_aiokafka.AIOKafkaConsumerThread
     assert "in_transaction" in inspect.getsource(thread._create_worker_consumer)
     assert "last_stable_offset" in inspect.getsource(thread.highwater)

@@ -1,4 +1,4 @@
-"""A stopped fetch is noticed (worker/stall.py): no broker, a clock the test moves."""
+"""A stopped fetch is noticed (worker/delivery.py): no broker, a clock the test moves."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import faust
 from faust.types import TP
 
-from ndd_stream.worker.stall import GIVE_UP_AFTER, StallWatch, restart_stopped_fetch, unblock
+from ndd_stream.worker.delivery import GIVE_UP_AFTER, StallWatch, restart_stopped_fetch, unblock
 
 
 @dataclass

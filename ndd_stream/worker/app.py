@@ -25,7 +25,6 @@ from typing import Any
 
 import faust
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 
 from ndd_stream.core import kernels
 from ndd_stream.kafka.config import describe, librdkafka_config
@@ -35,10 +34,16 @@ from ndd_stream.settings import Settings
 from ndd_stream.worker.changelog import ChangelogError
 from ndd_stream.worker.commit import Committer
 from ndd_stream.worker.deciding import LayoutChanged
+from ndd_stream.worker.delivery import (
+    LostRecords,
+    RecordsLost,
+    StallWatch,
+    restart_stopped_fetch,
+    watch_fetch_resets,
+)
 from ndd_stream.worker.gathering import GatherDecider
 from ndd_stream.worker.guarantee import Guarantee, guarantee_for
 from ndd_stream.worker.lifecycle import BrokerLostData
-from ndd_stream.worker.lost import LostRecords, RecordsLost, watch_fetch_resets
 from ndd_stream.worker.merge import SourceId
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pages import add_pages
@@ -62,7 +67,6 @@ from ndd_stream.worker.runtime import (
 )
 from ndd_stream.worker.sequencing import OrderConfig
 from ndd_stream.worker.sharding import ShardPartition
-from ndd_stream.worker.stall import StallWatch, restart_stopped_fetch
 from ndd_stream.worker.startup import (
     free_port,
     item_format_within,
@@ -98,8 +102,8 @@ class Service:
             producer_request_limit(settings.max_item_bytes), settings.dlq_topic)
         self.web_port = settings.web_port or free_port(settings.web_host)
         self.app = make_app(settings, limits, self.web_port, self.guarantee)
-        self._admin = AdminClient(librdkafka_config(settings))
-        self.watch = BrokerWatch(settings, self._admin)
+        self.metadata = self.guarantee.metadata(self.reads)
+        self.watch = BrokerWatch(settings, self.metadata)
         self.ordered = settings.event_time_order()
         # an idle raw partition is stepped over on a confirmation 2/3 of the wait after the
         # item came; routers confirm every 1/3 (heartbeat below): at most the whole wait
@@ -173,7 +177,7 @@ class Service:
 
     def raw_sources(self) -> set[SourceId]:
         """The raw partitions that exist (one metadata request): each feeds every scope."""
-        metadata = self._admin.list_topics(timeout=10.0)
+        metadata = self.metadata.list_topics(timeout=10.0)
         s = self.settings
         pattern = re.compile(s.raw_topic_pattern) if s.raw_topic_pattern else None
         return {(name, p) for name, topic in metadata.topics.items()

@@ -6,7 +6,7 @@ produced and, for each input partition it moved, where that partition now stands
 The agents hand outputs to a piece (:meth:`Piece.produce`) and end it with
 :meth:`Piece.commit`; they never ask which guarantee runs.
 
-Exactly-once (:class:`TransactionalCommitter`, Apache Kafka): each agent has one
+Exactly-once (:class:`TransactionalCommitter`, Apache Kafka): the worker has one
 transactional producer (``kafka/transactions.py``); a piece's outputs, changelog records,
 checkpoints and input offsets are one transaction, then RocksDB, a cache of the committed
 changelog, is written. A worker killed before the commit leaves nothing of
@@ -52,8 +52,8 @@ from ndd_stream.state.codec import Checkpoint
 from ndd_stream.state.pending import Pair, least_offset
 from ndd_stream.worker.changelog import ChangelogRead, read_committed_partition, read_partition
 from ndd_stream.worker.deciding import Handed, StatefulPartition, sources_named
+from ndd_stream.worker.delivery import InOrder, Message, ReadRange
 from ndd_stream.worker.gathering import GatherDecider
-from ndd_stream.worker.inorder import InOrder, Message, ReadRange
 from ndd_stream.worker.merge import EventTimeMerge
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.records import OutRecord
@@ -199,7 +199,7 @@ class Committer(ABC):
 
     @abstractmethod
     def in_order(self, read: ReadRange, metrics: WorkerMetrics, never: str) -> InOrder:
-        """How an agent's input partitions are kept in offset order (``worker/inorder.py``):
+        """How an agent's input partitions are kept in offset order (``worker/delivery.py``):
         ``read`` reads skipped ranges back; ``never``: what a lost record never was."""
 
     @abstractmethod

@@ -9,7 +9,7 @@ Whatever differs between the two is asked of one object, made by :func:`guarante
 - the ACLs the principal needs: exactly-once adds Write on its transactional ids;
 - Faust's consumer: exactly-once reads ``read_committed`` and Faust, which commits
   nothing, is never let warn about it;
-- each agent's committer: exactly-once, with a transactional producer of its own;
+- each agent's committer: exactly-once, with the worker's one transactional producer;
   at-least-once, through Faust's producer.
 
 Each agent holds its committer (``worker/commit.py``), the guarantee's face to it: how a
@@ -40,7 +40,7 @@ from ndd_stream.settings import Settings
 from ndd_stream.worker.commit import AcknowledgingCommitter, Committer, TransactionalCommitter
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import CHECKPOINT_ITEMS, TRANSACTION_ITEMS
-from ndd_stream.worker.runtime import BATCH_MAX
+from ndd_stream.worker.runtime import BATCH_MAX, Metadata
 from ndd_stream.worker.startup import transaction_conf, worker_id
 
 log = logging.getLogger("ndd_stream.worker")
@@ -91,6 +91,11 @@ class Guarantee(ABC):
                    metrics: WorkerMetrics, stable: Callable[[Sequence[TP]], Any],
                    overlap: bool) -> Committer: ...
 
+    def metadata(self, reads: Metadata) -> Metadata:
+        """The client that answers the worker's metadata requests (the broker watch, the
+        raw partitions), one the worker has anyway: the direct reads' (``reads``)."""
+        return reads
+
     def close(self) -> None:
         """The worker stops: the committers' clients go."""
         for committer in self.committers:
@@ -123,14 +128,24 @@ class ExactlyOnce(Guarantee):
             return (f"the broker at {s.bootstrap_servers()} did not answer the check that "
                     f"it runs transactions ({exc}), which NDD_GUARANTEE=exactly-once needs")
 
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.txns: Transactions | None = None
+
     def _committer(self, agent: str, member: Callable[[], Member | None],
                    metrics: WorkerMetrics, stable: Callable[[Sequence[TP]], Any],
                    overlap: bool) -> Committer:
-        # a producer of its own per agent: the agents' commits never wait on each other's
+        # one transactional producer for the worker, whose agents' transactions take turns
+        # on it (one long-lived client, whatever the agents): docs/BENCHMARK.md
         s = self.settings
-        txns = Transactions(transaction_conf(s), s.app_id,
-                            f"{worker_id(s.data_dir / s.app_id)}-{agent}", member)
-        return TransactionalCommitter(txns, metrics, TRANSACTION_ITEMS, stable, overlap)
+        if self.txns is None:
+            self.txns = Transactions(transaction_conf(s), s.app_id,
+                                     worker_id(s.data_dir / s.app_id), member)
+        return TransactionalCommitter(self.txns, metrics, TRANSACTION_ITEMS, stable, overlap)
+
+    def metadata(self, reads: Metadata) -> Metadata:
+        # the transactional producer: the reads then need no producer (no sentinels here)
+        return self.txns if self.txns is not None else reads
 
 
 class AtLeastOnce(Guarantee):

@@ -38,7 +38,7 @@ from confluent_kafka import KafkaException
 from ndd_stream.kafka.reads import Log
 from ndd_stream.worker.commit import Committer, PieceFailed
 from ndd_stream.worker.deciding import LayoutChanged, StatefulPartition
-from ndd_stream.worker.inorder import TP, InOrder
+from ndd_stream.worker.delivery import TP, InOrder
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.patience import patiently
 from ndd_stream.worker.sequencing import Sequencers

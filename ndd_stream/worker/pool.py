@@ -57,8 +57,8 @@ from ndd_stream.worker.deciding import (
     PartitionDecider,
     StatefulPartition,
 )
+from ndd_stream.worker.delivery import TP, Message
 from ndd_stream.worker.gathering import GatherDecider
-from ndd_stream.worker.inorder import TP, Message
 from ndd_stream.worker.lifecycle import BrokerLostData, Partitions, Where
 from ndd_stream.worker.merge import SourceId
 from ndd_stream.worker.metrics import WorkerMetrics, count_outcome, set_gauges

@@ -59,11 +59,10 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import faust
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 from faust.tables import TableManager
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from mode.services import WaitResults
@@ -73,11 +72,9 @@ from ndd_stream.kafka.limits import WriteLimits
 from ndd_stream.kafka.transactions import Member
 from ndd_stream.settings import Settings
 from ndd_stream.worker.cluster import ClusterChanged, check_cluster
-from ndd_stream.worker.inorder import Message
+from ndd_stream.worker.delivery import LostRecords, Message, StallWatch
 from ndd_stream.worker.logs import json_handler
-from ndd_stream.worker.lost import LostRecords
 from ndd_stream.worker.metrics import WorkerMetrics
-from ndd_stream.worker.stall import StallWatch
 from ndd_stream.worker.startup import producer_kwargs
 
 if TYPE_CHECKING:
@@ -203,7 +200,7 @@ class _Consumer(faust_aiokafka.Consumer):
         """Fetch these partitions on from these offsets; returns where each went. Offset 0
         is a partition nothing was read of: it goes on at its first record (as a group
         without a committed offset does), not out of range when retention removed the
-        head (worker/lost.py would report records this worker never had)."""
+        head (worker/delivery.py would report records this worker never had)."""
         if not positions:
             return {}
         fresh = [tp for tp, n in positions.items() if n == 0]
@@ -441,8 +438,8 @@ async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX,
     partitions; their offsets move only in the transactions: worker/commit.py).
 
     ``lost`` hears of every batch first: a record after a position that went out of range
-    ends a range of records the broker removed unread (worker/lost.py); so does ``stall``
-    (worker/stall.py: records flow).
+    ends a range of records the broker removed unread; so does ``stall``
+    (records flow; both: worker/delivery.py).
     """
     batches = stream.take_events(most, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
     async for events in batches:
@@ -532,21 +529,27 @@ def execute(app: faust.App, settings: Settings) -> int:
     return 3
 
 
+class Metadata(Protocol):
+    """A client that answers with the cluster's metadata (``kafka.reads.BrokerReads``)."""
+
+    def list_topics(self, timeout: float) -> Any: ...
+
+
 class BrokerWatch:
     """The worker's timer on the broker: exit (code 3) once no broker has answered for
     ``NDD_BROKER_TIMEOUT_S``, or at once when it is another cluster than the state's."""
 
-    def __init__(self, settings: Settings, admin: AdminClient) -> None:
+    def __init__(self, settings: Settings, metadata: Metadata) -> None:
         self.settings = settings
-        self.admin = admin
+        self.metadata = metadata
         self.unreachable_since: float | None = None  # start of the first failed check
 
     def answers(self) -> bool:
         """Whether a broker answers; raises ``ClusterChanged`` when it is another cluster."""
         s = self.settings
         try:
-            metadata = self.admin.list_topics(timeout=5.0)
-        except KafkaException:
+            metadata = self.metadata.list_topics(timeout=5.0)
+        except (KafkaException, RuntimeError):  # no answer; the client closed at a stop
             return False
         check_cluster(s.data_dir / s.app_id, metadata.cluster_id, s.bootstrap_servers())
         return True
