@@ -84,7 +84,7 @@ def worker_acls(settings: Settings, extra: Sequence[Acl] = ()) -> list[Acl]:
 def transaction_acls(settings: Settings) -> list[Acl]:
     """What the worker's transactions need (exactly-once)."""
     return [Acl("transactional_id", _internal(settings), ("Write",),
-                "one id per input partition and one per start for the transactions check",
+                "the worker's transactional id and one per start for the transactions check",
                 prefixed=True)]
 
 
