@@ -20,7 +20,6 @@ whose raw records the router forwards. No other module asks which guarantee runs
 
 from __future__ import annotations
 
-import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -42,8 +41,6 @@ from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import CHECKPOINT_ITEMS, TRANSACTION_ITEMS
 from ndd_stream.worker.runtime import BATCH_MAX, Metadata
 from ndd_stream.worker.startup import transaction_conf, worker_id
-
-log = logging.getLogger("ndd_stream.worker")
 
 FAUST_LIVELOCK_S = 300.0
 """Faust's warning that it "has not committed" a partition for this long (its default)."""
