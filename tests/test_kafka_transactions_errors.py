@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
+from ndd_stream.kafka.reads import BrokerReads
 from ndd_stream.kafka.transactions import (
     Member,
     ProducerFenced,
@@ -102,3 +103,34 @@ def test_a_second_worker_on_one_directory_takes_another_id(tmp_path: Path) -> No
         holder.wait()
     assert mine not in ("", "theirs")
     assert (state / "worker-id.1").read_text().strip() == mine
+
+
+def test_the_metadata_never_waits_behind_a_transaction() -> None:
+    """The broker watch asks the transactional producer (registered or not) for the
+    cluster's metadata: with no broker it answers within its timeout even while a
+    transaction holds the producer, and after a shutdown it says so."""
+    txns = Transactions({"bootstrap.servers": "127.0.0.1:1", "log_level": 0}, "app", "w",
+                        lambda: None)
+    with txns._lock:  # a transaction under way
+        started = time.monotonic()
+        with pytest.raises(KafkaException):
+            txns.list_topics(timeout=1.0)
+        assert time.monotonic() - started < 5.0
+    txns.shutdown()
+    with pytest.raises(RuntimeError):
+        txns.list_topics(timeout=1.0)
+
+
+def test_the_reads_metadata_never_waits_behind_a_read_or_an_offset_lookup() -> None:
+    """At-least-once the broker watch asks the direct reads' producer: not their consumer,
+    whose metadata request waits behind its offset lookups and reads."""
+    reads = BrokerReads({"bootstrap.servers": "127.0.0.1:1", "log_level": 0}, "app")
+    with reads._lock, reads._committed_lock:  # a read and an offset lookup under way
+        started = time.monotonic()
+        with pytest.raises(KafkaException):
+            reads.list_topics(timeout=1.0)
+        assert time.monotonic() - started < 5.0
+    assert reads._consumer is None and reads._producer is not None
+    reads.close()
+    with pytest.raises(RuntimeError):
+        reads.list_topics(timeout=1.0)

@@ -41,15 +41,20 @@ from ndd_stream.kafka.acls import (
     reader_acls,
     topics_acls,
     view_acls,
-    worker_acls,
     worker_denied,
 )
 from ndd_stream.kafka.broker import EmbeddedBroker
 from ndd_stream.kafka.config import librdkafka_config
 from ndd_stream.kafka.secured import MECHANISM, SecuredKafka, make_ca
 from ndd_stream.settings import Settings
+from ndd_stream.worker.guarantee import guarantee_for
 
 pytestmark = [pytest.mark.broker]
+
+
+def worker_acls(settings: Settings) -> list[Acl]:
+    """The worker's ACLs under its settings' guarantee (``worker/guarantee.py``)."""
+    return guarantee_for(settings).acls()
 
 #: A command that finds an ACL missing must say so well within this (seconds).
 PROMPT_S = 20.0
@@ -328,13 +333,13 @@ def test_each_worker_acl_is_named_by_the_start_check(
     its start (``worker_denied``) names it; with all of them it finds nothing missing."""
     worker = Principal(secured, worker_topics, "worker")
     worker.grant(worker_acls(worker.settings))
-    assert worker_denied(worker.settings) is None
+    assert worker_denied(worker.settings, worker_acls(worker.settings)) is None
     for resource, placeholder, operation in _worker_rights():
         if resource == "transactional_id":
             continue  # not askable: the worker's transactions check names it (below)
         name = _real_name(worker_topics, placeholder)
         worker.grant(worker_acls(worker.settings), without=(resource, name, operation))
-        message = worker_denied(worker.settings)
+        message = worker_denied(worker.settings, worker_acls(worker.settings))
         assert message is not None, (resource, name, operation)
         assert f"user '{worker.name}' {operation} on {resource} '{name}" in message, message
         print(f"{resource} {name} {operation}: {message}")

@@ -23,7 +23,6 @@ from ndd_stream.worker.commit import (
     Reached,
     TransactionalCommitter,
 )
-from ndd_stream.worker.inorder import InOrder
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pool import DeciderPool
 from ndd_stream.worker.records import PROGRESS_KEY, OutRecord, Progress
@@ -328,8 +327,8 @@ def _router(log: MemoryLog, committer: TransactionalCommitter | AcknowledgingCom
     def read(topic: str, partition: int, start: int, end: int) -> list[object]:
         return list(log.logs[(topic, partition)][start:end])
 
-    return Router(committer, InOrder(read, WorkerMetrics(), "processed",  # type: ignore[arg-type]
-                                     transactional=committer.transactional),
+    return Router(committer, committer.in_order(read, WorkerMetrics(),  # type: ignore[arg-type]
+                                                "processed"),
                   routed, lambda tps: {tp: committed.get(tp, -1) for tp in tps}, log.send,
                   scoped_topic=SCOPED, scoped_partitions=1, ordered=ordered,
                   high=lambda tp: len(log.logs[tp]) if ordered else None)

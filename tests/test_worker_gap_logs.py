@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from ndd_stream.worker.inorder import log_gap, log_lost
+from ndd_stream.worker.delivery import log_gap, log_lost
 
 log = logging.getLogger("test.gaps")
 

@@ -209,7 +209,7 @@ class _Msg:
 
 
 def _reporter(stop: bool = False) -> tuple[Any, list[Any], list[str]]:
-    from ndd_stream.worker.lost import LostRecords
+    from ndd_stream.worker.delivery import LostRecords
     from ndd_stream.worker.metrics import WorkerMetrics
 
     sent: list[Any] = []
@@ -231,7 +231,7 @@ def test_a_fetch_reset_heard_in_aiokafka_log_ends_at_the_next_record(
 ) -> None:
     from aiokafka.structs import TopicPartition as AioTP
 
-    from ndd_stream.worker.lost import FETCHER_LOGGER, watch_fetch_resets
+    from ndd_stream.worker.delivery import FETCHER_LOGGER, watch_fetch_resets
 
     lost, sent, _ = _reporter()
     found = watch_fetch_resets(lost)

@@ -1,7 +1,8 @@
-"""Every private attribute of Faust, mode, aiokafka or asyncio that the worker reads or
-overrides (the list in worker/runtime.py's docstring) still exists in the installed
-versions: an upgrade that removes or renames one fails here, not in production. No broker:
-the clients are made, never started."""
+"""Every private attribute of Faust or aiokafka that the worker reads or overrides (the
+list in worker/runtime.py's docstring) still exists in the installed versions, and the
+public ones it relies on instead still do what it relies on: an upgrade that removes or
+renames one fails here, not in production. No broker: the clients are made, never
+started."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import inspect
 import aiokafka
 import faust
 import pytest
-from aiokafka.consumer.fetcher import Fetcher
 from aiokafka.consumer.group_coordinator import GroupCoordinator
 from faust.transport import consumer as faust_consumer
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -35,45 +35,37 @@ def test_fausts_consumer_and_table_manager_still_have_the_methods_used() -> None
     from faust.tables import TableManager
 
     assert callable(faust_aiokafka.Consumer._new_consumer_thread)  # runtime._Consumer
+    assert "_new_consumer_thread" in vars(runtime._Consumer)
     assert callable(TableManager._update_channels)  # runtime._TableManager.on_start
 
 
-def test_aiokafkas_consumer_still_reads_the_fetch_wait_and_isolation_it_is_given() -> None:
+def test_aiokafkas_consumer_still_reads_the_fetch_wait_it_is_given() -> None:
     async def made() -> aiokafka.AIOKafkaConsumer:
         return aiokafka.AIOKafkaConsumer(bootstrap_servers="127.0.0.1:9",
-                                         fetch_max_wait_ms=123,
-                                         isolation_level="read_committed")
+                                         fetch_max_wait_ms=123)
 
     consumer = asyncio.run(made())
     assert consumer._fetch_max_wait_ms == 123  # runtime._ConsumerThread
-    assert consumer._isolation_level == "read_committed"  # runtime._ReadCommittedThread
-    assert "_fetcher" in vars(consumer) and "_coordinator" in vars(consumer)
+    assert "_coordinator" in vars(consumer)  # runtime.group_member
 
 
-def test_aiokafkas_fetcher_still_keeps_its_ordered_buffer() -> None:
-    assert _assigned_in(Fetcher, "_records")  # runtime.take_turns moves partitions in it
-
-
-def test_aiokafkas_group_coordinator_still_knows_its_instance_id() -> None:
-    assert _assigned_in(GroupCoordinator, "_group_instance_id")  # runtime.group_member
-    for public in ("generation", "member_id"):
+def test_aiokafkas_group_coordinator_still_knows_its_generation_and_member() -> None:
+    for public in ("generation", "member_id"):  # runtime.group_member
         assert _assigned_in(GroupCoordinator, public)
 
 
-def test_fausts_consumer_still_keeps_its_thread_and_partition_sets() -> None:
-    assert "_thread" in faust_aiokafka.Consumer.__annotations__  # group_member, stall._end
-    assert "_consumer" in faust_aiokafka.AIOKafkaConsumerThread.__annotations__
+def test_fausts_public_consumer_calls_still_do_what_the_worker_relies_on() -> None:
+    """Faust's ``in_transaction`` chooses the isolation level and makes ``highwater`` the
+    last stable offset (runtime._Consumer, delivery._end); ``resume_partitions`` and
+    ``on_buffer_drop`` put a partition back into the fetched set (delivery.unblock)."""
+    thread = faust_aiokafka.AIOKafkaConsumerThread
+    assert "in_transaction" in inspect.getsource(thread._create_worker_consumer)
+    assert "last_stable_offset" in inspect.getsource(thread.highwater)
     base = faust_consumer.Consumer
-    assert callable(base._get_active_partitions)  # stall.unblock
-    for held in ("_paused_partitions", "_buffered_partitions"):
-        assert _assigned_in(base, held)
-
-
-def test_asyncios_futures_still_mark_a_blocking_wait() -> None:
-    async def check() -> None:
-        future = asyncio.get_running_loop().create_future()
-        assert future._asyncio_future_blocking is False  # runtime._resumed
-    asyncio.run(check())
+    assert "_get_active_partitions().update" in inspect.getsource(base.resume_partitions)
+    assert "active_partitions.add" in inspect.getsource(base.on_buffer_drop)
+    assert "self.in_transaction" in inspect.getsource(base.on_init_dependencies)
+    assert "on_init_dependencies" in vars(runtime._Consumer)  # Faust's transactions: off
 
 
 def test_the_installed_versions_are_within_the_pinned_ranges() -> None:

@@ -1,4 +1,4 @@
-"""A stopped fetch is noticed (worker/stall.py): no broker, a clock the test moves."""
+"""A stopped fetch is noticed (worker/delivery.py): no broker, a clock the test moves."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import faust
 from faust.types import TP
 
-from ndd_stream.worker.stall import GIVE_UP_AFTER, StallWatch, restart_stopped_fetch, unblock
+from ndd_stream.worker.delivery import GIVE_UP_AFTER, StallWatch, restart_stopped_fetch, unblock
 
 
 @dataclass
@@ -110,11 +110,14 @@ def test_unblock_puts_waiting_partitions_back_into_faust_fetches() -> None:
     consumer.on_buffer_full(TP("s", 1))  # an agent's buffer was full
     consumer.stop_flow()
     found = unblock(app, [("s", 0), ("s", 1), ("t", 9)])  # t[9]: not assigned
-    assert found == ["s[0] paused", "s[0] not fetched", "s[1] buffered", "s[1] not fetched",
-                     "consumer flow stopped"]
+    assert found == ["fetching s[0], s[1]", "consumer flow stopped"]
+    # Faust's own bookkeeping (read here only): every partition fetched, none held
     assert consumer._get_active_partitions() == {TP("s", 0), TP("s", 1), TP("s", 2)}
     assert consumer.flow_active and not consumer._paused_partitions
-    assert unblock(app, [("s", 0), ("s", 1)]) == []  # nothing left to repair
+    assert not consumer._buffered_partitions
+    consumer.on_buffer_full(TP("s", 2))
+    assert unblock(app, [("s", 2)]) == ["fetching s[2]"]
+    assert TP("s", 2) in consumer._get_active_partitions()
 
 
 def test_unblock_resumes_a_flow_a_superseded_recovery_left_suspended() -> None:
@@ -124,7 +127,7 @@ def test_unblock_resumes_a_flow_a_superseded_recovery_left_suspended() -> None:
     app = _faust_app({TP("s", 0)})
     app.on_rebalance_start()
     app.flow_control.suspend()
-    assert unblock(app, [("s", 0)]) == ["flow control suspended",
+    assert unblock(app, [("s", 0)]) == ["fetching s[0]", "flow control suspended",
                                         "a rebalance marked as under way"]
     assert app.flow_control.is_active()
 
@@ -142,8 +145,11 @@ def _fetching(app: Any, position: int, stable: int, high: int) -> list[tuple[Any
 
     consumer.position = at
     consumer.seek = seek
-    consumer.highwater = lambda tp: high
-    consumer._thread._consumer = SimpleNamespace(last_stable_offset=lambda tp: stable)
+    # Faust's highwater where its consumer reads committed records (``in_transaction``):
+    # the last stable offset, below the high watermark while a transaction is open
+    consumer.in_transaction = True
+    consumer._thread._consumer = SimpleNamespace(
+        last_stable_offset=lambda tp: stable, highwater=lambda tp: high)
     return seeks
 
 
@@ -154,7 +160,7 @@ def test_the_watch_fetches_anew_a_partition_short_of_its_last_stable_offset() ->
     app = _faust_app({TP("s", 0)})
     seeks = _fetching(app, position=6, stable=9, high=12)
     clock.now += 61
-    asyncio.run(restart_stopped_fetch(app, watch, True, fatal.append))
+    asyncio.run(restart_stopped_fetch(app, watch, fatal.append))
     assert seeks == [(TP("s", 0), 4)] and not fatal
 
 
@@ -167,5 +173,5 @@ def test_the_watch_leaves_alone_a_partition_read_to_its_last_stable_offset() -> 
     app = _faust_app({TP("s", 0)})
     seeks = _fetching(app, position=9, stable=9, high=12)
     clock.now += 3600
-    asyncio.run(restart_stopped_fetch(app, watch, True, fatal.append))
+    asyncio.run(restart_stopped_fetch(app, watch, fatal.append))
     assert seeks == [] and watch.problem() is None and not fatal

@@ -63,8 +63,9 @@ def _internal(settings: Settings) -> str:
     return f"{settings.app_id}-"
 
 
-def worker_acls(settings: Settings) -> list[Acl]:
-    """What the worker's principal needs (its guarantee decides the transactional ids)."""
+def worker_acls(settings: Settings, extra: Sequence[Acl] = ()) -> list[Acl]:
+    """What the worker's principal needs, and ``extra``: what its guarantee adds
+    (``worker/guarantee.py``: :func:`transaction_acls` under exactly-once)."""
     prefix = _internal(settings)
     acls = [
         *(Acl("topic", raw, ("Read",), "input") for raw in settings.raw_topics
@@ -77,11 +78,14 @@ def worker_acls(settings: Settings) -> list[Acl]:
         Acl("group", settings.app_id, ("Read",),
             "the consumer group; under exactly-once its offsets commit in the transactions"),
     ]
-    if settings.exactly_once():
-        acls.append(Acl("transactional_id", prefix, ("Write",),
-                        "one id per input partition and one per start for the transactions "
-                        "check", prefixed=True))
-    return acls
+    return [*acls, *extra]
+
+
+def transaction_acls(settings: Settings) -> list[Acl]:
+    """What the worker's transactions need (exactly-once)."""
+    return [Acl("transactional_id", _internal(settings), ("Write",),
+                "the worker's transactional id and one per start for the transactions check",
+                prefixed=True)]
 
 
 def topics_acls(names: Sequence[str]) -> list[Acl]:
@@ -243,12 +247,13 @@ def authorization_error(error: object) -> str | None:
     return AUTHORIZATION_CODES.get(code) if code is not None else None
 
 
-def worker_denied(settings: Settings) -> str | None:
-    """The line for the worker's start when its principal lacks a right of
-    :func:`worker_acls` on a topic or group, else None (also when the broker does not
-    answer the question: the worker's own requests then say what is wrong)."""
+def worker_denied(settings: Settings, acls: Sequence[Acl]) -> str | None:
+    """The line for the worker's start when its principal lacks a right of ``acls`` (its
+    guarantee's: ``worker/guarantee.py``) on a topic or group, else None (also when the
+    broker does not answer the question: the worker's own requests then say what is
+    wrong)."""
     try:
-        denied = missing(settings, worker_acls(settings))
+        denied = missing(settings, acls)
     except (KafkaException, TimeoutError):
         return None
     if not denied:

@@ -5,10 +5,11 @@ rebalance it can deliver records fetched before it (prefetched, newer than the c
 offset) after it has rewound to the committed offset, then drop the re-fetched older ones
 as already read, and its next commit can pass them. A rewind through Faust does not help:
 its read offset is raised again by the next prefetched record. So the worker reads skipped
-ranges itself (``worker/inorder.py``) and reads its changelog (``worker/changelog.py``)
+ranges itself (``worker/delivery.py``) and reads its changelog (``worker/changelog.py``)
 through :class:`BrokerReads`: one librdkafka consumer, created on its first read, that
-joins no group and commits nothing. The same consumer looks up the group's committed offsets
-(:meth:`BrokerReads.committed`).
+joins no group and commits nothing. The same consumer looks up the group's committed
+offsets (:meth:`BrokerReads.committed`); one producer writes the changelog sentinels
+(at-least-once) and asks for the cluster's metadata (:meth:`BrokerReads.list_topics`).
 
 The worker's code needs only the two primitives of :class:`Log` (``append``, ``records``);
 the unit tests give it an in-memory log instead.
@@ -118,6 +119,7 @@ class BrokerReads(Log):
         self._creating = threading.Lock()
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
+        self._closed = False
 
     def _get(self) -> Consumer:
         with self._creating:
@@ -128,8 +130,24 @@ class BrokerReads(Log):
                     "enable.partition.eof": False, "isolation.level": "read_committed"})
             return self._consumer
 
+    def list_topics(self, timeout: float) -> Any:
+        """The cluster's metadata (its id, topics and partitions), through the producer of
+        the sentinels: the worker keeps no admin client for it. Not through the consumer,
+        where it waits behind an offset lookup or a read (a minute and more when no
+        broker answers), nor under the reads' lock. Raises KafkaException (no answer)."""
+        return self._writer().list_topics(timeout=timeout)
+
+    def _writer(self) -> Producer:
+        with self._creating:
+            if self._closed:
+                raise RuntimeError("the worker's reads are closed")
+            if self._producer is None:
+                self._producer = Producer({**self.conf, "linger.ms": 0})
+            return self._producer
+
     def close(self) -> None:
-        with self._lock, self._committed_lock:
+        with self._lock, self._committed_lock, self._creating:
+            self._closed = True
             if self._consumer is not None:
                 self._consumer.close()
                 self._consumer = None
@@ -176,11 +194,10 @@ class BrokerReads(Log):
                 delivered.append(int(msg.offset()))
 
         with self._lock:
-            if self._producer is None:
-                self._producer = Producer({**self.conf, "linger.ms": 0})
-            self._producer.produce(topic, key=key, value=value, partition=partition,
-                                   on_delivery=on_delivery)
-            self._producer.flush(30.0)
+            producer = self._writer()
+            producer.produce(topic, key=key, value=value, partition=partition,
+                             on_delivery=on_delivery)
+            producer.flush(30.0)
         return delivered[0] if delivered else None
 
     @contextmanager

@@ -1,16 +1,17 @@
-"""Kafka transactions under ``NDD_GUARANTEE=exactly-once``: one producer per agent.
+"""Kafka transactions under ``NDD_GUARANTEE=exactly-once``: one producer per worker.
 
-The one place where the worker produces through a client other than Faust's. Each of a
-worker's agents (router, decider and, with sharded windows, shard) has one confluent-kafka
-producer, ``transactional.id = <app_id>-worker-<id>-<agent>``, whatever partitions it
-owns; the id is kept in the worker's state directory (``worker-id``), so that a worker
-restarted on its state registers the same ids and aborts at once whatever transaction it
-left open. One piece of an agent's work is one transaction: the piece's outputs, its
-changelog records and checkpoints, and the input offsets it reached
-(``send_offsets_to_transaction``), all committed or all aborted together. An agent's
-pieces run one at a time, and a piece's records are held until its commit, which adds
-them all: a transaction is open only during a commit. The agents' commits run side by
-side, each on its own producer.
+The one place where the worker produces through a client other than Faust's. A worker has
+one confluent-kafka producer, ``transactional.id = <app_id>-worker-<id>``, whatever
+partitions and agents it has; the id is kept in the worker's state directory
+(``worker-id``), so that a worker restarted on its state registers the same id and aborts
+at once whatever transaction it left open. One piece of an agent's work is one
+transaction: the piece's outputs, its changelog records and checkpoints, and the input
+offsets it reached (``send_offsets_to_transaction``), all committed or all aborted
+together. Transactions run one at a time, the agents' (router, decider and, with sharded
+windows, shard) taking turns, and a piece's records are held until its commit, which adds
+them all: a transaction is open only during a commit. The same producer answers the
+worker's metadata requests (:meth:`Transactions.list_topics`), which never wait behind a
+transaction.
 
 Fencing is by the consumer group's generation (KIP-447, Kafka Streams' ``exactly_once_v2``):
 each commit carries the generation and member id of the worker's group member (Faust's
@@ -193,7 +194,10 @@ class Transactions:
         self.transactional_id = f"{app_id}-worker-{worker_id}"
         self._member = member
         self._lock = threading.Lock()  # one transaction at a time
+        self._making = threading.Lock()  # the producer made, dropped (also off transactions)
         self._producer: Producer | None = None
+        self._ready = False  # whether ``_producer`` registered the id
+        self._closed = False
         self._delivered: dict[TP, int] = {}  # destination -> highest offset delivered
         self._failed: KafkaError | None = None
 
@@ -203,18 +207,43 @@ class Transactions:
         with self._lock:
             self._registered()
 
-    def _registered(self) -> Producer:
-        if self._producer is not None:
+    def list_topics(self, timeout: float) -> Any:
+        """The cluster's metadata through this producer (registered or not): the worker's
+        broker watch asks it, and never waits behind a transaction. Raises KafkaException
+        (no answer) or RuntimeError (shut down)."""
+        return self._made().list_topics(timeout=timeout)
+
+    def _made(self) -> Producer:
+        with self._making:
+            if self._closed:
+                raise RuntimeError(f"{self.transactional_id}: shut down")
+            if self._producer is None:
+                self._producer = Producer({
+                    **self.conf, "transactional.id": self.transactional_id,
+                    "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS})
+                self._ready = False
             return self._producer
-        producer = Producer({**self.conf, "transactional.id": self.transactional_id,
-                             "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS})
+
+    def _registered(self) -> Producer:
+        producer = self._made()
+        if self._ready:
+            return producer
         try:
             _bounded(producer.init_transactions, f"{self.transactional_id}: init",
                      INIT_TIMEOUT_S, INIT_TIMEOUT_S)
         except KafkaException as exc:
+            self._drop(producer)
             raise _error(exc, f"{self.transactional_id}: init_transactions") from exc
-        self._producer = producer
+        except TransactionAborted:  # no answer: a call may still be inside it
+            self._drop(producer)
+            raise
+        self._ready = True
         return producer
+
+    def _drop(self, producer: Producer) -> None:
+        with self._making:
+            if self._producer is producer:
+                self._producer, self._ready = None, False
 
     def commit(self, records: Sequence[Any], offsets: Mapping[TP, int],
                reported: Collection[str] = ()) -> dict[TP, int]:
@@ -313,14 +342,16 @@ class Transactions:
         """Never use the producer again: the next commit registers the id anew (which
         fences this one, a call perhaps still inside it). Not flushed: nothing of an
         aborted transaction needs to arrive."""
-        self._producer = None
+        with self._making:
+            self._producer, self._ready = None, False
 
     def shutdown(self) -> None:
         """Drop the producer (no transaction is open between commits)."""
-        with self._lock:
+        with self._lock, self._making:
+            self._closed = True
             if self._producer is not None:
                 self._producer.flush(5.0)
-                self._producer = None
+                self._producer, self._ready = None, False
 
 
 def check_transactions(conf: Mapping[str, Any], app_id: str, topic: str,

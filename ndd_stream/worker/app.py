@@ -25,29 +25,32 @@ from typing import Any
 
 import faust
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 
 from ndd_stream.core import kernels
 from ndd_stream.kafka.config import describe, librdkafka_config
 from ndd_stream.kafka.limits import NO_LIMITS, WriteLimits, producer_request_limit
 from ndd_stream.kafka.reads import BrokerReads, read_range
-from ndd_stream.kafka.transactions import Transactions
 from ndd_stream.settings import Settings
 from ndd_stream.worker.changelog import ChangelogError
-from ndd_stream.worker.commit import Committer, committer_for
+from ndd_stream.worker.commit import Committer
 from ndd_stream.worker.deciding import LayoutChanged
+from ndd_stream.worker.delivery import (
+    LostRecords,
+    RecordsLost,
+    StallWatch,
+    restart_stopped_fetch,
+    watch_fetch_resets,
+)
 from ndd_stream.worker.gathering import GatherDecider
-from ndd_stream.worker.inorder import InOrder
+from ndd_stream.worker.guarantee import Guarantee, guarantee_for
 from ndd_stream.worker.lifecycle import BrokerLostData
-from ndd_stream.worker.lost import LostRecords, RecordsLost, watch_fetch_resets
 from ndd_stream.worker.merge import SourceId
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pages import add_pages
-from ndd_stream.worker.pool import CHECKPOINT_ITEMS, TRANSACTION_ITEMS, DeciderPool
+from ndd_stream.worker.pool import DeciderPool
 from ndd_stream.worker.records import OutRecord
 from ndd_stream.worker.router import Router, Routing
 from ndd_stream.worker.runtime import (
-    BATCH_MAX,
     SHARD_BATCH_MAX,
     SHARD_BUFFER_MAX,
     BrokerWatch,
@@ -64,15 +67,12 @@ from ndd_stream.worker.runtime import (
 )
 from ndd_stream.worker.sequencing import OrderConfig
 from ndd_stream.worker.sharding import ShardPartition
-from ndd_stream.worker.stall import StallWatch, restart_stopped_fetch
 from ndd_stream.worker.startup import (
     free_port,
     item_format_within,
     output_topics,
     preflight,
     topic_name,
-    transaction_conf,
-    worker_id,
 )
 
 log = logging.getLogger("ndd_stream.worker")
@@ -82,10 +82,10 @@ class Service:
     """The app and what its agents share."""
 
     def __init__(self, settings: Settings, metrics: WorkerMetrics | None = None,
-                 limits: WriteLimits = NO_LIMITS) -> None:
+                 limits: WriteLimits = NO_LIMITS, guarantee: Guarantee | None = None) -> None:
         self.settings = settings
         state_dir = self.state_dir = settings.data_dir / settings.app_id
-        self.txns: list[Transactions] = []  # exactly-once: each agent's producer
+        self.guarantee = guarantee or guarantee_for(settings)
         self.reads = BrokerReads(librdkafka_config(settings), settings.app_id)
         self.metrics = metrics or WorkerMetrics()
         # records the broker removed before they were read: reported, never silent
@@ -101,9 +101,9 @@ class Service:
         self._dead_letter_bytes = limits.dead_letter_bytes(
             producer_request_limit(settings.max_item_bytes), settings.dlq_topic)
         self.web_port = settings.web_port or free_port(settings.web_host)
-        self.app = make_app(settings, limits, self.web_port)
-        self._admin = AdminClient(librdkafka_config(settings))
-        self.watch = BrokerWatch(settings, self._admin)
+        self.app = make_app(settings, limits, self.web_port, self.guarantee)
+        self.metadata = self.guarantee.metadata(self.reads)
+        self.watch = BrokerWatch(settings, self.metadata)
         self.ordered = settings.event_time_order()
         # an idle raw partition is stepped over on a confirmation 2/3 of the wait after the
         # item came; routers confirm every 1/3 (heartbeat below): at most the whole wait
@@ -133,8 +133,8 @@ class Service:
             committer=self._committer("decider"), reopen_timeout_s=settings.broker_timeout_s,
             lost=self.lost.restore_gap,
         )
-        router_order = InOrder(partial(read_range, self.reads), self.metrics, "processed",
-                               transactional=self.committer.transactional)
+        router_order = self.committer.in_order(partial(read_range, self.reads), self.metrics,
+                                               "processed")
         for reading in (router_order, self.pool.order,
                         *([self.shard_pool.order] if self.shard_pool is not None else [])):
             reading.lost = self.lost
@@ -149,25 +149,17 @@ class Service:
         self._wire()
 
     def _committer(self, agent: str) -> Committer:
-        """Commits ``agent``'s pieces; exactly-once with a transactional producer of its
-        own, so that the agents' commits never wait on each other's. A pool's pieces
-        overlap their commits (``commit.TransactionalCommitter``: the next piece is decided
-        while the last one commits); the router's records are the decider's input, so each
-        of its pieces is committed before it forwards more."""
-        s, txns = self.settings, None
-        if s.exactly_once():
-            txns = Transactions(transaction_conf(s), s.app_id, f"{worker_id(self.state_dir)}-"
-                                f"{agent}", lambda: group_member(self.app))
-            self.txns.append(txns)
-        return committer_for(txns, self.metrics, acknowledged_items=CHECKPOINT_ITEMS,
-                             transaction_items=TRANSACTION_ITEMS, acknowledged_batch=BATCH_MAX,
-                             stable=self.reads.committed,
-                             overlap=agent != "router")
+        """Commits ``agent``'s pieces (``worker/guarantee.py``). A pool's pieces overlap
+        their commits (the next piece is decided while the last one commits); the router's
+        records are the decider's input, so each of its pieces is committed before it
+        forwards more."""
+        return self.guarantee.committer(agent, lambda: group_member(self.app), self.metrics,
+                                        self.reads.committed, overlap=agent != "router")
 
     def _topic(self, *names: str, pattern: str | None = None,
                maxsize: int | None = None) -> faust.TopicT:
         return agent_input(self.app, *names, pattern=pattern, maxsize=maxsize,
-                           acks=self.committer.acknowledges)
+                           acks=self.committer.acks)
 
     async def send(self, record: OutRecord) -> Awaitable[Any]:
         """Hand a record to the producer; the returned future resolves on delivery."""
@@ -185,7 +177,7 @@ class Service:
 
     def raw_sources(self) -> set[SourceId]:
         """The raw partitions that exist (one metadata request): each feeds every scope."""
-        metadata = self._admin.list_topics(timeout=10.0)
+        metadata = self.metadata.list_topics(timeout=10.0)
         s = self.settings
         pattern = re.compile(s.raw_topic_pattern) if s.raw_topic_pattern else None
         return {(name, p) for name, topic in metadata.topics.items()
@@ -250,20 +242,22 @@ class Service:
         s, app = self.settings, self.app
         raw = (self._topic(pattern=s.raw_topic_pattern) if s.raw_topic_pattern
                else self._topic(*s.raw_topics))
-        ack, most = self.committer.acknowledges, self.committer.batch_items
+        most = self.committer.batch_items
         lag = partial(record_lag, app, self.metrics)
         app.agent(raw, name="ndd-router")(
-            partial(run_agent, self.router.route, "router", most=most, ack=ack,
-                    lost=self.lost, stall=self.stall, event="router_error"))
+            partial(run_agent, self.router.route, "router", most=most,
+                    done=self.committer.acknowledge, lost=self.lost, stall=self.stall,
+                    event="router_error"))
         app.agent(self._topic(self.scoped_name), name="ndd-decider")(
             partial(run_agent, partial(self.pool.process, send=self.send), "decider",
-                    most=most, ack=ack, after=lag, lost=self.lost, stall=self.stall))
+                    most=most, done=self.pool.committer.acknowledge, after=lag,
+                    lost=self.lost, stall=self.stall))
         if self.shard_pool is not None and self.shards_name is not None:
             app.agent(self._topic(self.shards_name, maxsize=SHARD_BUFFER_MAX),
                       name="ndd-shard")(
                 partial(run_agent, partial(self.shard_pool.process, send=self.send), "shard",
-                        most=SHARD_BATCH_MAX, ack=ack, after=lag, lost=self.lost,
-                        stall=self.stall))
+                        most=SHARD_BATCH_MAX, done=self.shard_pool.committer.acknowledge,
+                        after=lag, lost=self.lost, stall=self.stall))
         if self.ordered:
             app.timer(interval=0.1)(self._release_held)
             app.timer(interval=max(0.01, s.order_idle_ms / 3000))(self._heartbeat)
@@ -314,7 +308,7 @@ class Service:
             sorted(tp.partition for tp in assigned if tp.topic == self.shards_name))
 
     async def _watch_fetch(self) -> None:
-        await restart_stopped_fetch(self.app, self.stall, self.committer.transactional, fatal)
+        await restart_stopped_fetch(self.app, self.stall, fatal)
 
     async def _watch_crash(self) -> None:
         if self.app.crash_reason is not None:
@@ -323,7 +317,7 @@ class Service:
     async def _announce(self) -> None:
         s = self.settings
         log.info("ndd-stream worker: %s; guarantee=%s; raw=%s scoped=%s; kernels=%s; "
-                 "metrics on http://%s:%d/metrics", describe(s), s.guarantee,
+                 "metrics on http://%s:%d/metrics", describe(s), self.guarantee.name,
                  s.raw_topic_pattern or s.raw_topics, self.scoped_name,
                  kernels.IMPLEMENTATION, s.web_host, self.web_port, extra={"event": "start"})
 
@@ -332,17 +326,17 @@ class Service:
         if self.shard_pool is not None:
             self.shard_pool.close()
         self.reads.close()
-        for txns in self.txns:
-            txns.shutdown()
+        self.guarantee.close()
 
 
 def run_worker(settings: Settings) -> int:
     """Run until SIGTERM/SIGINT; returns the process exit code."""
     faulthandler.enable()  # a crash in a client library leaves every thread's stack
-    limits = preflight(settings)
+    guarantee = guarantee_for(settings)
+    limits = preflight(settings, guarantee)
     if limits is None:
         return 3
-    service = Service(settings, limits=limits)
+    service = Service(settings, limits=limits, guarantee=guarantee)
     try:
         return execute(service.app, settings)
     finally:

@@ -3,7 +3,8 @@
 Under exactly-once (Apache Kafka, which reports end offsets correctly) the partition is
 read ``read_committed`` up to its last stable offset (ListOffsets): every committed
 transaction's records, none of an open or aborted one; offsets may jump (transaction
-markers, aborted records, compaction). :func:`read_committed_partition`.
+markers, aborted records, compaction). :func:`read_committed_partition`. Which of the two
+reads a restore uses is the committer's (``Committer.restore``).
 
 At-least-once, on any broker (:func:`read_partition`), without trusting end offsets:
 
@@ -88,14 +89,3 @@ def read_committed_partition(log: Log, topic: str, partition: int, start: int,
         else:
             records.append((key, value))
     return ChangelogRead(records, end, checkpoint)
-
-
-def read_changelog(log: Log, topic: str, partition: int, start: int, timeout_s: float, *,
-                   committed: bool) -> tuple[ChangelogRead, bool]:
-    """The records from ``start`` (``committed``: to the last stable offset, else to a
-    sentinel), and whether the partition ends before ``start`` (the broker lost data)."""
-    if committed:
-        read = read_committed_partition(log, topic, partition, start, timeout_s)
-        return read, read.next_offset < start
-    read = read_partition(log, topic, partition, start, timeout_s)
-    return read, read.next_offset <= start

@@ -6,7 +6,7 @@ produced and, for each input partition it moved, where that partition now stands
 The agents hand outputs to a piece (:meth:`Piece.produce`) and end it with
 :meth:`Piece.commit`; they never ask which guarantee runs.
 
-Exactly-once (:class:`TransactionalCommitter`, Apache Kafka): each agent has one
+Exactly-once (:class:`TransactionalCommitter`, Apache Kafka): the worker has one
 transactional producer (``kafka/transactions.py``); a piece's outputs, changelog records,
 checkpoints and input offsets are one transaction, then RocksDB, a cache of the committed
 changelog, is written. A worker killed before the commit leaves nothing of
@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from ndd_stream.kafka.reads import Log
 from ndd_stream.kafka.transactions import (
     TP,
     ProducerFenced,
@@ -49,7 +50,9 @@ from ndd_stream.kafka.transactions import (
 )
 from ndd_stream.state.codec import Checkpoint
 from ndd_stream.state.pending import Pair, least_offset
+from ndd_stream.worker.changelog import ChangelogRead, read_committed_partition, read_partition
 from ndd_stream.worker.deciding import Handed, StatefulPartition, sources_named
+from ndd_stream.worker.delivery import InOrder, Message, ReadRange
 from ndd_stream.worker.gathering import GatherDecider
 from ndd_stream.worker.merge import EventTimeMerge
 from ndd_stream.worker.metrics import WorkerMetrics
@@ -147,13 +150,15 @@ def checkpoints(deciders: Mapping[int, Any], merges: Mapping[int, EventTimeMerge
 
 
 class Committer(ABC):
-    """Opens pieces and the input partitions' means to commit them."""
+    """Opens pieces and the input partitions' means to commit them: an agent's face of the
+    guarantee (``worker/guarantee.py`` makes one per agent). The agents ask it, never which
+    guarantee runs: how a piece is committed, whether and when a batch is acknowledged to
+    Faust, where an input partition is opened from and how its changelog is restored, how
+    its offsets run (:meth:`in_order`) and whose records are forwarded (:meth:`forwards`)."""
 
-    transactional: bool
-    """Whether inputs are read ``read_committed`` (offsets jump over transaction markers)."""
-    acknowledges: bool
-    """Whether the agents acknowledge their batches to Faust (whose commits are then the
-    raw partitions' positions)."""
+    acks: bool
+    """Whether Faust tracks the agents' records for acknowledgement (its topic's ``acks``):
+    its commits are then the raw partitions' positions."""
     piece_items: int
     """About how many decisions a piece holds (``pool.CHECKPOINT_ITEMS`` and kin)."""
     batch_items: int
@@ -183,6 +188,29 @@ class Committer(ABC):
     def begin(self, send: Send) -> Piece:
         """A new piece; ``send`` is Faust's producer (at-least-once)."""
 
+    @abstractmethod
+    def acknowledge(self, events: Sequence[Any]) -> None:
+        """An agent is done with a batch of Faust's events (``runtime.held_batches``)."""
+
+    @abstractmethod
+    def forwards(self, owned: bool) -> bool:
+        """Whether the router forwards a raw record, given whether its partition is owned
+        here now (see ``worker/router.py``)."""
+
+    @abstractmethod
+    def in_order(self, read: ReadRange, metrics: WorkerMetrics, never: str) -> InOrder:
+        """How an agent's input partitions are kept in offset order (``worker/delivery.py``):
+        ``read`` reads skipped ranges back; ``never``: what a lost record never was."""
+
+    @abstractmethod
+    def restore(self, log: Log, topic: str, partition: int, start: int,
+                timeout_s: float) -> tuple[ChangelogRead, bool]:
+        """A stateful partition's changelog records from ``start`` (``worker/changelog.py``),
+        and whether the partition ends before ``start`` (the broker lost data)."""
+
+    def shutdown(self) -> None:  # noqa: B027
+        """The worker stops: its clients go."""
+
     @property
     def in_flight(self) -> asyncio.Future[None] | None:
         """The commit of the last piece handed over, while it runs (see ``overlap``)."""
@@ -202,8 +230,7 @@ class Committer(ABC):
 class AcknowledgingCommitter(Committer):
     """At-least-once: deliveries waited for in order, then RocksDB."""
 
-    transactional = False
-    acknowledges = True
+    acks = True
 
     def __init__(self, piece_items: int, batch_items: int = 500) -> None:
         self.piece_items = piece_items
@@ -222,6 +249,23 @@ class AcknowledgingCommitter(Committer):
     def offsets_unknown(self, exc: Exception) -> None:
         log.warning("committed offsets unknown (%s): gaps are closed when records "
                     "arrive", exc, extra={"event": "committed_unknown"})
+
+    def acknowledge(self, events: Sequence[Any]) -> None:
+        for event in events:
+            event.ack()
+
+    def forwards(self, owned: bool) -> bool:
+        # Faust acknowledges a record of a partition revoked while its batch was in flight:
+        # skipped, it would be lost when the partition came back with its offset past it
+        return True
+
+    def in_order(self, read: ReadRange, metrics: WorkerMetrics, never: str) -> InOrder:
+        return InOrder(read, metrics, never)
+
+    def restore(self, log: Log, topic: str, partition: int, start: int,
+                timeout_s: float) -> tuple[ChangelogRead, bool]:
+        read = read_partition(log, topic, partition, start, timeout_s)
+        return read, read.next_offset <= start
 
 
 class _AcknowledgedPiece(Piece):
@@ -269,8 +313,7 @@ class TransactionalCommitter(Committer):
     :class:`PieceFailed` naming all their partitions: they are opened again from what
     they committed and their records decided again (``pool.DeciderPool``)."""
 
-    transactional = True
-    acknowledges = False
+    acks = False
 
     def __init__(self, txns: Transactions, metrics: WorkerMetrics, piece_items: int,
                  stable: Callable[[Sequence[TP]], Any] | None = None,
@@ -310,6 +353,25 @@ class TransactionalCommitter(Committer):
 
     def offsets_unknown(self, exc: Exception) -> None:
         raise exc
+
+    def acknowledge(self, events: Sequence[Any]) -> None:
+        pass  # the offsets move only in the transactions: Faust commits nothing
+
+    def forwards(self, owned: bool) -> bool:
+        # a partition not (or no longer) owned is its owner's: its records must not move
+        # the position in a transaction of this worker
+        return owned
+
+    def in_order(self, read: ReadRange, metrics: WorkerMetrics, never: str) -> InOrder:
+        return CommittedOrder(read, metrics, never)
+
+    def restore(self, log: Log, topic: str, partition: int, start: int,
+                timeout_s: float) -> tuple[ChangelogRead, bool]:
+        read = read_committed_partition(log, topic, partition, start, timeout_s)
+        return read, read.next_offset < start
+
+    def shutdown(self) -> None:
+        self.txns.shutdown()
 
     @property
     def in_flight(self) -> asyncio.Future[None] | None:
@@ -424,16 +486,29 @@ class _TransactionalPiece(Piece):
             await c.settle()
 
 
-def committer_for(txns: Transactions | None, metrics: WorkerMetrics, *, acknowledged_items: int,
-                  transaction_items: int, acknowledged_batch: int = 500,
-                  stable: Callable[[Sequence[TP]], Any] | None = None,
-                  overlap: bool = False) -> Committer:
-    """The committer of the guarantee in effect (``txns``: exactly-once; ``stable``: reads
-    the group's committed offsets ``read_committed``, see :meth:`TransactionalCommitter.open`;
-    ``overlap``: see :class:`TransactionalCommitter`)."""
-    if txns is None:
-        return AcknowledgingCommitter(acknowledged_items, acknowledged_batch)
-    return TransactionalCommitter(txns, metrics, transaction_items, stable, overlap)
+class CommittedOrder(InOrder):
+    """Offset order of an input read ``read_committed`` (exactly-once): offsets jump over
+    transaction markers and aborted records at every transaction. Only the first jump after
+    a resume is read back (Faust's skip follows a rebalance: prefetched later records
+    delivered first), and it is neither a gap to report nor a loss (what is missing may be
+    markers and aborted records); after it, a jump is the log's, not the consumer's."""
+
+    def __init__(self, read: ReadRange, metrics: WorkerMetrics, never: str) -> None:
+        super().__init__(read, metrics, never)
+        self._checked: set[TP] = set()
+
+    def resume(self, tp: TP, offset: int | None) -> None:
+        self._checked.discard(tp)
+        super().resume(tp, offset)
+
+    def skipped(self, m: Message, expected: int | None) -> bool:
+        tp = (m.topic, m.partition)
+        first = tp not in self._checked
+        self._checked.add(tp)
+        return first and expected is not None and m.offset > expected
+
+    async def _fill(self, tp: TP, start: int, end: int) -> Sequence[Message]:
+        return await self._read(tp, start, end)
 
 
 async def _all(futures: Sequence[Awaitable[Any]]) -> list[Any]:

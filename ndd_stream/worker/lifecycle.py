@@ -36,10 +36,9 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from ndd_stream.kafka.reads import Log
-from ndd_stream.worker.changelog import read_changelog
 from ndd_stream.worker.commit import Committer, PieceFailed
 from ndd_stream.worker.deciding import LayoutChanged, StatefulPartition
-from ndd_stream.worker.inorder import TP, InOrder
+from ndd_stream.worker.delivery import TP, InOrder
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.patience import patiently
 from ndd_stream.worker.sequencing import Sequencers
@@ -79,9 +78,8 @@ def open_partition(where: Where, partition: int) -> StatefulPartition:
     where.metrics.restored.labels("local").inc(decider.restored)
     changelog = decider.changelog_topic
     _check_log_start(where, changelog, partition, decider.changelog_next)
-    read, lost = read_changelog(where.log, changelog, partition, decider.changelog_next,
-                                where.restore_timeout_s,
-                                committed=where.committer.transactional)
+    read, lost = where.committer.restore(where.log, changelog, partition,
+                                         decider.changelog_next, where.restore_timeout_s)
     if lost:
         decider.close()
         raise BrokerLostData(

@@ -7,8 +7,8 @@ from typing import Any
 
 import faust
 
+from ndd_stream.worker.delivery import StallWatch
 from ndd_stream.worker.metrics import WorkerMetrics
-from ndd_stream.worker.stall import StallWatch
 
 
 def add_pages(app: faust.App, metrics: WorkerMetrics, stall: StallWatch,

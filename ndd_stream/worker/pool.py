@@ -57,8 +57,8 @@ from ndd_stream.worker.deciding import (
     PartitionDecider,
     StatefulPartition,
 )
+from ndd_stream.worker.delivery import TP, Message
 from ndd_stream.worker.gathering import GatherDecider
-from ndd_stream.worker.inorder import TP, InOrder, Message
 from ndd_stream.worker.lifecycle import BrokerLostData, Partitions, Where
 from ndd_stream.worker.merge import SourceId
 from ndd_stream.worker.metrics import WorkerMetrics, count_outcome, set_gauges
@@ -117,8 +117,7 @@ class DeciderPool:
         self.lock = asyncio.Lock()
         self.committer = committer or AcknowledgingCommitter(CHECKPOINT_ITEMS)
         self.piece_items = self.committer.piece_items
-        self.order = InOrder(partial(read_range, log), metrics, "decided",
-                             transactional=self.committer.transactional)
+        self.order = self.committer.in_order(partial(read_range, log), metrics, "decided")
         self.clock = clock
         self.sequencers = Sequencers(order, self._now, metrics, scoped_topic)
         self.merges = self.sequencers.merges  # event-time order only

@@ -36,7 +36,7 @@ from confluent_kafka import KafkaException
 from ndd_stream.core.items import Invalid, ItemFormat, decode_object, order_time_ms, scope_of
 from ndd_stream.kafka.limits import dead_letter_limit
 from ndd_stream.worker.commit import Committer, PieceFailed, Reached, Send
-from ndd_stream.worker.inorder import TP, InOrder, Message
+from ndd_stream.worker.delivery import TP, InOrder, Message
 from ndd_stream.worker.merge import NO_TIME
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.patience import patiently
@@ -146,7 +146,7 @@ class Router:
 
     def _forwards(self, tp: TP) -> bool:
         """Whether this worker forwards ``tp``'s records now (see the module docstring)."""
-        return tp in self.owned or not self.committer.transactional
+        return self.committer.forwards(tp in self.owned)
 
     def _note_forwarded(self, forwarded: Sequence[tuple[Message, OutRecord]]) -> set[TP]:
         touched: set[TP] = set()

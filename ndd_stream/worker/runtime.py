@@ -5,11 +5,12 @@ timers and the web endpoints. It is not trusted with positions:
 
 - it acknowledges a batch of ``take_events`` in a ``finally``, so a worker stopped in the
   middle of a batch would let Faust commit records never forwarded or decided
-  (:func:`held_batches` keeps every record until the agent is done with it; under
-  exactly-once nothing is acknowledged at all, so Faust commits nothing);
+  (:func:`held_batches` keeps every record until the agent is done with it, then asks the
+  committer: under exactly-once nothing is acknowledged at all, so Faust commits nothing);
 - it chooses ``read_committed`` only with its own exactly-once, which this worker does not
-  use (``kafka/transactions.py`` says why), so the consumer is made to read committed
-  records here (:func:`read_committed`);
+  use (``kafka/transactions.py`` says why), so the consumer is told to read committed
+  records here (:func:`read_committed`: Faust's public ``in_transaction``, without Faust's
+  transaction manager);
 - its fetch loop hands each record on through ``wait_first``: four tasks and an
   ``asyncio.wait`` per record, ~30 µs, where the hand-off itself takes under 1 µs unless a
   queue is full (:class:`_Consumer` hands it on at once when it can);
@@ -23,27 +24,21 @@ timers and the web endpoints. It is not trusted with positions:
 
 Everything else the worker does is plain code in the other modules.
 
-The private attributes of Faust, mode, aiokafka and asyncio the worker reads or overrides,
-each checked against the installed versions by ``tests/test_worker_reach_ins.py`` (the
-versions are pinned below their next minor release in pyproject.toml):
+The private attributes of Faust and aiokafka the worker reads or overrides, each checked
+against the installed versions by ``tests/test_worker_reach_ins.py`` (the versions are
+pinned below their next minor release in pyproject.toml):
 
-- Faust ``AIOKafkaConsumerThread._create_worker_consumer``, overridden to set aiokafka's
-  ``AIOKafkaConsumer._fetch_max_wait_ms`` (Faust hard-codes 1,500 ms) and
-  ``_isolation_level`` (Faust reads committed only under its own exactly-once); both are
-  read at ``start()``, before which they cannot be passed any other way;
-- Faust ``AIOKafkaConsumerThread._fetch_records``, overridden, and aiokafka's
-  ``Fetcher._records`` (its ordered buffer of prefetched partitions), in which
-  :func:`take_turns` moves a partition behind the others;
-- Faust ``Consumer._new_consumer_thread``, overridden to make :class:`_ConsumerThread`;
-- Faust ``TableManager._update_channels``, what its ``on_start`` does less its wait;
-- asyncio ``Future._asyncio_future_blocking``, reset as a task does when
-  :func:`_resumed` goes on with a coroutine started by hand;
-- Faust ``Consumer._thread`` and ``AIOKafkaConsumerThread._consumer``: aiokafka's own
-  consumer (``stall.kafka_consumer``), for its ``last_stable_offset`` (``stall._end``) and
-  its ``_coordinator``'s generation, member id and ``_group_instance_id``, which the
-  transactions name (:func:`group_member`);
-- Faust ``Consumer._get_active_partitions``, ``_paused_partitions`` and
-  ``_buffered_partitions``, which ``stall.unblock`` repairs when the fetch has stopped.
+1. Faust ``Consumer._new_consumer_thread``, overridden to make :class:`_ConsumerThread`
+   (and keep it: ``_Consumer.thread``);
+2. Faust ``AIOKafkaConsumerThread._create_worker_consumer``, overridden to keep aiokafka's
+   consumer (``_ConsumerThread.kafka``) and to set
+3. aiokafka ``AIOKafkaConsumer._fetch_max_wait_ms`` (Faust hard-codes 1,500 ms), read at
+   ``start()``, before which it cannot be passed any other way;
+4. Faust ``AIOKafkaConsumerThread._fetch_records``, overridden to hand on the topics and
+   their partitions in turns (:func:`take_turns`);
+5. Faust ``TableManager._update_channels``, what its ``on_start`` does less its wait;
+6. aiokafka ``AIOKafkaConsumer._coordinator``: the generation and member id of the
+   worker's member of the group, which its transactions name (:func:`group_member`).
 """
 
 from __future__ import annotations
@@ -54,12 +49,20 @@ import logging
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping
-from typing import Any, cast
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Generator,
+    Iterable,
+    Mapping,
+    Sequence,
+)
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import faust
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 from faust.tables import TableManager
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from mode.services import WaitResults
@@ -69,12 +72,13 @@ from ndd_stream.kafka.limits import WriteLimits
 from ndd_stream.kafka.transactions import Member
 from ndd_stream.settings import Settings
 from ndd_stream.worker.cluster import ClusterChanged, check_cluster
-from ndd_stream.worker.inorder import Message
+from ndd_stream.worker.delivery import LostRecords, Message, StallWatch
 from ndd_stream.worker.logs import json_handler
-from ndd_stream.worker.lost import LostRecords
 from ndd_stream.worker.metrics import WorkerMetrics
-from ndd_stream.worker.stall import StallWatch, kafka_consumer
 from ndd_stream.worker.startup import producer_kwargs
+
+if TYPE_CHECKING:
+    from ndd_stream.worker.guarantee import Guarantee
 
 log = logging.getLogger("ndd_stream.worker")
 
@@ -94,10 +98,11 @@ SHARD_BATCH_MAX = 32
 SHARD_BUFFER_MAX = 256
 
 
-def make_app(s: Settings, limits: WriteLimits, web_port: int) -> faust.App:
+def make_app(s: Settings, limits: WriteLimits, web_port: int,
+             guarantee: Guarantee) -> faust.App:
     """The Faust app: group membership, fetching, Faust's producer, timers, the web
 endpoints. Its consumer never commits what was not acknowledged (``held_batches``)
-and, under exactly-once, reads ``read_committed``."""
+and reads as the guarantee says (``read_committed`` under exactly-once)."""
     app = faust.App(
         s.app_id,
         **faust_broker_kwargs(s),
@@ -110,10 +115,7 @@ and, under exactly-once, reads ``read_committed``."""
         broker_session_timeout=s.session_timeout_s,
         broker_heartbeat_interval=max(1.0, s.session_timeout_s / 5),
         broker_commit_interval=1.0,
-        # exactly-once: Faust commits nothing (the transactions do): no warnings that
-        # it "has not committed" a partition after Faust's 5 minutes
-        broker_commit_livelock_soft_timeout=10 * 365 * 86400.0 if s.exactly_once()
-        else 300.0,
+        **guarantee.faust_settings(),
         consumer_auto_offset_reset="earliest",
         topic_allow_declare=False,
         topic_disable_leader=True,
@@ -124,8 +126,7 @@ and, under exactly-once, reads ``read_committed``."""
         TableManager=_TableManager,
     )
     app.transport.Consumer = _Consumer  # type: ignore[misc]
-    if s.exactly_once():
-        read_committed(app)
+    read_committed(app, guarantee.read_committed)
     return app
 
 
@@ -160,10 +161,25 @@ partition's checkpoint)."""
 
 class _Consumer(faust_aiokafka.Consumer):
     """Faust's consumer, its per-record hand-off without tasks when nothing waits, its
-    fetches in turns (:class:`_ConsumerThread`), and its positions the worker's."""
+    fetches in turns (:class:`_ConsumerThread`), and its positions the worker's.
+
+    It reads committed records only where the app says so (:func:`read_committed`):
+    Faust's ``in_transaction``, which also makes Faust's ``highwater`` a partition's last
+    stable offset; Faust's own transactions are never started (``kafka/transactions.py``
+    says why the worker has its own)."""
+
+    thread: _ConsumerThread | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.in_transaction = bool(getattr(self.app, READ_COMMITTED, False))
+
+    def on_init_dependencies(self) -> Iterable[Any]:
+        return []  # not Faust's transaction manager, which ``in_transaction`` would start
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
-        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+        self.thread = _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+        return self.thread
 
     async def seek_to_committed(self) -> Mapping[Any, int]:
         """Faust's seek at the end of a rebalance goes to the group's committed offsets;
@@ -184,7 +200,7 @@ class _Consumer(faust_aiokafka.Consumer):
         """Fetch these partitions on from these offsets; returns where each went. Offset 0
         is a partition nothing was read of: it goes on at its first record (as a group
         without a committed offset does), not out of range when retention removed the
-        head (worker/lost.py would report records this worker never had)."""
+        head (worker/delivery.py would report records this worker never had)."""
         if not positions:
             return {}
         fresh = [tp for tp, n in positions.items() if n == 0]
@@ -201,7 +217,7 @@ class _Consumer(faust_aiokafka.Consumer):
         Faust's ``wait_first``, the suspension included."""
         first = coros[0] if coros else None
         if (timeout is not None or not asyncio.iscoroutine(first) or self.suspend_flow.is_set()
-                or self._stopped.is_set() or self._crashed.is_set()):
+                or self.should_stop):
             return await super().wait_first(*coros, timeout=timeout)
         try:
             waits_on = first.send(None)
@@ -217,29 +233,36 @@ class _Consumer(faust_aiokafka.Consumer):
 
 async def _resumed(coro: Coroutine[Any, Any, Any], waits_on: Any) -> Any:
     """Go on with ``coro``, started by hand, which now waits on ``waits_on`` (what it
-    yielded: a future, or None for a bare yield), as the task running it would. Cancelled,
-    it cancels that wait and ``coro`` is told so, as a task would tell it."""
-    while True:
-        try:
-            if waits_on is None:
-                await asyncio.sleep(0)
-            else:
-                waits_on._asyncio_future_blocking = False
-                await asyncio.wait([waits_on])
-        except asyncio.CancelledError:
-            if waits_on is not None:
-                waits_on.cancel()
+    yielded: a future, or None for a bare yield), as the task running it would."""
+    return await _Resumed(coro, waits_on)
+
+
+class _Resumed:
+    """``yield from`` a coroutine already started: what it yielded goes to the task that
+    awaits this, which waits on it as for any coroutine (and cancels it when cancelled);
+    what the task sends or throws goes back into the coroutine."""
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], waits_on: Any) -> None:
+        self.coro, self.waits_on = coro, waits_on
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, waits_on = self.coro, self.waits_on
+        while True:
             try:
-                coro.throw(asyncio.CancelledError())
-            except (asyncio.CancelledError, StopIteration):
-                pass
-            finally:
+                sent = yield waits_on
+            except GeneratorExit:
                 coro.close()
-            raise
-        try:
-            waits_on = coro.send(None)
-        except StopIteration as done:
-            return done.value
+                raise
+            except BaseException as exc:  # a cancellation, thrown in by the task
+                try:
+                    waits_on = coro.throw(exc)
+                except StopIteration as done:
+                    return done.value
+                continue
+            try:
+                waits_on = coro.send(sent)
+            except StopIteration as done:
+                return done.value
 
 
 FETCH_MAX_WAIT_MS = 100
@@ -254,12 +277,18 @@ FETCH_TURN_RECORDS = 500
 class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     """Faust's consumer thread, its fetches waiting less and the topics taking turns."""
 
+    kafka: Any = None
+    """aiokafka's consumer, once made: its group member (:func:`group_member`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.turns: dict[str, int] = {}  # per topic, the partition its next turn starts at
+
     def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
-        # read before start(), where aiokafka hands them to its fetcher
+        # read before start(), where aiokafka hands it to its fetcher
         consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS
-        if getattr(self.app, READ_COMMITTED, False):
-            consumer._isolation_level = "read_committed"
+        self.kafka = consumer
         return consumer
 
     async def _fetch_records(self, consumer: Any, active_partitions: Any,
@@ -275,7 +304,7 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
 
         if not active_partitions:  # Faust's own answer (aiokafka reads "none" as "all")
             return await fetch(active_partitions, timeout, max_records)
-        return await take_turns(fetch, active_partitions, timeout, consumer._fetcher._records)
+        return await take_turns(fetch, active_partitions, timeout, self.turns)
 
 
 Fetch = Callable[[Any, float | None, int], Awaitable[dict[Any, list[Any]]]]
@@ -285,36 +314,44 @@ of ``partitions``, partition after partition in the order they were fetched, at 
 
 
 async def take_turns(fetch: Fetch, active: Iterable[Any], timeout: float | None,
-                     prefetched: Any) -> dict[Any, list[Any]]:
-    """Each topic's prefetched records, at most :data:`FETCH_TURN_RECORDS` a topic; a
-    partition that still has records afterwards is moved behind the others in
-    ``prefetched`` (aiokafka's ordered buffer), so the next turn starts elsewhere. Waits
-    (up to ``timeout``) only when no topic has anything prefetched."""
-    topics: dict[str, set[Any]] = {}
+                     turns: dict[str, int]) -> dict[Any, list[Any]]:
+    """Each topic's prefetched records, at most :data:`FETCH_TURN_RECORDS` a topic, its
+    partitions asked in turn from where the last turn stopped (``turns``: per topic, the
+    partition after the last one that filled a turn), so a partition with a backlog does
+    not keep the others behind it. Waits (up to ``timeout``) only when no topic has
+    anything prefetched."""
+    topics: dict[str, list[Any]] = {}
     for tp in active:
-        topics.setdefault(tp.topic, set()).add(tp)
+        topics.setdefault(tp.topic, []).append(tp)
     records: dict[Any, list[Any]] = {}
-    for tps in topics.values():
-        records.update(await fetch(tps, 0, FETCH_TURN_RECORDS))
+    for topic, tps in topics.items():
+        tps.sort(key=lambda tp: tp.partition)
+        start = next((i for i, tp in enumerate(tps) if tp.partition >= turns.get(topic, 0)), 0)
+        left = FETCH_TURN_RECORDS
+        for tp in tps[start:] + tps[:start]:
+            found = await fetch({tp}, 0, left)
+            records.update(found)
+            left -= sum(len(rs) for rs in found.values())
+            if left <= 0:
+                turns[topic] = tp.partition + 1
+                break
     if not records:
-        records = await fetch(set().union(*topics.values()), timeout, FETCH_TURN_RECORDS)
-    for tp in records:
-        if tp in prefetched:
-            prefetched.move_to_end(tp)
+        records = await fetch(set(active), timeout, FETCH_TURN_RECORDS)
     return records
 
 
 def group_member(app: faust.App) -> Member | None:
     """The generation and member id of ``app``'s consumer in its group, as its commits
     name it (kafka/transactions.py); None while it is not a member."""
-    coordinator = getattr(kafka_consumer(app), "_coordinator", None)
+    thread = getattr(app.consumer, "thread", None)
+    coordinator = getattr(getattr(thread, "kafka", None), "_coordinator", None)
     if coordinator is None:
         return None
     # read once each: the consumer's thread sets them at a rebalance
     generation, member = int(coordinator.generation), str(coordinator.member_id)
     if generation < 0 or not member:
         return None
-    return Member(generation, member, coordinator._group_instance_id)
+    return Member(generation, member, app.conf.consumer_group_instance_id)
 
 
 def _as_tps(positions: Mapping[tuple[str, int], int]) -> dict[Any, int]:
@@ -372,12 +409,19 @@ async def seek(app: faust.App, positions: Mapping[tuple[str, int], int]) -> None
 READ_COMMITTED = "ndd_read_committed"  # the app's attribute: its consumer reads committed
 
 
-def read_committed(app: faust.App) -> None:
-    """Make ``app``'s consumer read only committed records (before the app starts)."""
-    setattr(app, READ_COMMITTED, True)
+def read_committed(app: faust.App, committed: bool = True) -> None:
+    """Whether ``app``'s consumer reads only committed records (before the app starts)."""
+    setattr(app, READ_COMMITTED, committed)
 
 
-async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX, ack: bool = True,
+def acknowledge(events: Sequence[Any]) -> None:
+    """Faust's acknowledgement of each event (at-least-once: ``Committer.acknowledge``)."""
+    for event in events:
+        event.ack()
+
+
+async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX,
+                       done: Callable[[Sequence[Any]], None] = acknowledge,
                        lost: LostRecords | None = None, stall: StallWatch | None = None
                        ) -> AsyncIterator[list[Message]]:
     """Batches of the stream's messages, acknowledged only once the agent is done with them.
@@ -389,12 +433,13 @@ async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX, ack: bool =
     asks for the next batch (the body finished); a stopped worker's batch is delivered
     again (at-least-once) and answered with the same decision (idempotent).
 
-    ``ack=False`` (exactly-once): never acknowledged, so Faust never commits these
-    partitions; their offsets move only in the transactions (worker/commit.py).
+    ``done`` is told of each batch the agent is done with: the committer's
+    ``acknowledge`` (exactly-once acknowledges nothing, so Faust never commits these
+    partitions; their offsets move only in the transactions: worker/commit.py).
 
     ``lost`` hears of every batch first: a record after a position that went out of range
-    ends a range of records the broker removed unread (worker/lost.py); so does ``stall``
-    (worker/stall.py: records flow).
+    ends a range of records the broker removed unread; so does ``stall``
+    (records flow; both: worker/delivery.py).
     """
     batches = stream.take_events(most, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
     async for events in batches:
@@ -406,9 +451,7 @@ async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX, ack: bool =
         if lost is not None:
             await lost.delivered(batch)
         yield batch
-        if ack:
-            for event in events:
-                event.ack()
+        done(events)
 
 
 def fatal(message: str, code: int = 3) -> None:
@@ -427,7 +470,8 @@ def broker_check_interval(timeout_s: float) -> float:
 
 
 async def run_agent(handle: Callable[[list[Any]], Awaitable[Any]], what: str,
-                    stream: faust.StreamT, *, most: int = BATCH_MAX, ack: bool,
+                    stream: faust.StreamT, *, most: int = BATCH_MAX,
+                    done: Callable[[Sequence[Any]], None],
                     event: str = "decider_error",
                     after: Callable[[list[Any]], None] | None = None,
                     lost: LostRecords | None = None, stall: StallWatch | None = None) -> None:
@@ -435,7 +479,7 @@ async def run_agent(handle: Callable[[list[Any]], Awaitable[Any]], what: str,
     Faust would restart the agent and leave the taken events unacknowledged, so the
     worker would stall silently; state is committed piece by piece, so exiting loses
     nothing."""
-    async for messages in held_batches(stream, most, ack=ack, lost=lost, stall=stall):
+    async for messages in held_batches(stream, most, done=done, lost=lost, stall=stall):
         try:
             with stall.handling() if stall is not None else contextlib.nullcontext():
                 await handle(messages)
@@ -485,21 +529,27 @@ def execute(app: faust.App, settings: Settings) -> int:
     return 3
 
 
+class Metadata(Protocol):
+    """A client that answers with the cluster's metadata (``kafka.reads.BrokerReads``)."""
+
+    def list_topics(self, timeout: float) -> Any: ...
+
+
 class BrokerWatch:
     """The worker's timer on the broker: exit (code 3) once no broker has answered for
     ``NDD_BROKER_TIMEOUT_S``, or at once when it is another cluster than the state's."""
 
-    def __init__(self, settings: Settings, admin: AdminClient) -> None:
+    def __init__(self, settings: Settings, metadata: Metadata) -> None:
         self.settings = settings
-        self.admin = admin
+        self.metadata = metadata
         self.unreachable_since: float | None = None  # start of the first failed check
 
     def answers(self) -> bool:
         """Whether a broker answers; raises ``ClusterChanged`` when it is another cluster."""
         s = self.settings
         try:
-            metadata = self.admin.list_topics(timeout=5.0)
-        except KafkaException:
+            metadata = self.metadata.list_topics(timeout=5.0)
+        except (KafkaException, RuntimeError):  # no answer; the client closed at a stop
             return False
         check_cluster(s.data_dir / s.app_id, metadata.cluster_id, s.bootstrap_servers())
         return True

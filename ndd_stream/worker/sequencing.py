@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ndd_stream.worker.deciding import StatefulPartition
-from ndd_stream.worker.inorder import Message
+from ndd_stream.worker.delivery import Message
 from ndd_stream.worker.merge import (
     EventTimeMerge,
     OrderKey,

@@ -15,14 +15,14 @@ import socket
 import uuid
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from ndd_stream.core.items import ItemFormat
 from ndd_stream.kafka import topics as topic_defs
-from ndd_stream.kafka.acls import transactions_denied, worker_denied
+from ndd_stream.kafka.acls import worker_denied
 from ndd_stream.kafka.config import librdkafka_config
 from ndd_stream.kafka.limits import (
     NO_LIMITS,
@@ -31,26 +31,23 @@ from ndd_stream.kafka.limits import (
     read_write_limits,
 )
 from ndd_stream.kafka.probe import unreachable_message, wait_for_broker
-from ndd_stream.kafka.transactions import (
-    TransactionError,
-    TransactionsUnsupported,
-    check_group_metadata,
-    check_transactions,
-)
 from ndd_stream.settings import Settings
 from ndd_stream.worker.cluster import ClusterChanged, check_cluster
 from ndd_stream.worker.deciding import OutputTopics
 from ndd_stream.worker.logs import json_handler
 
+if TYPE_CHECKING:
+    from ndd_stream.worker.guarantee import Guarantee
+
 log = logging.getLogger("ndd_stream.worker")
 
 
-def preflight(settings: Settings) -> WriteLimits | None:
+def preflight(settings: Settings, guarantee: Guarantee) -> WriteLimits | None:
     """The checks before any state is opened; the write limits of the topics, or None
     when the worker must exit (code 3; one CRITICAL line said why)."""
-    if not broker_up(settings):
+    if not broker_up(settings, guarantee):
         return None
-    if not can_run_guarantee(settings, topic_name(settings, "changelog")):
+    if not can_run_guarantee(guarantee, topic_name(settings, "changelog")):
         return None
     (settings.data_dir / settings.app_id / "faust").mkdir(parents=True, exist_ok=True)
     admin = AdminClient(librdkafka_config(settings))  # dropped on return: one client less
@@ -127,7 +124,7 @@ def written_topics(settings: Settings) -> list[str]:
     return written
 
 
-def broker_up(settings: Settings) -> bool:
+def broker_up(settings: Settings, guarantee: Guarantee) -> bool:
     """Before any state exists: wait (up to NDD_BROKER_TIMEOUT_S) for a broker to answer,
     so a wrong address is one clear log line, not a page of client retries."""
     handler = json_handler()  # Faust installs the worker's log handler only later
@@ -140,7 +137,7 @@ def broker_up(settings: Settings) -> bool:
             extra={"event": "broker_unreachable"}))
         # a broker that answers may still deny an ACL the worker needs: one line naming it
         message = (unreachable_message(settings, timeout, reason) if reason is not None
-                   else worker_denied(settings))
+                   else worker_denied(settings, guarantee.acls()))
         if message is None:
             return True
         log.critical("%s; exit code 3", message, extra={"event": "fatal"})
@@ -211,24 +208,12 @@ def worker_id(state_dir: Path) -> str:
     raise RuntimeError(f"{state_dir}: {MAX_WORKERS_PER_DIR} workers already run on it")
 
 
-def can_run_guarantee(settings: Settings, changelog: str) -> bool:
-    """Under exactly-once, whether the worker can run it; if not, one CRITICAL line says
+def can_run_guarantee(guarantee: Guarantee, changelog: str) -> bool:
+    """Whether the broker runs the guarantee asked for; if not, one CRITICAL line says
     why: never a silent fall back to at-least-once."""
-    if not settings.exactly_once():
+    reason = guarantee.refusal(changelog)
+    if reason is None:
         return True
-    try:
-        check_group_metadata(librdkafka_config(settings), settings.app_id)
-        check_transactions(librdkafka_config(settings), settings.app_id, changelog)
-        return True
-    except TransactionsUnsupported as exc:
-        reason = transactions_denied(settings, exc) or (
-            f"the broker at {settings.bootstrap_servers()} has no transactions "
-            f"({exc}): NDD_GUARANTEE=exactly-once needs them (Apache Kafka); set "
-            "NDD_GUARANTEE=at-least-once for this broker")
-    except TransactionError as exc:
-        reason = (f"the broker at {settings.bootstrap_servers()} did not answer the check "
-                  f"that it runs transactions ({exc}), which NDD_GUARANTEE=exactly-once "
-                  "needs")
     handler = json_handler()  # Faust installs the worker's log handler only later
     log.addHandler(handler)
     try:
