@@ -1147,7 +1147,7 @@ engine_add_ordered(EngineObject *e, PyObject *args)
         if (number < 0)
             goto done;
         if (nb.obj) { /* each slot once: mark its top bit, then count the marked */
-            uint32_t *cnt = nb.buf; /* 16 MB: fetched ahead */
+            uint32_t *cnt = nb.buf; /* 4 MB: fetched ahead */
             for (size_t i = 0; i < n && i < 16; i++)
                 PREFETCH(&cnt[mixed[i] >> shift]);
             for (size_t i = 0; i < n; i++) {

@@ -45,7 +45,7 @@ def _classes(counts: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint8]:
 
 
 # The classes of the counts below _SMALL, looked up: a snapshot reads 2**bits counters
-# (4M), most of them small, ~10x faster than a log2 of each.
+# (1M), most of them small, ~10x faster than a log2 of each.
 _SMALL = 1 << 16
 _SMALL_CLASSES = _classes(np.arange(_SMALL, dtype=np.uint32))
 
@@ -93,7 +93,7 @@ class OrderVersion:
 class FrequencyBook:
     """Counts q-gram occurrences in a sketch and hands out order versions."""
 
-    def __init__(self, bits: int = 22, resnapshot_every: int = 100_000,
+    def __init__(self, bits: int = 20, resnapshot_every: int = 100_000,
                  snapshots_at: tuple[int, ...] = SNAPSHOTS_AT) -> None:
         self._bits = bits
         self._snapshots_at = snapshots_at
