@@ -17,6 +17,11 @@ hourly window (query, then insert; expired hours removed):
   by fmix64, the identity as hash function, fairer to it than its SHA-1 default);
 * rensa RMinHash + RMinHashLSH (Rust), fed the 4-gram strings, as its README shows.
 
+``--floor`` adds the working tree's ``dedup`` with its index stubbed out (every lookup finds
+nothing, indexing and the order's upkeep do nothing): start-up, parsing, extraction, the
+normal form, the facts of the novelty rule, the signature, the verdict, the stories and
+the record out. What is left when the index costs nothing: the floor of the path around it.
+
 Every tree's Python files are compiled to bytecode first, as an installed package has them
 (with ``PYTHONDONTWRITEBYTECODE`` set, a source checkout compiles its modules again in every
 process: ~0.1 s).
@@ -120,6 +125,27 @@ def run_peer(path: Path, which: str = "datasketch") -> int:
     return n
 
 
+def run_floor(path: Path, threshold: float) -> int:
+    """``ndd-stream dedup`` at the defaults with the flat index stubbed out (see --floor)."""
+    from ndd_stream.cli.main import main as cli
+    from ndd_stream.core.engine import EngineMatch, FlatIndex
+
+    added: dict[int, int] = {}
+
+    def add_ordered(self: FlatIndex, *args: object, **kwargs: object) -> int:
+        added[id(self)] = added.get(id(self), -1) + 1
+        return added[id(self)]
+
+    def best(self: FlatIndex, *args: object, **kwargs: object) -> EngineMatch:
+        return EngineMatch(-1, 0, 0, 0, 0)
+
+    FlatIndex.add_ordered = add_ordered  # type: ignore[method-assign]
+    FlatIndex.best = best  # type: ignore[method-assign]
+    FlatIndex.release_before = lambda self, number: None  # type: ignore[method-assign]
+    return cli(["dedup", str(path), "-o", os.devnull, "--scope", "global",
+                "--threshold", str(threshold)])
+
+
 def timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the child) of one process, which must succeed."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -140,12 +166,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", default=None, help="also run this revision's ndd-stream dedup")
     ap.add_argument("--out", default="peer", help="results file name in bench/results (.md)")
     ap.add_argument("--peers", nargs="+", choices=sorted(PEERS), default=sorted(PEERS))
+    ap.add_argument("--floor", action="store_true",
+                    help="also run dedup with its index stubbed out (the path around it)")
     ap.add_argument("--run-peer", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--run-floor", type=Path, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--floor-threshold", type=float, default=0.8, help=argparse.SUPPRESS)
     ap.add_argument("--peer", choices=sorted(PEERS), default="datasketch", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.run_peer is not None:
         run_peer(args.run_peer, args.peer)
         return 0
+    if args.run_floor is not None:
+        return run_floor(args.run_floor, args.floor_threshold)
     from bench.compare import checkout
 
     work = Path(tempfile.mkdtemp(prefix="ndd-peer-"))
@@ -166,6 +198,10 @@ def main(argv: list[str] | None = None) -> int:
                 sides = [(name, [sys.executable, "-m", "ndd_stream.cli", "dedup", str(items),
                                  "-o", os.devnull, "--scope", "global",
                                  "--threshold", str(t)], tree) for name, tree in trees]
+                if args.floor:
+                    sides.append(("new, index stubbed", [
+                        sys.executable, "-m", "bench.peer", "--run-floor", str(items),
+                        "--floor-threshold", str(t)], ROOT))
                 sides += [(f"{peer} {PEERS[peer]}",
                            [sys.executable, "-m", "bench.peer", "--run-peer", str(items),
                             "--peer", peer], ROOT) for peer in args.peers]
