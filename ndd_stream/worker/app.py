@@ -133,7 +133,7 @@ class Service:
             scoped_topic=self.scoped_name, order=order, factory=gather,
             committer=self._committer("decider"), reopen_timeout_s=settings.broker_timeout_s,
             lost=self.lost.restore_gap,
-            high=self._high,
+            high=self._high, upstream=lambda records: self.router.behind(records),
         )
         router_order = self.committer.in_order(partial(read_range, self.reads), self.metrics,
                                                "processed")

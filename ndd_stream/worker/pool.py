@@ -128,11 +128,13 @@ class DeciderPool:
         reopen_timeout_s: float = 120.0,
         lost: Callable[[str, int, int, int], None] | None = None,
         hold_pieces: bool = True, high: Callable[[TP], int | None] | None = None,
+        upstream: Callable[[int], bool] | None = None,
     ) -> None:
         self.scoped_topic = scoped_topic
         # a piece ended while the last one commits waits for it, open (see _hold)
         self.hold_pieces = hold_pieces
         self.high = high  # where a scoped partition ends, from the last fetch (see _hold)
+        self.upstream = upstream  # whether the router has more than so many records to go
         self._timer: asyncio.TimerHandle | None = None  # see _flush_soon
         self._open: _OpenPiece | None = None
         self._flushing: asyncio.Task[None] | None = None
@@ -508,15 +510,16 @@ class DeciderPool:
 
     def _backlog(self) -> bool:
         """Whether more than :data:`BACKLOG_RECORDS` committed records of a partition
-        open here are not handed out yet (where the consumer last saw its end)."""
-        if self.high is None:
-            return False
-        for tp, handed in self.order.next.items():
-            if tp[1] in self.deciders:
-                high = self.high(tp)
-                if high is not None and high - handed > BACKLOG_RECORDS:
-                    return True
-        return False
+        open here are not handed out yet (where the consumer last saw its end), or of a
+        raw partition not forwarded yet by the router (``upstream``): more input comes
+        at once."""
+        if self.high is not None:
+            for tp, handed in self.order.next.items():
+                if tp[1] in self.deciders:
+                    high = self.high(tp)
+                    if high is not None and high - handed > BACKLOG_RECORDS:
+                        return True
+        return self.upstream is not None and self.upstream(BACKLOG_RECORDS)
 
     async def _commit_open(self) -> None:
         """Commit the piece left open (under the pool's lock)."""
