@@ -6,7 +6,9 @@ its own: every record is decided in offset order from the partition's checkpoint
 (``InOrder``; state changes are buffered in the partition's RocksDB batch), its outputs
 go to the piece, and the piece is committed with each partition's new checkpoint by the
 committer (``worker/commit.py``: the one place where the guarantees differ). Under
-exactly-once the commit overlaps the next piece's decisions; a commit that fails is
+exactly-once the commit overlaps the next piece's decisions, and a piece that ends while
+the one before it commits, or while a backlog waits, stays open for the next batches
+(:meth:`DeciderPool._hold`); a commit that fails is
 noticed at the next batch, or at once by :meth:`DeciderPool._watch` when no batch comes,
 and its partitions are opened again and their records decided again. Partitions
 are opened by ``worker/lifecycle.py``; under event-time order records pass through the
