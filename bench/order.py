@@ -47,10 +47,12 @@ import os
 import platform
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -167,7 +169,8 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
              python: str = sys.executable, shards: int = 1,
              partitions: int | None = None,
              gather_memory_mb: int | None = None,
-             guarantee: str = "at-least-once", stops: int = 0) -> dict[str, Any]:
+             guarantee: str = "at-least-once", stops: int = 0,
+             keep_logs: Path | None = None) -> dict[str, Any]:
     from harness.kafka import Reader, create_topics, worker_settings
     from harness.scenarios import Feeder
 
@@ -191,6 +194,7 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
         feeder.start()
         positions = feeder.join(timeout=600)
     started = time.monotonic()
+    started_wall = time.time()
     procs = [start_worker(settings.model_copy(update={"data_dir": work / suffix / f"w{k}"}),
                           work / f"{suffix}-w{k}-0.log", python) for k in range(workers)]
     restarts = [0] * workers
@@ -228,8 +232,22 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
         reader.wait_for(positions, timeout=600, alive=lambda: all(p.alive() for p in procs))
         done = time.monotonic()
         records = list(reader.records)
+    cpu = [_cpu_s(p) for p in procs]
+    if keep_logs is not None:  # each worker's metrics as it ends
+        keep_logs.mkdir(parents=True, exist_ok=True)
+        for k, p in enumerate(procs):
+            port = p.web_port(timeout=0.0)
+            with contextlib.suppress(OSError):
+                if port is not None:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                                timeout=5) as page:
+                        (keep_logs / f"{suffix}-w{k}.metrics").write_bytes(page.read())
     for p in procs:
         p.stop()
+    if keep_logs is not None:
+        keep_logs.mkdir(parents=True, exist_ok=True)
+        for path in work.glob(f"{suffix}-w*.log"):
+            shutil.copy(path, keep_logs / path.name)
     want = want_event_order(settings, lines)
     by_source: dict[tuple[str, int, int], list[Any]] = {}
     for r in records:
@@ -256,6 +274,9 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
         # rebalances the surviving workers went through (each logs its revocations)
         "revocations": _events_logged(work.glob(f"{suffix}-w*.log"), "revoked"),
         "seconds": round(done - started, 1),
+        # CPU seconds of the workers running at the end (the last one's whole life when
+        # nothing was killed): against ``seconds``, how much of the wall time they worked
+        "worker_cpu_s": round(sum(c for c in cpu if c is not None), 1),
         "items_per_s": round(len(lines) / (done - started), 1),
     }
     if scope == "channel":  # the worker's revision against its own dedup, and examples
@@ -265,6 +286,8 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
     if stamps and not live_rate:  # first output to last: the catch-up without the startup
         result["catchup_items_per_s"] = round(
             len(lines) / max(0.001, (max(stamps) - min(stamps)) / 1000), 1)
+        # from the workers' start to the first output: start-up and the first pieces
+        result["first_output_s"] = round(min(stamps) / 1000 - started_wall, 1)
     if live_rate:
         # produce -> routed, per item (first copy): the raw record's and the output's
         # CreateTime, both stamped by clients on this machine
@@ -274,6 +297,15 @@ def run_mode(broker: Any, work: Path, lines: list[bytes], order: str, workers: i
         result.update(live_rate=live_rate, feed_seconds=round(done - feed_start, 1),
                       latency_ms=_spread(waits), latency_ms_by_fifth=_by_fifth(sent))
     return result
+
+
+def _cpu_s(proc: Any) -> float | None:
+    """User + system CPU seconds of a running worker process (None: gone)."""
+    try:
+        fields = Path(f"/proc/{proc.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, AttributeError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _spread(waits: list[int]) -> dict[str, int]:
@@ -319,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
                     default="at-least-once", help="NDD_GUARANTEE (exactly-once: --broker kafka)")
     ap.add_argument("--seed", type=int, default=20261125)
     ap.add_argument("--json", type=Path, default=RESULTS / "order.json")
+    ap.add_argument("--logs", type=Path, default=None,
+                    help="a directory to keep the workers' logs in")
     args = ap.parse_args(argv)
     if not reuters_available(args.reuters):
         print(f"Reuters-21578 not found at {args.reuters}", file=sys.stderr)
@@ -338,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
                     res = run_mode(broker, Path(tmp), lines, order, args.workers, args.kills,
                                    args.live_rate, args.seed, args.scope, python, args.shards,
                                    args.partitions, args.gather_memory_mb, args.guarantee,
-                                   args.restarts)
+                                   args.restarts, args.logs)
                     res.update(broker=brokers.label(kind), guarantee=args.guarantee,
                                one_day=args.one_day,
                                machine=f"{platform.machine()} "

@@ -402,3 +402,72 @@ def test_one_transaction_per_piece_and_outputs_wait_for_their_partition(
     asyncio.run(run())
     assert [r.value for r in log.topic(SCOPED)] == [b"a1", b"a2", b"b1"]
     assert txns.committed == {a: 2, b: 1} and txns.commits == 2
+
+
+def test_pieces_ended_while_a_commit_runs_wait_open_and_commit_as_one(
+        tmp_path: Path) -> None:
+    """Overlapped commits, batches smaller than a piece: a piece that ends while the one
+    before it commits stays open and takes the next batches' decisions, and is committed
+    as one transaction once that commit is done (not one small transaction per batch, each
+    waiting for the one before)."""
+    log, lines = MemoryLog(), _lines(8)
+    txns = MemoryTransactions(log)
+    scoped = _scoped(log, lines)
+    committing, release = threading.Event(), threading.Event()
+
+    def slow_first(tps: list[tuple[str, int]], before: bool) -> None:
+        if before and not committing.is_set():
+            committing.set()
+            release.wait(10.0)
+
+    txns.crash = slow_first
+    pool = _pool(log, txns, tmp_path, piece_items=16, overlap=True)
+
+    async def run() -> None:
+        await pool.process(scoped[:2], log_send(pool))  # its commit waits for `release`
+        for at in (2, 4, 6):
+            await pool.process(scoped[at:at + 2], log_send(pool))
+        assert txns.commits == 0 and log.topic("unique") == []
+        release.set()
+        await pool.drain()
+        pool.committer.failed()
+
+    asyncio.run(run())
+    pool.close()
+    assert txns.commits == 2  # the first piece, then the three batches after it as one
+    assert _decisions(log) == _want(lines)
+    assert txns.committed == {(SCOPED, 0): 8}
+    checkpoints = [decode_checkpoint(r.value).next for r in log.topic("changelog")
+                   if r.key == CHECKPOINT_KEY]
+    assert checkpoints == [2, 8]
+
+
+def test_a_backlog_keeps_a_piece_open_until_it_is_full_or_caught_up(tmp_path: Path) -> None:
+    """Exactly-once with records waiting beyond the batch (the consumer's last stable
+    offset ahead of what was handed out): a piece stays open for the next batches, up to
+    its size; caught up, the piece open commits without a batch."""
+    log, lines = MemoryLog(), _lines(10)
+    txns = MemoryTransactions(log)
+    scoped = _scoped(log, lines)
+    ends = {"high": 1000}
+    pool = _pool(log, txns, tmp_path, piece_items=6, overlap=True)
+    pool.high = lambda tp: ends["high"]
+
+    async def run() -> None:
+        for at in range(0, 10, 2):
+            await pool.process(scoped[at:at + 2], log_send(pool))
+        await asyncio.sleep(0.1)
+        assert txns.commits == 1  # six decisions, a full piece; four held open
+        ends["high"] = 10  # caught up: the open piece commits with no batch
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if txns.commits == 2:
+                break
+        await pool.drain()
+        pool.committer.failed()
+
+    asyncio.run(run())
+    pool.close()
+    assert txns.commits == 2
+    assert _decisions(log) == _want(lines)
+    assert txns.committed == {(SCOPED, 0): 10}

@@ -184,6 +184,30 @@ def check_group_metadata(conf: Mapping[str, Any], group: str) -> None:
             f"not {ours!r}: exactly-once cannot name the group's member in its commits")
 
 
+class _Turns:
+    """A lock taken in the order it was asked for. ``threading.Lock`` is not: the
+    decider's commit thread, with its next piece handed over, took it back before the
+    router's waiting thread woke, and the router (whose commit the decider's input waits
+    for) waited for several of the decider's transactions instead of one."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._next = 0  # the next ticket handed out
+        self._serving = 0  # the ticket whose turn it is
+
+    def __enter__(self) -> None:
+        with self._cond:
+            ticket = self._next
+            self._next += 1
+            while ticket != self._serving:
+                self._cond.wait()
+
+    def __exit__(self, *exc: object) -> None:
+        with self._cond:
+            self._serving += 1
+            self._cond.notify_all()
+
+
 class Transactions:
     """The worker's transactional producer: one transaction at a time, each a piece."""
 
@@ -193,7 +217,7 @@ class Transactions:
         self.group = app_id
         self.transactional_id = f"{app_id}-worker-{worker_id}"
         self._member = member
-        self._lock = threading.Lock()  # one transaction at a time
+        self._lock = _Turns()  # one transaction at a time, in the order asked for
         self._making = threading.Lock()  # the producer made, dropped (also off transactions)
         self._producer: Producer | None = None
         self._ready = False  # whether ``_producer`` registered the id

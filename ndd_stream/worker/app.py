@@ -123,6 +123,7 @@ class Service:
             self.shard_pool = DeciderPool(
                 state_dir, config, self._format, self.topics, self.reads, self.metrics,
                 scoped_topic=shards_name, dir_prefix="shard", committer=self._committer("shards"),
+                hold_pieces=False,
                 reopen_timeout_s=settings.broker_timeout_s, lost=self.lost.restore_gap,
                 factory=partial(ShardPartition, config=config, shards=settings.shards,
                                 changelog_topic=shards_changelog,
@@ -132,6 +133,7 @@ class Service:
             scoped_topic=self.scoped_name, order=order, factory=gather,
             committer=self._committer("decider"), reopen_timeout_s=settings.broker_timeout_s,
             lost=self.lost.restore_gap,
+            high=self._high, upstream=lambda records: self.router.behind(records),
         )
         router_order = self.committer.in_order(partial(read_range, self.reads), self.metrics,
                                                "processed")
@@ -168,7 +170,8 @@ class Service:
         return fut
 
     def _high(self, tp: tuple[str, int]) -> int | None:
-        """Where the raw partition ends, from the router's last fetch (None: unknown)."""
+        """Where a partition ends (its last stable offset under ``read_committed``), from
+        the consumer's last fetch (None: unknown)."""
         try:
             high = self.app.consumer.highwater(faust.types.TP(tp[0], tp[1]))
         except Exception:  # not fetched yet

@@ -163,6 +163,9 @@ class Committer(ABC):
     """About how many decisions a piece holds (``pool.CHECKPOINT_ITEMS`` and kin)."""
     batch_items: int
     """The most records an agent's batch holds."""
+    holds = False
+    """Whether a piece may stay open across batches (``pool.DeciderPool._hold``): its
+    records are acknowledged to nobody, and the batch after it goes on with it."""
 
     def open(self, tp: TP) -> int | None:
         """Before input partition ``tp`` is read: wait out its previous owner's commit in
@@ -323,6 +326,7 @@ class TransactionalCommitter(Committer):
         self.piece_items = self.batch_items = piece_items  # a batch is one piece
         self.stable = stable
         self.overlap = overlap
+        self.holds = overlap  # nothing is acknowledged: a piece may span batches
         # one transaction at a time on the producer, in order: one thread runs them
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ndd-commit")
         self._last: concurrent.futures.Future[None] | None = None  # the last handed over

@@ -138,7 +138,7 @@ class Passed:
     key: OrderKey  # the held item it blocked
 
 
-@dataclass(order=True, slots=True)
+@dataclass(slots=True)
 class _Held(Generic[P]):
     key: OrderKey
     scoped_offset: int
@@ -146,6 +146,16 @@ class _Held(Generic[P]):
     payload: P = field(compare=False)
     arrived: float = field(compare=False, default=0.0)
     forwarded: float | None = field(compare=False, default=None)  # its record's timestamp
+    # the heap's order, (key, scoped offset) as one tuple: compared without a dataclass
+    # comparison per field (the heap compares every item held a few times)
+    rank: tuple[int, str, int, int, int] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        k = self.key
+        self.rank = (k.event_ms, k.topic, k.partition, k.offset, self.scoped_offset)
+
+    def __lt__(self, other: _Held[P]) -> bool:
+        return self.rank < other.rank
 
 
 class EventTimeMerge(Generic[P]):

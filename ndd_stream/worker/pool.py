@@ -6,7 +6,9 @@ its own: every record is decided in offset order from the partition's checkpoint
 (``InOrder``; state changes are buffered in the partition's RocksDB batch), its outputs
 go to the piece, and the piece is committed with each partition's new checkpoint by the
 committer (``worker/commit.py``: the one place where the guarantees differ). Under
-exactly-once the commit overlaps the next piece's decisions; a commit that fails is
+exactly-once the commit overlaps the next piece's decisions, and a piece that ends while
+the one before it commits, or while a backlog waits, stays open for the next batches
+(:meth:`DeciderPool._hold`); a commit that fails is
 noticed at the next batch, or at once by :meth:`DeciderPool._watch` when no batch comes,
 and its partitions are opened again and their records decided again. Partitions
 are opened by ``worker/lifecycle.py``; under event-time order records pass through the
@@ -37,7 +39,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.items import ItemFormat
@@ -87,9 +89,29 @@ TRANSACTION_ITEMS = 1024
 pieces may be larger (a whole batch, usually, and the agents' batches are this large too):
 fewer commits, each a few round trips the decider waits for (on the Reuters-day backlog 21
 decider commits instead of 37). What this bounds is the work a kill throws away."""
+BACKLOG_RECORDS = 64
+"""Exactly-once: a piece stays open for the next batch while more records than this wait
+for a partition (``DeciderPool._hold``): more than the transaction markers and the
+routers' progress records that come between a live feed's batches."""
+HOLD_S = 1.0
+"""The longest a piece stays open for a backlog's next batches."""
+HOLD_LOOK_S = 0.05
+"""How often an open piece's backlog is looked at when no batch comes."""
 OPEN_AT_ONCE = 4
 """Partitions opened side by side at an assignment. Each restore holds the changelog
 records it read until they are applied, so this also bounds a restart's peak memory."""
+
+
+class _OpenPiece(NamedTuple):
+    """A piece that waits, open, for the commit before it (``DeciderPool._hold``): the
+    piece, where its partitions' records end, its decisions and the sequencers and
+    gatherers it changed."""
+
+    piece: Piece
+    ends: dict[int, int]
+    decided: int
+    touched: set[int]
+    began: float  # perf_counter
 
 
 class DeciderPool:
@@ -107,8 +129,17 @@ class DeciderPool:
         dir_prefix: str = "partition", committer: Committer | None = None,
         reopen_timeout_s: float = 120.0,
         lost: Callable[[str, int, int, int], None] | None = None,
+        hold_pieces: bool = True, high: Callable[[TP], int | None] | None = None,
+        upstream: Callable[[int], bool] | None = None,
     ) -> None:
         self.scoped_topic = scoped_topic
+        # a piece ended while the last one commits waits for it, open (see _hold)
+        self.hold_pieces = hold_pieces
+        self.high = high  # where a scoped partition ends, from the last fetch (see _hold)
+        self.upstream = upstream  # whether the router has more than so many records to go
+        self._timer: asyncio.TimerHandle | None = None  # see _flush_soon
+        self._open: _OpenPiece | None = None
+        self._flushing: asyncio.Task[None] | None = None
         self.metrics = metrics
         # what each partition is: a decider (default), a gatherer or a shard
         self.factory = factory or (lambda partition, path: PartitionDecider(
@@ -193,7 +224,12 @@ class DeciderPool:
         return (self.scoped_topic, partition)
 
     def close(self, partitions: Sequence[int] | None = None) -> None:
-        """Close ``partitions`` (None: all)."""
+        """Close ``partitions`` (None: all; a piece left open is dropped, uncommitted)."""
+        if partitions is None:
+            self._open = None
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
         self.partitions.close(partitions)
 
     def _settle(self) -> None:
@@ -206,18 +242,34 @@ class DeciderPool:
         self.committer.wait()  # a commit writes its partitions' RocksDB last
 
     async def _settle_commits(self) -> None:
-        """Wait for the commits in flight (before partitions close: a commit writes their
-        RocksDB last); one that failed is opened again by the next batch."""
-        try:
-            await self.committer.settle()
-        except PieceFailed as exc:
-            self._failed = exc
+        """Commit the open piece, and wait for the commits in flight (before partitions
+        close: a commit writes their RocksDB last); one that failed is opened again by the
+        next batch (with the open piece, decided on top of it)."""
+        for _ in range(2):
+            try:
+                await self.committer.settle()
+            except PieceFailed as exc:
+                self._failed = exc
+                return
+            if self._open is None:
+                return
+            await self._commit_open()
 
     async def drain(self) -> None:
-        """Wait until no commit is in flight and none that failed is being redone."""
+        """Wait until no piece is open, no commit is in flight and none that failed is
+        being redone."""
         while True:
             flight, redo = self.committer.in_flight, self._redo
-            if flight is not None and not flight.done():
+            flushing = self._flushing
+            if self._open is not None and self._failed is None and (
+                    flight is None or flight.done()) and (flushing is None or flushing.done()):
+                async with self.lock:
+                    if self._open is not None and self._failed is None:
+                        await self._commit_open()
+                        self._watch(self._send)
+            elif flushing is not None and not flushing.done():
+                await asyncio.wait([flushing])
+            elif flight is not None and not flight.done():
                 await asyncio.wait([flight])
             elif redo is not None and not redo.done():
                 await asyncio.wait([redo])
@@ -229,13 +281,53 @@ class DeciderPool:
 
     def _watch(self, send: Send) -> None:
         """A commit still in flight after a batch that fails is redone at once, not when
-        the next batch comes (none may come)."""
+        the next batch comes (none may come); a piece left open is committed once the
+        commit before it is done, batch or none."""
         self._send = send
         flight = self.committer.in_flight
         if flight is not None and flight.done():
             self._on_flight_done(send, flight)
         elif flight is not None:
             flight.add_done_callback(partial(self._on_flight_done, send))
+        if self._open is not None:
+            if flight is not None and not flight.done():
+                flight.add_done_callback(lambda _: self._flush_soon())
+            else:
+                self._flush_soon()
+
+    def _flush_soon(self) -> None:
+        """Commit the open piece in a task of its own (under the pool's lock), or look
+        again shortly while a backlog keeps it open (one timer at a time)."""
+        if self._open is None:
+            return
+        wait = self._hold_for(self._open.began)
+        if wait > 0:
+            if self._timer is None:
+                self._timer = asyncio.get_running_loop().call_later(wait, self._timer_fired)
+        elif self._flushing is None or self._flushing.done():
+            self._flushing = asyncio.get_running_loop().create_task(self._flush_open())
+
+    def _timer_fired(self) -> None:
+        self._timer = None
+        self._flush_soon()
+
+    async def _flush_open(self) -> None:
+        try:
+            async with self.lock:
+                flight = self.committer.in_flight
+                if self._open is None or self._failed is not None or (
+                        flight is not None and not flight.done()):
+                    return  # a batch took it, a redo drops it, or _watch comes again
+                if self._hold_for(self._open.began) > 0:  # records came meanwhile
+                    self._flush_soon()
+                    return
+                with self.own.counting():
+                    await self._commit_open()
+                self._watch(self._send)
+        except Exception as exc:  # as in the decider's agent: the worker cannot go on
+            log.exception("decider failed", extra={"event": "decider_error"})
+            from ndd_stream.worker.runtime import fatal
+            fatal(f"decider crashed: {exc!r}")
 
     def _on_flight_done(self, send: Send, flight: asyncio.Future[None]) -> None:
         if flight.cancelled() or not isinstance(flight.exception(), PieceFailed):
@@ -301,6 +393,9 @@ class DeciderPool:
                 self._raise_failed()
                 return await self._decide(run, send)
             except PieceFailed as exc:
+                # the open piece was decided on top of the failed one: its partitions are
+                # behind what was handed out, opened again and their records decided again
+                self._open = None
                 until = await self.partitions.reopen(exc, handed)
                 run = await self.order.arrange([], until)
 
@@ -342,12 +437,16 @@ class DeciderPool:
         """Steps 1-4 for ``run[at:end]``, ``end`` the first record boundary after
         :data:`CHECKPOINT_ITEMS` decisions (or the run's end). Returns ``(end, records
         handled)``."""
-        self._touched = set()
         self._gatherers = [d for d in self.deciders.values() if isinstance(d, GatherDecider)]
-        piece = self.committer.begin(send)
+        open_, self._open = self._open, None
+        if open_ is not None:  # the piece left open goes on
+            piece, ends, decided, self._touched, began = open_
+        else:
+            piece, decided, self._touched = self.committer.begin(send), 0, set()
+            ends = {}  # partition -> the offset after its last record here
+            began = time.perf_counter()
         self._turn = time.perf_counter()
-        end, handled, decided = at, 0, 0
-        ends: dict[int, int] = {}  # partition -> the offset after its last record here
+        end, handled = at, 0
         while True:
             ready = self._ready() if self._gatherers else None
             if ready:  # decisions a gatherer left for after a checkpoint: before new records
@@ -380,6 +479,59 @@ class DeciderPool:
             # and never come back); before its end, after this piece's records (``ends``)
             ends = {p: n for p in self.deciders
                     if (n := self.order.next.get(self._tp(p))) is not None}
+        if self._hold(decided, began):
+            self._open = _OpenPiece(piece, ends, decided, self._touched, began)
+        else:
+            await self._end_piece(piece, ends, decided)
+        return end, handled
+
+    def _hold(self, decided: int, began: float) -> bool:
+        """Whether a piece that could end here stays open instead, to take the next
+        batches' decisions too (up to :attr:`piece_items`; exactly-once, where no batch is
+        acknowledged):
+
+        * while the commit before it runs: ended now, it would only wait for it (pieces
+          commit one at a time); it is committed as that commit ends (:meth:`_watch`);
+        * while records wait for this pool beyond :data:`BACKLOG_RECORDS` (the consumer's
+          last stable offset against the next offset handed out), for at most
+          :data:`HOLD_S`: a backlog read in small batches (the router's commits and
+          progress records) is then committed in a few large transactions, not one small
+          one per batch, each of which costs round trips and the broker's CPU. Caught up
+          (a live feed), a piece commits as its batch ends."""
+        if not (self.hold_pieces and self.committer.holds and decided < self.piece_items
+                and not self._gatherers):
+            return False
+        flight = self.committer.in_flight
+        return (flight is not None and not flight.done()) or self._hold_for(began) > 0
+
+    def _hold_for(self, began: float) -> float:
+        """How long an open piece begun at ``began`` may wait before it is looked at
+        again (0: commit it now)."""
+        left = began + HOLD_S - time.perf_counter()
+        return min(HOLD_LOOK_S, left) if left > 0 and self._backlog() else 0.0
+
+    def _backlog(self) -> bool:
+        """Whether more than :data:`BACKLOG_RECORDS` committed records of a partition
+        open here are not handed out yet (where the consumer last saw its end), or of a
+        raw partition not forwarded yet by the router (``upstream``): more input comes
+        at once."""
+        if self.high is not None:
+            for tp, handed in self.order.next.items():
+                if tp[1] in self.deciders:
+                    high = self.high(tp)
+                    if high is not None and high - handed > BACKLOG_RECORDS:
+                        return True
+        return self.upstream is not None and self.upstream(BACKLOG_RECORDS)
+
+    async def _commit_open(self) -> None:
+        """Commit the piece left open (under the pool's lock)."""
+        open_, self._open = self._open, None
+        if open_ is not None:
+            piece, ends, decided, self._touched, _ = open_
+            await self._end_piece(piece, ends, decided)
+
+    async def _end_piece(self, piece: Piece, ends: dict[int, int], decided: int) -> None:
+        """Step 4: the piece committed with each partition's checkpoint."""
         reached = checkpoints(self.deciders, self.merges, self._touched, ends)
         before = self.committer.in_flight
         await piece.commit([Reached.of(self._tp(p), self.deciders[p], checkpoint)
@@ -390,7 +542,6 @@ class DeciderPool:
             flight.add_done_callback(self.own.end)
         for partition in reached:
             set_gauges(self.metrics, self._label(partition), self.deciders[partition])
-        return end, handled
 
     async def _resolve(self, ready: Sequence[GatherDecider], piece: Piece) -> int:
         """The decisions gatherers left for after a checkpoint; returns how many."""

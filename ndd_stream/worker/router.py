@@ -140,6 +140,15 @@ class Router:
         partition's position once it is opened (``runtime.seek``)."""
         return [m for m in messages if self._forwards((m.topic, m.partition))]
 
+    def behind(self, records: int) -> bool:
+        """Whether a raw partition owned here has more than ``records`` records not
+        forwarded yet (where the consumer last saw its end)."""
+        for tp in self.owned:
+            high, handed = self.high(tp), self.order.next.get(tp)
+            if high is not None and handed is not None and high - handed > records:
+                return True
+        return False
+
     def positions(self) -> dict[TP, int]:
         """Where each raw partition owned here goes on: the first offset not forwarded."""
         return {tp: n for tp, n in self.order.next.items() if tp in self.owned}

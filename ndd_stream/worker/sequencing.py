@@ -62,6 +62,7 @@ class Sequencers:
         self.metrics = metrics
         self.scoped_topic = scoped_topic
         self.merges: dict[int, EventTimeMerge[Message]] = {}
+        self._held: dict[int, Any] = {}  # ndd_order_held by partition (looked up once)
         # raw partitions that exist (metadata); None until told: a partition opened before
         # its worker's rebalance callback has listed them (Faust delivers records first)
         # releases nothing until then
@@ -160,7 +161,10 @@ class Sequencers:
         released, passed = merge.release(now, max(0, limit))
         for p in passed:
             self._log_passed(partition, p)
-        self.metrics.order_held.labels(str(partition)).set(merge.held)
+        held = self._held.get(partition)
+        if held is None:
+            held = self._held[partition] = self.metrics.order_held.labels(str(partition))
+        held.set(merge.held)
         return [(item, None) for _, item in released]
 
     def _log_passed(self, partition: int, p: Passed) -> None:
