@@ -109,3 +109,20 @@ def test_text_spill_reads_back_what_it_wrote(monkeypatch: pytest.MonkeyPatch) ->
     assert len(spill._files) < files
     assert all(spill.read(ref) == d for number, d, ref in written if number >= 150)
     spill.close()
+
+
+def test_a_spill_that_cannot_write_keeps_its_texts_readable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(TextSpill, "BUFFER_BYTES", 100)
+    spill = TextSpill.open()
+    assert spill is not None
+    refs = [(spill.write(bytes([i]) * 60, i), bytes([i]) * 60) for i in range(3)]
+
+    def full(*args: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(window_module.os, "pwrite", full)
+    refs += [(spill.write(bytes([i]) * 60, i), bytes([i]) * 60) for i in range(3, 8)]
+    assert spill.failed
+    assert all(spill.read(ref) == data for ref, data in refs)
+    spill.close()

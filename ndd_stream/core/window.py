@@ -111,6 +111,7 @@ class TextSpill:
         self._buffer = bytearray()  # appended, not written yet: the spill's last bytes
         self._written = 0  # spill offset where the buffer starts
         self.end = 0  # the spill's size
+        self.failed = False  # a write failed: what was not written stays in the buffer
 
     @staticmethod
     def open() -> TextSpill | None:
@@ -131,20 +132,29 @@ class TextSpill:
         self._last.append(-1)
 
     def _flush(self) -> None:
-        if self._buffer:
-            fd = self._files[-1].fileno()
-            offset = self._written - self._starts[-1]
-            data = bytes(self._buffer)
-            self._buffer.clear()
-            while data:
-                done = os.pwrite(fd, data, offset)
-                data, offset = data[done:], offset + done
-            self._written = self.end
+        """Write the buffer out; on an error (a full disk) keep what is left of it in
+        memory, readable, and mark the spill ``failed``."""
+        if not self._buffer or self.failed:
+            return
+        fd = self._files[-1].fileno()
+        offset = self._written - self._starts[-1]
+        data = memoryview(bytes(self._buffer))
+        done = 0
+        try:
+            while done < len(data):
+                done += os.pwrite(fd, data[done:], offset + done)
+        except OSError:
+            self.failed = True
+        del self._buffer[:done]
+        self._written += done
 
     def write(self, data: bytes, number: int, utf8: bool = False) -> int:
         """Append the text ``data`` of document ``number``; its reference."""
-        if self.end - self._starts[-1] >= self.SEGMENT_BYTES:
-            self._segment()
+        if not self.failed and self.end - self._starts[-1] >= self.SEGMENT_BYTES:
+            try:
+                self._segment()
+            except OSError:
+                self.failed = True
         ref = self.end << 33 | len(data) << 1 | utf8
         self._buffer += data
         self.end += len(data)
@@ -346,7 +356,7 @@ class ScopeWindow:
     def _spill_text(self, doc: WindowDoc, held: Any, number: int) -> None:
         if self._spill is None:
             self._spill = TextSpill.open() or False
-        if self._spill is False:
+        if self._spill is False or self._spill.failed:  # texts stay in memory
             return
         if isinstance(held, bytes):
             ref = self._spill.write(held, number)
