@@ -90,7 +90,7 @@ typedef struct {
 typedef struct {
     uint64_t *w;     /* w[i]: documents 64 * (wfirst + i) .. + 63; NULL: a free row */
     int64_t wfirst;
-    size_t nw, cap;  /* words held (the window's later ones are 0), allocated */
+    size_t nw, cap;  /* words held (the window's later ones are 0), room (the stride) */
 } erow_t;
 
 typedef struct {
@@ -101,6 +101,9 @@ typedef struct {
     size_t mask, used;
     erow_t *rows;
     size_t nrows, rcap;
+    uint64_t *slab;     /* the rows' words: row k's at slab + k * stride (see slab_layout) */
+    size_t stride, slabrows; /* words a row, rows the slab has room for */
+    int64_t rowfloor;   /* no row's first word is below it */
     uint32_t *freerows; /* indices of free rows */
     size_t nfree, fcap;
     edoc_t *docs;       /* docs[i] is document dfirst + i */
@@ -270,8 +273,7 @@ row_free(EngineObject *e, eslot_t *s)
 {
     uint32_t k = s->b[HROW];
     erow_t *r = &e->rows[k];
-    free(r->w);
-    r->w = NULL;
+    r->w = NULL; /* its place in the slab waits for the next row made */
     r->nw = r->cap = 0;
     s->b[HROW] = NO_ROW;
     if (grow((void **)&e->freerows, &e->fcap, e->nfree + 1, 4))
@@ -280,21 +282,72 @@ row_free(EngineObject *e, eslot_t *s)
     return 0;
 }
 
-/* Room for ``need`` words in row ``r``. Every row spans the window, so the rows are most
- * of a dense index's bytes: an eighth more than asked (and ROW_STEP words at least), not
- * a doubling. */
+/* The rows live in one block, the slab: row k's words at slab + k * stride, so that no row
+ * moves alone (each row grown by realloc left about a quarter of the rows' bytes in free
+ * heap chunks as the window filled). The stride spans every row from ``rowfloor`` (no
+ * row's first word is below it) to the window's last word, so a lookup, which extends a
+ * row to the window's end, never needs more (see rows_room). Every row spans the window, so
+ * the rows are most of a dense index's bytes: the stride grows by an eighth (ROW_STEP words
+ * at least), not a doubling; a sweep, after which every row starts at the window's first
+ * word, narrows it. Lays the slab out for ``rows`` rows of ``stride`` words. */
+static int
+slab_layout(EngineObject *e, size_t rows, size_t stride)
+{
+    size_t old = e->stride;
+    if (stride < old) /* narrower: each row down to its new place first, in order */
+        for (size_t k = 0; k < e->nrows; k++)
+            if (e->rows[k].w != NULL)
+                memmove(e->slab + k * stride, e->slab + k * old, e->rows[k].nw * 8);
+    size_t words = rows * stride;
+    uint64_t *slab = realloc(e->slab, (words > 0 ? words : 1) * 8);
+    if (slab == NULL) {
+        if (stride > old)
+            return -1;
+        slab = e->slab; /* narrower in place, the block as it was */
+    } else {
+        e->slabrows = rows;
+    }
+    e->slab = slab;
+    if (stride > old) /* wider: each row up to its new place, the last first */
+        for (size_t k = e->nrows; k-- > 0;)
+            if (e->rows[k].w != NULL)
+                memmove(slab + k * stride, slab + k * old, e->rows[k].nw * 8);
+    e->stride = stride;
+    for (size_t k = 0; k < e->nrows; k++)
+        if (e->rows[k].w != NULL) {
+            e->rows[k].w = slab + k * stride;
+            e->rows[k].cap = stride;
+        }
+    return 0;
+}
+
+/* A stride for rows from ``rowfloor`` to document ``number``: the one held when it
+ * suffices, else an eighth more than needed (and ROW_STEP words at least). */
+static size_t
+stride_for(const EngineObject *e, int64_t number)
+{
+    size_t need = (size_t)((number >> 6) + 1 - e->rowfloor);
+    if (need <= e->stride)
+        return e->stride;
+    return need + (need / 8 > ROW_STEP ? need / 8 : ROW_STEP);
+}
+
+/* Before document ``number`` is indexed: every row with room up to its word. */
+static int
+rows_room(EngineObject *e, int64_t number)
+{
+    if (e->nrows == 0)
+        return 0;
+    size_t stride = stride_for(e, number);
+    return stride == e->stride ? 0 : slab_layout(e, e->slabrows, stride);
+}
+
+/* Room for ``need`` words in row ``r``: its place in the slab, which rows_room keeps wide
+ * enough for any word of the window (-1: not, which does not happen). */
 static int
 row_reserve(erow_t *r, size_t need)
 {
-    if (need <= r->cap)
-        return 0;
-    size_t cap = need + (need / 8 > ROW_STEP ? need / 8 : ROW_STEP);
-    uint64_t *w = realloc(r->w, cap * 8);
-    if (w == NULL)
-        return -1;
-    r->w = w;
-    r->cap = cap;
-    return 0;
+    return need <= r->cap ? 0 : -1;
 }
 
 /* Row ``r`` extended to word ``i`` (new words zero). */
@@ -324,17 +377,26 @@ static int
 row_make(EngineObject *e, eslot_t *s)
 {
     uint32_t k;
+    if (e->nrows == 0) /* the first row: the slab starts from the window's first word */
+        e->rowfloor = e->base >> 6;
     if (e->nfree) {
         k = e->freerows[--e->nfree];
     } else {
         if (grow((void **)&e->rows, &e->rcap, e->nrows + 1, sizeof(erow_t)))
             return -1;
-        k = (uint32_t)e->nrows++;
+        k = (uint32_t)e->nrows;
         e->rows[k].w = NULL;
+        if (k >= e->slabrows || e->stride == 0) {
+            size_t rows = k >= e->slabrows ? (e->slabrows ? e->slabrows * 2 : 64) : e->slabrows;
+            if (slab_layout(e, rows, stride_for(e, e->end)))
+                return -1;
+        }
+        e->nrows++;
     }
     erow_t *r = &e->rows[k];
-    r->w = NULL;
-    r->nw = r->cap = 0;
+    r->w = e->slab + (size_t)k * e->stride;
+    r->nw = 0;
+    r->cap = e->stride;
     r->wfirst = e->base >> 6;
     const uint32_t *b = s->b;
     const uint16_t *p = LIST(b);
@@ -414,13 +476,7 @@ row_compact(EngineObject *e, erow_t *r)
         }
         r->wfirst += dead;
     }
-    if (r->cap > r->nw + ROW_STEP) {
-        uint64_t *w = realloc(r->w, (r->nw + ROW_STEP) * 8);
-        if (w != NULL) {
-            r->w = w;
-            r->cap = r->nw + ROW_STEP;
-        }
-    }
+    (void)e; /* its room is the slab's stride: sweep narrows it for every row at once */
 }
 
 /* -- the table --------------------------------------------------------------------------- */
@@ -495,6 +551,13 @@ sweep(EngineObject *e)
         kept++;
         uint32_t used = s->b[HUSED];
         if (used * 2 < s->b[HCAP] && block_resize(e, s, used + used / 4 + 3))
+            return -1;
+    }
+    if (e->nrows) { /* every row left now starts at the window's first word */
+        e->rowfloor = e->base >> 6;
+        size_t need = e->end > e->base ? (size_t)(((e->end - 1) >> 6) + 1 - e->rowfloor) : 1;
+        size_t stride = need + (need / 8 > ROW_STEP ? need / 8 : ROW_STEP);
+        if (e->stride > stride + stride / 4 && slab_layout(e, e->slabrows, stride))
             return -1;
     }
     e->used = kept;
@@ -866,8 +929,7 @@ engine_dealloc(EngineObject *e)
 {
     for (size_t i = 0; i < e->dn; i++)
         Py_XDECREF(e->docs[i].text);
-    for (size_t i = 0; i < e->nrows; i++)
-        free(e->rows[i].w);
+    free(e->slab);
     if (e->tab != NULL)
         for (size_t i = 0; i <= e->mask; i++)
             free(e->tab[i].b);
@@ -969,6 +1031,8 @@ add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int 
     double at = e->share > 0.0 ? e->share * (double)(e->end + 1 - e->base) : 1e300;
     int64_t dense_at = at < (double)DENSE_MIN ? DENSE_MIN
                        : at > 4e9 ? INT64_MAX : (int64_t)ceil(at);
+    if (rows_room(e, (int64_t)number))
+        goto nomem;
     /* A failure part way leaves some keys with this number: the engine is then unusable
      * (as after any MemoryError in a decision, the process restarts from the store). */
     for (size_t i = 0; i < m; i++) {
@@ -1686,9 +1750,7 @@ engine_nbytes(EngineObject *e, void *closure)
                + e->scap + e->ccap * 8 + e->hcap * 4 + e->kcap * sizeof(ecand_t)
                + e->rcap * sizeof(erow_t) + e->dncap * sizeof(uint64_t *) + e->slcap * 8
                + e->fcap * 4 + e->pcap * 8 + e->q6cap * 4;
-    for (size_t i = 0; i < e->nrows; i++)
-        if (e->rows[i].w != NULL)
-            n += e->rows[i].cap * 8;
+    n += e->nrows * e->stride * 8; /* the slab's rows (the room beyond them is untouched) */
     return PyLong_FromSize_t(n);
 }
 
@@ -1696,12 +1758,9 @@ static PyObject *
 engine_layout(EngineObject *e, void *closure)
 {
     (void)closure;
-    size_t rows = 0, nrow = 0;
+    size_t rows = e->nrows * e->stride * 8, nrow = 0; /* free rows' places included */
     for (size_t i = 0; i < e->nrows; i++)
-        if (e->rows[i].w != NULL) {
-            rows += e->rows[i].cap * 8;
-            nrow++;
-        }
+        nrow += e->rows[i].w != NULL;
     return Py_BuildValue("{sn,sn,sn,sn,sn,sn,sn,sn,sn}",
         "table", (Py_ssize_t)((e->mask + 1) * sizeof(eslot_t)),
         "keys", (Py_ssize_t)e->used,

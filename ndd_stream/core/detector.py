@@ -205,7 +205,8 @@ class Detector:
         hour = hour_of(doc.timestamp)
         for expired in window.advance(hour):
             self.store.drop_hour(doc.scope, expired)
-        previous = window.decisions.get(doc.identity)
+        hour = window.hour_object(hour)
+        previous = window.decision(doc.identity)
         if previous is not None:
             return _replayed(previous)
         nf = self._normal_form(doc.text)

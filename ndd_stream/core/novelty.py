@@ -153,13 +153,14 @@ def judge(
     figures_new: str,
     figures_old: str | None,
     correction: bool | Callable[[], bool],
-    nf_old: str = "",
+    nf_old: str | Callable[[], str] = "",
 ) -> tuple[str, tuple[str, ...], tuple[str, ...]] | None:
     """The reason A is a new report and what differs (figures as written in A, in B; or
     the two subjects; or the headline words), or None when A repeats B. ``figures_old``
     None: B's facts are unknown (a record of state layout v1), so only the overlap is
     judged. ``correction`` may be a callable, asked only when facts changed (it scans A's
-    text). ``nf_old`` is B's normal form, searched for A's subject."""
+    text). ``nf_old`` is B's normal form, searched for A's subject (a callable: read only
+    when both items have a subject)."""
     num, den = MIN_OVERLAP
     if size_new and size_old and shared_qgrams * den < num * min(size_new, size_old):
         only_new, only_old = _differing(figures_new, figures_old or "")
@@ -176,7 +177,9 @@ def judge(
             corrected = bool(correction()) if callable(correction) else bool(correction)
         return corrected
 
-    if other_subject(new.subject, old.subject, nf_old) and not is_correction():
+    if (new.subject and old.subject
+            and other_subject(new.subject, old.subject, nf_old() if callable(nf_old) else nf_old)
+            and not is_correction()):
         return "subject", (new.subject,), (old.subject,)
     if (new_headline(new.headline, old.headline, shared_qgrams, size_new, size_old)
             and not is_correction()):

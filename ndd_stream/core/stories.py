@@ -17,6 +17,7 @@ included), so a restart that rebuilds the window from the store rebuilds them to
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -117,6 +118,7 @@ class StoryBook:
              hour: int) -> tuple[int, tuple[str, ...]]:
         """Count a member of ``story``; return the story's size and channels (sorted: the
         same whichever member left the window first) with it."""
+        channel = sys.intern(channel)  # one str a channel, not one a member
         self._story[identity] = story
         self._channel[identity] = channel
         members = self._by_hour.get(hour)
