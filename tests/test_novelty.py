@@ -396,6 +396,27 @@ def test_differing_equals_the_brute_force_reference(new: list[str], old: list[st
     assert quantities.differing(old, new) == (ref[1], ref[0])
 
 
+@settings(max_examples=800, deadline=None)
+@given(st.lists(st.sampled_from(["Sun", "SUN", "sun", "Suns", "Ab", "USX", "usx's", "A", " ",
+                                 "\n", "\r\n", "\t", ",", ".", "-", "_", "3RD", "1", "25",
+                                 "8.7", "1,250", "1,2,3", "mln", "MLN", "Million", "billion",
+                                 "thousand", "dlrs", "Raises", "raise", "é", "x"]),
+                max_size=40))
+def test_facts_in_c_equal_the_python_facts(parts: list[str]) -> None:
+    """The C kernel's facts (subject, headline words, figures, one string) are the Python
+    version's, character for character: headline words repeated in other cases, more
+    than the headline's limit, subjects named again at the text's end, figures seen twice."""
+    from ndd_stream.core import kernels
+    from ndd_stream.core.novelty import figures_python
+
+    text = "".join(parts)
+    if kernels.IMPLEMENTATION != "c":
+        pytest.skip("the C kernels are not built")
+    assert figures(text) == figures_python(text)
+    long_headline = " ".join(parts * 3) + "\n" + text
+    assert figures(long_headline) == figures_python(long_headline)
+
+
 @settings(max_examples=500, deadline=None)
 @given(st.lists(st.sampled_from(["1", "25", "8.7", "1,250", ".", ",", " ", "-", "\n", "\r\n",
                                  "\t", "mln", "MLN", "Million", "millions", "billion", "bln",

@@ -169,3 +169,315 @@ done:
     PyBuffer_Release(&out);
     return result;
 }
+
+const char ndd_ascii_facts_doc[] =
+"ascii_facts(text, scales, max_words) -> str | None\n\n"
+"novelty.figures of an ASCII str: '^subject' (core.subject; absent when none), then\n"
+"'#w1,w2,...' (core.headline: the first line's distinct lower-cased words of letters and\n"
+"digits, at most max_words), then the figure tokens (core.quantities, ``scales`` as for\n"
+"figure_tokens), joined by spaces. None when text is not ASCII.";
+
+static int
+is_letter(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static int
+is_alnum(unsigned char c)
+{
+    return is_letter(c) || (c >= '0' && c <= '9');
+}
+
+static int
+is_word(unsigned char c)
+{
+    return is_alnum(c) || c == '_';
+}
+
+/* core.subject.ascii_subject: the first run of two letters or more on the first line, when
+ * the text after that line names it capitalised and whole; its lower case into o, returns
+ * its length (0: none). (c | 0x20) equals a lower-case letter only for that letter and its
+ * capital, so comparing so with a word of letters is a case-insensitive comparison. */
+static Py_ssize_t
+subject_of(const unsigned char *s, Py_ssize_t n, Py_ssize_t newline, char *o)
+{
+    if (newline < 0 || newline == n - 1)
+        return 0;
+    Py_ssize_t i = 0, start = -1, size = 0;
+    while (i < newline) {
+        if (!is_letter(s[i])) {
+            i++;
+            continue;
+        }
+        Py_ssize_t j = i;
+        while (j < newline && is_letter(s[j]))
+            j++;
+        if (j - i >= 2) {
+            start = i;
+            size = j - i;
+            break;
+        }
+        i = j;
+    }
+    if (start < 0)
+        return 0;
+    for (Py_ssize_t k = 0; k < size; k++)
+        o[k] = (char)(s[start + k] | 0x20);
+    unsigned char capital = (unsigned char)(o[0] - 'a' + 'A');
+    for (Py_ssize_t at = newline + 1; at + size <= n; at++) {
+        if (s[at] != capital || is_word(s[at - 1]))
+            continue;
+        Py_ssize_t k = 1;
+        while (k < size && (s[at + k] | 0x20) == (unsigned char)o[k])
+            k++;
+        if (k == size && (at + size == n || !is_word(s[at + size])))
+            return size;
+    }
+    return 0;
+}
+
+/* core.headline.ascii_headline_words, joined by commas into o (room: the line's length);
+ * returns the length written. */
+static Py_ssize_t
+headline_of(const unsigned char *s, Py_ssize_t line, int max_words, char *o)
+{
+    Py_ssize_t starts[64], lens[64], m = 0;
+    int words = 0;
+    Py_ssize_t i = 0;
+    while (i < line && words < max_words) {
+        if (!is_alnum(s[i])) {
+            i++;
+            continue;
+        }
+        Py_ssize_t j = i;
+        while (j < line && is_alnum(s[j]))
+            j++;
+        Py_ssize_t len = j - i;
+        int seen = 0;
+        for (int w = 0; w < words && !seen; w++) {
+            if (lens[w] != len)
+                continue;
+            Py_ssize_t k = 0;
+            while (k < len && (s[starts[w] + k] | 0x20) == (s[i + k] | 0x20))
+                k++;
+            /* (c | 0x20) folds the case of letters; for digits it is the digit itself */
+            seen = k == len;
+        }
+        if (!seen) {
+            starts[words] = i;
+            lens[words] = len;
+            if (words)
+                o[m++] = ',';
+            for (Py_ssize_t k = 0; k < len; k++)
+                o[m++] = (char)(s[i + k] >= 'A' && s[i + k] <= 'Z' ? s[i + k] | 0x20 : s[i + k]);
+            words++;
+        }
+        i = j;
+    }
+    return m;
+}
+
+/* One distinct figure of a text: its key (digits and '.', in keys), its first spelling
+ * (s[raw, raw + raw_len)) and the scale word of its first scaled occurrence (-1: none). */
+typedef struct {
+    Py_ssize_t key, key_len, raw, raw_len;
+    int scale;
+} figure_t;
+
+typedef struct {
+    figure_t *fig;
+    Py_ssize_t n, cap;
+    Py_ssize_t *slot; /* open addressing: 1 + index into fig, 0 empty */
+    Py_ssize_t slots;
+    char *keys;
+} figures_t;
+
+static uint64_t
+key_hash(const char *k, Py_ssize_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (Py_ssize_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)k[i]) * 0x100000001b3ULL;
+    return h ^ (h >> 29);
+}
+
+/* The figure of key keys[key, key + len): its index, added (with its spelling) when new;
+ * -1 when out of memory. */
+static Py_ssize_t
+figure_at(figures_t *f, Py_ssize_t key, Py_ssize_t len, Py_ssize_t raw, Py_ssize_t raw_len)
+{
+    if (2 * (f->n + 1) > f->slots) {
+        Py_ssize_t slots = f->slots ? 2 * f->slots : 64;
+        Py_ssize_t *slot = PyMem_Calloc((size_t)slots, sizeof(Py_ssize_t));
+        if (slot == NULL)
+            return -1;
+        for (Py_ssize_t i = 0; i < f->n; i++) {
+            uint64_t h = key_hash(f->keys + f->fig[i].key, f->fig[i].key_len);
+            Py_ssize_t at = (Py_ssize_t)(h & (uint64_t)(slots - 1));
+            while (slot[at])
+                at = (at + 1) & (slots - 1);
+            slot[at] = i + 1;
+        }
+        PyMem_Free(f->slot);
+        f->slot = slot;
+        f->slots = slots;
+    }
+    uint64_t h = key_hash(f->keys + key, len);
+    Py_ssize_t at = (Py_ssize_t)(h & (uint64_t)(f->slots - 1));
+    while (f->slot[at]) {
+        figure_t *g = &f->fig[f->slot[at] - 1];
+        if (g->key_len == len && memcmp(f->keys + g->key, f->keys + key, (size_t)len) == 0)
+            return f->slot[at] - 1;
+        at = (at + 1) & (f->slots - 1);
+    }
+    if (f->n == f->cap) {
+        Py_ssize_t cap = f->cap ? 2 * f->cap : 32;
+        figure_t *fig = PyMem_Realloc(f->fig, (size_t)cap * sizeof(figure_t));
+        if (fig == NULL)
+            return -1;
+        f->fig = fig;
+        f->cap = cap;
+    }
+    f->fig[f->n] = (figure_t){key, len, raw, raw_len, -1};
+    f->slot[at] = f->n + 1;
+    return f->n++;
+}
+
+/* quantities.tokens' scan (as _kernels.c's figure_tokens, without Python objects): every
+ * figure of s[0..n) into f, in order of first appearance; -1 when out of memory. */
+static int
+scan_figures(const unsigned char *s, Py_ssize_t n, const char **scale, const Py_ssize_t *scale_len,
+             Py_ssize_t nscales, figures_t *f)
+{
+    Py_ssize_t i = 0, k = 0;
+    while (i < n) {
+        if (s[i] < '0' || s[i] > '9') {
+            i++;
+            continue;
+        }
+        Py_ssize_t start = i, key = k;
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            f->keys[k++] = (char)s[i++];
+        while (i + 1 < n && (s[i] == '.' || s[i] == ',') && s[i + 1] >= '0' && s[i + 1] <= '9') {
+            if (s[i] == '.')
+                f->keys[k++] = '.';
+            i++;
+            while (i < n && s[i] >= '0' && s[i] <= '9')
+                f->keys[k++] = (char)s[i++];
+        }
+        Py_ssize_t at = figure_at(f, key, k - key, start, i - start);
+        if (at < 0)
+            return -1;
+        if (at != f->n - 1)
+            k = key; /* a key seen before: its bytes are not kept twice */
+        /* the gap, then a scale word and a word boundary */
+        Py_ssize_t j = i;
+        while (j < n && (s[j] == ' ' || s[j] == '\t' || s[j] == '-'))
+            j++;
+        if (j < n && s[j] == '\r')
+            j++;
+        if (j < n && s[j] == '\n')
+            j++;
+        while (j < n && (s[j] == ' ' || s[j] == '\t'))
+            j++;
+        for (Py_ssize_t w = 0; w < nscales && j < n && s[j] > '9'; w++) {
+            Py_ssize_t len = scale_len[w];
+            if (j + len > n || (j + len < n && is_word(s[j + len])))
+                continue;
+            Py_ssize_t c = 0;
+            while (c < len && (s[j + c] | 0x20) == (unsigned char)scale[w][c])
+                c++;
+            if (c < len)
+                continue;
+            if (f->fig[at].scale < 0)
+                f->fig[at].scale = (int)w;
+            break;
+        }
+    }
+    return 0;
+}
+
+#define MAX_SCALES 32
+
+/* Why: every decided plain-text item computes its facts (novelty.figures); in Python, the
+ * lower-cased copy, the subject's search, the headline's words, the figures' dicts and the
+ * join cost ~20 us of a Reuters item, as much as its signature. Here one pass of each over
+ * the text's bytes and no Python object but the result. */
+PyObject *
+ndd_ascii_facts(PyObject *self, PyObject *args)
+{
+    PyObject *text, *scales;
+    int max_words;
+    if (!PyArg_ParseTuple(args, "UO!i", &text, &PyTuple_Type, &scales, &max_words))
+        return NULL;
+    if (!PyUnicode_IS_ASCII(text))
+        Py_RETURN_NONE;
+    Py_ssize_t nscales = PyTuple_GET_SIZE(scales);
+    if (max_words < 0 || max_words > 64 || nscales > MAX_SCALES) {
+        PyErr_SetString(PyExc_ValueError, "max_words must be 0..64, scales at most 32");
+        return NULL;
+    }
+    const char *scale[MAX_SCALES];
+    Py_ssize_t scale_len[MAX_SCALES], longest = 0;
+    for (Py_ssize_t w = 0; w < nscales; w++) {
+        scale[w] = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(scales, w), &scale_len[w]);
+        if (scale[w] == NULL)
+            return NULL;
+        if (scale_len[w] > longest)
+            longest = scale_len[w];
+    }
+    const unsigned char *s = PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), newline = -1;
+    const unsigned char *nl = memchr(s, '\n', (size_t)n);
+    if (nl != NULL)
+        newline = nl - s;
+    Py_ssize_t line = newline >= 0 ? newline : n;
+    PyObject *result = NULL;
+    figures_t f = {NULL, 0, 0, NULL, 0, NULL};
+    char *o = NULL;
+    f.keys = PyMem_Malloc((size_t)n + 1);
+    if (f.keys == NULL || scan_figures(s, n, scale, scale_len, nscales, &f) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* room: '^' + subject (< line) + ' #' + words and commas (<= line + max_words) + the
+     * tokens, each with its space, '_' and scale word */
+    Py_ssize_t room = 2 * line + max_words + 4, m = 0, k;
+    for (Py_ssize_t i = 0; i < f.n; i++)
+        room += f.fig[i].raw_len + longest + 2;
+    o = PyMem_Malloc((size_t)room + 1);
+    if (o == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    k = subject_of(s, n, newline, o + 1);
+    if (k) {
+        o[0] = '^';
+        m = k + 1;
+        o[m] = ' ';
+    }
+    k = headline_of(s, line, max_words, o + m + (m ? 2 : 1));
+    if (k) {
+        o[m + (m ? 1 : 0)] = '#';
+        m += k + (m ? 2 : 1);
+    }
+    for (Py_ssize_t i = 0; i < f.n; i++) {
+        if (m)
+            o[m++] = ' ';
+        memcpy(o + m, s + f.fig[i].raw, (size_t)f.fig[i].raw_len);
+        m += f.fig[i].raw_len;
+        if (f.fig[i].scale >= 0) {
+            o[m++] = '_';
+            memcpy(o + m, scale[f.fig[i].scale], (size_t)scale_len[f.fig[i].scale]);
+            m += scale_len[f.fig[i].scale];
+        }
+    }
+    result = PyUnicode_DecodeASCII(o, m, NULL);
+done:
+    PyMem_Free(o);
+    PyMem_Free(f.keys);
+    PyMem_Free(f.fig);
+    PyMem_Free(f.slot);
+    return result;
+}

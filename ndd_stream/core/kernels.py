@@ -352,6 +352,15 @@ def figure_tokens(text: str, scales: tuple[str, ...]) -> dict[str, str] | None:
     return _C.figure_tokens(text.encode("ascii"), scales)  # type: ignore[attr-defined]
 
 
+def ascii_facts(text: str, scales: tuple[str, ...], max_words: int) -> str | None:
+    """novelty.figures of an ASCII ``text`` in one C call (``scales`` as for
+    :func:`figure_tokens`, ``max_words`` the headline's), or None when the kernels are not
+    built or the text is not ASCII (the caller runs its Python version: the same string)."""
+    if _C is None:
+        return None
+    return _C.ascii_facts(text, scales, max_words)  # type: ignore[attr-defined,no-any-return]
+
+
 def prose_blocks(text: str, min_words: int, min_chars: int) -> str | None:
     """extract.prose_blocks of an ASCII ``text`` in one C scan, or None when the kernels
     are not built or the text is not ASCII (the caller runs its Python version)."""

@@ -50,8 +50,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ndd_stream.core import quantities
+from ndd_stream.core import kernels, quantities
 from ndd_stream.core.headline import (
+    MAX_WORDS,
     ascii_headline_words,
     headline_words,
     new_development_headline,
@@ -101,6 +102,14 @@ def figures(text: str) -> str:
     (``#w1,w2,...``, core.headline) and its distinct figure tokens (core.quantities) in
     order of first appearance. Records written before subjects, headlines and scale words
     (no ``^``, ``#`` or ``_``) read as figures alone."""
+    fast = kernels.ascii_facts(text, quantities.SCALE_ORDER, MAX_WORDS)
+    if fast is not None:
+        return fast
+    return figures_python(text)
+
+
+def figures_python(text: str) -> str:
+    """:func:`figures` without the kernels."""
     if text.isascii():  # lower-case once and find the first line once for all three
         low, newline = text.lower(), text.find("\n")
         subj = ascii_subject(text, low, newline)

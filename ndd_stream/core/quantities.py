@@ -30,7 +30,7 @@ from ndd_stream.core import kernels
 SCALES: dict[str, int] = {"thousand": 3, "mln": 6, "million": 6, "millions": 6,
                           "bln": 9, "billion": 9, "billions": 9, "trillion": 12}
 """Scale words that follow a figure, and their powers of ten."""
-_SCALE_ORDER = tuple(SCALES)  # the pattern's alternation, in this order
+SCALE_ORDER = tuple(SCALES)  # the pattern's alternation, in this order
 
 _SCALED = re.compile(r"(\d+(?:[.,]\d+)*)(?:[ \t-]*\r?\n?[ \t]*(" + "|".join(SCALES) + r")\b)?",
                      re.IGNORECASE)
@@ -60,7 +60,7 @@ def ascii_tokens(text: str, low: str) -> dict[str, str]:
     """:func:`tokens` of ASCII ``text`` whose lower-cased form is ``low`` (core.novelty
     lower-cases an item once for its subject, headline and figures): in C when the kernels
     are built, else :func:`ascii_tokens_python`."""
-    fast = kernels.figure_tokens(text, _SCALE_ORDER)
+    fast = kernels.figure_tokens(text, SCALE_ORDER)
     return fast if fast is not None else ascii_tokens_python(text, low)
 
 
