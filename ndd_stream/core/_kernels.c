@@ -283,100 +283,6 @@ done:
     return result;
 }
 
-/* The rank of a character among the 36 of a default normal form (digits, then lower-case
- * letters: ASCII order), -1 for any other. */
-static const int8_t SYM36[256] = {
-    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-     0,  1,  2,  3,  4,  5,  6,  7,  8,  9, -1, -1, -1, -1, -1, -1,
-    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-    -1, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
-    25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, -1, -1, -1, -1, -1,
-    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-};
-
-static const char ALPHABET36[] = "0123456789abcdefghijklmnopqrstuvwxyz";
-
-/* The packed codes of two characters of ranks pair / 36 and pair % 36 (16 bits each). */
-static inline uint64_t
-pair_code(unsigned pair)
-{
-    return ((uint64_t)(unsigned char)ALPHABET36[pair / 36] << 16)
-           | (unsigned char)ALPHABET36[pair % 36];
-}
-
-/* q = 4 over the normal form of the default settings (no case kept): every character is a
- * digit or a lower-case letter, so two characters are one of 1,296 pairs. One counting
- * pass buckets the q-grams by their first pair; each bucket's second pairs are then
- * sorted (insertion, or a 1,296-bit set for a large bucket) and emitted distinct. Returns
- * -1 (nothing written) when a character is outside the 36. ``scratch`` holds 2 * len - 4
- * uint16. Why: a 7-bit LSD radix sort takes four scatter passes whose counters serialise
- * on skewed text (~40 ns a character on Reuters); this takes one (~28 ns). */
-static Py_ssize_t
-ascii_codes4_36(const unsigned char *c, Py_ssize_t len, uint64_t *o, uint16_t *scratch)
-{
-    Py_ssize_t n = len - 3, m = 0;
-    uint16_t *pair = scratch, *low = scratch + len - 1;
-    int bad = SYM36[c[0]], prev = bad;
-    for (Py_ssize_t i = 1; i < len; i++) {
-        int s = SYM36[c[i]];
-        bad |= s;
-        pair[i - 1] = (uint16_t)(prev * 36 + s);
-        prev = s;
-    }
-    if (bad < 0)
-        return -1;
-    uint32_t start[1297], pos[1296];
-    memset(start, 0, sizeof(start));
-    for (Py_ssize_t i = 0; i < n; i++)
-        start[pair[i] + 1]++;
-    for (int v = 0; v < 1296; v++)
-        start[v + 1] += start[v];
-    memcpy(pos, start, sizeof(pos));
-    for (Py_ssize_t i = 0; i < n; i++)
-        low[pos[pair[i]]++] = pair[i + 2];
-    for (unsigned h = 0; h < 1296; h++) {
-        uint32_t k = start[h + 1] - start[h];
-        if (k == 0)
-            continue;
-        uint64_t top = pair_code(h) << 32;
-        uint16_t *v = low + start[h];
-        if (k == 1) {
-            o[m++] = top | pair_code(v[0]);
-        } else if (k <= 24) {
-            for (uint32_t i = 1; i < k; i++) {
-                uint16_t x = v[i];
-                uint32_t j = i;
-                while (j > 0 && v[j - 1] > x) {
-                    v[j] = v[j - 1];
-                    j--;
-                }
-                v[j] = x;
-            }
-            for (uint32_t i = 0; i < k; i++)
-                if (i == 0 || v[i] != v[i - 1])
-                    o[m++] = top | pair_code(v[i]);
-        } else {
-            uint64_t bits[21] = {0};
-            for (uint32_t i = 0; i < k; i++)
-                bits[v[i] >> 6] |= 1ULL << (v[i] & 63);
-            for (unsigned w = 0; w < 21; w++)
-                for (uint64_t x = bits[w]; x; x &= x - 1)
-                    o[m++] = top | pair_code(w * 64 + (unsigned)__builtin_ctzll(x));
-        }
-    }
-    return m;
-}
-
 /* q = 4, the default, with the loops' bounds and shifts known: the key rolls one
  * character at a time and one read of the keys counts all four digits (about a quarter of
  * the general loop's instructions). */
@@ -435,10 +341,8 @@ ndd_ascii_codes(const unsigned char *c, Py_ssize_t len, int q, uint64_t *o,
     Py_ssize_t n = len - q + 1, m = 0;
     if (n <= 0)
         return 0;
-    if (q == 4) {
-        Py_ssize_t m36 = ascii_codes4_36(c, len, o, (uint16_t *)scratch);
-        return m36 >= 0 ? m36 : ascii_codes4(c, n, o, scratch);
-    }
+    if (q == 4)
+        return ascii_codes4(c, n, o, scratch);
     uint32_t *a = scratch, *b = scratch + n;
     for (Py_ssize_t i = 0; i < n; i++) {
         uint32_t k = 0;
