@@ -358,7 +358,7 @@ def ascii_facts(text: str, scales: tuple[str, ...], max_words: int) -> str | Non
     built or the text is not ASCII (the caller runs its Python version: the same string)."""
     if _C is None:
         return None
-    return _C.ascii_facts(text, scales, max_words)  # type: ignore[attr-defined,no-any-return]
+    return _C.ascii_facts(text, scales, max_words)  # type: ignore[attr-defined]
 
 
 def prose_blocks(text: str, min_words: int, min_chars: int) -> str | None:

@@ -11,13 +11,12 @@ window moves past them. The rocksdict implementation lives outside the core, in
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Protocol
 
-from ndd_stream.core.document import Decision
+from ndd_stream.core.document import Decision, value_record
 
 
-@dataclass(frozen=True, slots=True)
+@value_record
 class StoredDocument:
     """One decided item as persisted. ``nf`` (and ``figures``) are empty when the item was
     not indexed."""
