@@ -88,7 +88,7 @@ def run_dedup(
                                        "reason": item.reason, "detail": item.detail}))
             else:
                 decision = detector.decide(item)
-                summary.statuses[decision.status.value] += 1
+                summary.statuses[decision.status._value_] += 1
                 if decision.novel is not None:
                     summary.novel[decision.novel.reason] += 1
                 if decision.supersedes is not None:

@@ -547,7 +547,7 @@ class Detector:
 
     def _count(self, decision: Decision) -> None:
         self.stats.decided += 1
-        key = decision.status.value
+        key = decision.status._value_
         self.stats.by_status[key] = self.stats.by_status.get(key, 0) + 1
 
 
