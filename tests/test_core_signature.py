@@ -108,3 +108,23 @@ def test_signed_gives_the_signature_and_its_mixed_codes(text: str, q: int) -> No
     assert sig.tolist() == expected.tolist()
     assert mixed.tolist() == fmix64(expected).tolist()
 
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0123456789abcdefghijklmnopqrstuvwxyz", max_size=3000)
+       | st.lists(st.sampled_from(["th", "the", "e", "a", "9", "z0", "thz"]), max_size=900)
+       .map("".join)
+       | st.text(alphabet="0123456789abcdefghijklmnopqrstuvwxyz", max_size=40).map(
+           lambda t: t + "A"))
+def test_the_c_signature_of_a_default_normal_form_equals_numpy(text: str) -> None:
+    """A normal form of digits and lower-case letters, q = 4, takes the C kernel's sort by
+    character pairs (text with any other character, its 7-bit sort): the numpy codes,
+    sorted and distinct."""
+    from ndd_stream.core.kernels import ascii_signature
+    from ndd_stream.core.qgrams import qgram_codes, sorted_unique
+
+    fast = ascii_signature(text, 4)
+    expected = sorted_unique(qgram_codes(text, 4))
+    if fast is not None:  # None: kernels not built
+        assert fast.tolist() == expected.tolist()
+    assert signature(text, 4).tolist() == expected.tolist()

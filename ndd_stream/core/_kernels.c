@@ -283,6 +283,89 @@ done:
     return result;
 }
 
+/* The rank of a character among the 36 of a default normal form (digits, then lower-case
+ * letters: their ASCII order), -1 for any other. */
+static const int8_t RANK36[256] = {
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+     0,  1,  2,  3,  4,  5,  6,  7,  8,  9, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
+    25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+};
+
+static const char ALPHABET36[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+
+/* The packed codes (16 bits a character) of the two characters of ranks pair / 36 and
+ * pair % 36. */
+static inline uint64_t
+pair_code(uint32_t pair)
+{
+    return ((uint64_t)(unsigned char)ALPHABET36[pair / 36] << 16)
+           | (unsigned char)ALPHABET36[pair % 36];
+}
+
+/* q = 4 over a normal form of the default settings (case folded), whose characters are
+ * digits and lower-case letters: a q-gram is two of 1,296 pairs, so an LSD radix sort of
+ * two passes (second pair, then first) sorts the n q-grams, against four 7-bit passes for
+ * any ASCII. Returns -1 (nothing written) when a character is outside the 36. ``scratch``
+ * holds 2 * n uint32. Why: the four passes were a quarter of the instructions of an
+ * item's path around the index; the two take 0.65x of their time. */
+static Py_ssize_t
+ascii_codes4_36(const unsigned char *c, Py_ssize_t n, uint64_t *o, uint32_t *scratch)
+{
+    int bad = 0;
+    for (Py_ssize_t i = 0; i < n + 3; i++)
+        bad |= RANK36[c[i]];
+    if (bad < 0)
+        return -1;
+    uint32_t *a = scratch, *b = scratch + n;
+    uint32_t second[1297], first[1297];
+    memset(second, 0, sizeof(second));
+    memset(first, 0, sizeof(first));
+    int r2 = RANK36[c[2]];
+    uint32_t p01 = (uint32_t)(RANK36[c[0]] * 36 + RANK36[c[1]]);
+    uint32_t p12 = (uint32_t)(RANK36[c[1]] * 36 + r2);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int r3 = RANK36[c[i + 3]];
+        uint32_t p23 = (uint32_t)(r2 * 36 + r3);
+        a[i] = (p01 << 11) | p23;
+        second[p23 + 1]++;
+        first[p01 + 1]++;
+        p01 = p12;
+        p12 = p23;
+        r2 = r3;
+    }
+    for (int v = 0; v < 1296; v++) {
+        second[v + 1] += second[v];
+        first[v + 1] += first[v];
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        b[second[a[i] & 2047]++] = a[i];
+    for (Py_ssize_t i = 0; i < n; i++)
+        a[first[b[i] >> 11]++] = b[i];
+    Py_ssize_t m = 0;
+    uint32_t last = 0xFFFFFFFFu;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t x = a[i];
+        if (x == last)
+            continue;
+        last = x;
+        o[m++] = (pair_code(x >> 11) << 32) | pair_code(x & 2047);
+    }
+    return m;
+}
+
 /* q = 4, the default, with the loops' bounds and shifts known: the key rolls one
  * character at a time and one read of the keys counts all four digits (about a quarter of
  * the general loop's instructions). */
@@ -341,8 +424,10 @@ ndd_ascii_codes(const unsigned char *c, Py_ssize_t len, int q, uint64_t *o,
     Py_ssize_t n = len - q + 1, m = 0;
     if (n <= 0)
         return 0;
-    if (q == 4)
-        return ascii_codes4(c, n, o, scratch);
+    if (q == 4) {
+        m = ascii_codes4_36(c, n, o, scratch);
+        return m >= 0 ? m : ascii_codes4(c, n, o, scratch);
+    }
     uint32_t *a = scratch, *b = scratch + n;
     for (Py_ssize_t i = 0; i < n; i++) {
         uint32_t k = 0;
