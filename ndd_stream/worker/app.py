@@ -311,7 +311,8 @@ class Service:
             sorted(tp.partition for tp in assigned if tp.topic == self.shards_name))
 
     async def _watch_fetch(self) -> None:
-        await restart_stopped_fetch(self.app, self.stall, fatal)
+        await restart_stopped_fetch(self.app, self.stall, fatal, self.positions,
+                                    partial(seek, self.app))
 
     async def _watch_crash(self) -> None:
         if self.app.crash_reason is not None:
