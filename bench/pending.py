@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ndd_stream.state.codec import Checkpoint, encode_checkpoint
 from ndd_stream.state.pending import PendingList, least_offset
+from ndd_stream.state.rocks import Checkpoint, encode_checkpoint
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PIECE = 256  # decisions between checkpoints (worker/pool.py CHECKPOINT_ITEMS)

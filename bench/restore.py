@@ -23,8 +23,13 @@ from ndd_stream import jsonio
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.kafka.broker import EmbeddedBroker
 from ndd_stream.kafka.reads import BrokerReads
-from ndd_stream.state.codec import Checkpoint, decode_document, document_key, encode_document
-from ndd_stream.state.rocks import RocksStore
+from ndd_stream.state.rocks import (
+    Checkpoint,
+    RocksStore,
+    decode_document,
+    document_key,
+    encode_document,
+)
 from ndd_stream.worker.changelog import read_partition
 
 RESULTS = Path(__file__).parent / "results"

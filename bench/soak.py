@@ -34,7 +34,7 @@ from bench.workload import NewsStream, WorkloadConfig
 from ndd_stream import jsonio
 from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.items import ItemFormat
-from ndd_stream.state.codec import Checkpoint
+from ndd_stream.state.rocks import Checkpoint
 from ndd_stream.worker.deciding import OutputTopics, PartitionDecider
 from ndd_stream.worker.records import Source
 

@@ -5,7 +5,7 @@ functions as ``ndd-stream dedup`` and the worker (``core.items``) and decides th
 same :class:`~ndd_stream.core.detector.Detector`, built from the same settings, so its
 decisions are theirs (tests/test_api.py compares every field with ``dedup``'s).
 :meth:`Filter.save` writes the window as the state records the detector persists anyway
-(``state.codec``, the RocksDB store's layout) and :meth:`Filter.load` replays them with
+(``state.rocks``, the RocksDB store's layout) and :meth:`Filter.load` replays them with
 ``Detector.restore``, the worker's recovery path.
 """
 
@@ -262,7 +262,7 @@ class _WindowLog:
 
 
 # save()'s file: MAGIC, u32 layout version, u32 + settings JSON, u64 record count, then per
-# record u32 + key and u32 + value (state.codec's document key and value), then u32 CRC-32
+# record u32 + key and u32 + value (state.rocks's document key and value), then u32 CRC-32
 # of every byte before it. Big-endian throughout.
 _MAGIC = b"ndd-stream filter\n"
 _LAYOUT = 1
@@ -426,7 +426,7 @@ class Filter:
         A versioned byte layout (docs/API.md): the settings as JSON and the state records
         of docs/STATE.md, with a CRC-32; replaced atomically."""
         from ndd_stream.jsonio import dumps
-        from ndd_stream.state.codec import document_key, encode_document
+        from ndd_stream.state.rocks import document_key, encode_document
 
         parts = [_MAGIC, _U32.pack(_LAYOUT)]
         header = dumps({"engine": ENGINE_VERSION, "items": self._items,
@@ -452,7 +452,7 @@ class Filter:
         decisions continue as the saved filter's would have. Raises ValueError for a file
         that is not a saved filter, is damaged, or was written by another engine."""
         from ndd_stream.jsonio import loads
-        from ndd_stream.state.codec import CorruptRecord, decode_document
+        from ndd_stream.state.rocks import CorruptRecord, decode_document
 
         with open(path, "rb") as source:
             data = source.read()

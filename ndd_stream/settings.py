@@ -270,7 +270,7 @@ class Settings(BaseSettings):
     fetch_stall_s: float = Field(
         60.0, gt=0, le=3600,
         description="records waiting on an owned partition and none delivered for this long "
-        "(no batch being handled): the fetch is restarted from the last record delivered, "
+        "(no batch being handled): the fetch is restarted from the first record not handed out, "
         "and /health answers 503 until records flow again; a fetch still stopped after 5 "
         "restarts ends the worker (exit code 3).",
     )

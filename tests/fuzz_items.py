@@ -25,7 +25,7 @@ from ndd_stream import jsonio
 from ndd_stream.core.detector import Detector, DetectorConfig
 from ndd_stream.core.document import Decision
 from ndd_stream.core.items import Invalid, ItemFormat, parse_item
-from ndd_stream.state.codec import Checkpoint
+from ndd_stream.state.rocks import Checkpoint
 
 START = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
 CHANNELS = ("ch0", "ch1", "ch2", "ch3")

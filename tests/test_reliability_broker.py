@@ -46,8 +46,7 @@ from harness.worker import Decided, WorkerProcess, events_named
 
 from ndd_stream.kafka.broker import BrokerBinaryNotFound, BrokerError, EmbeddedBroker
 from ndd_stream.settings import Settings
-from ndd_stream.state.codec import FORMAT_KEY
-from ndd_stream.state.rocks import RocksStore
+from ndd_stream.state.rocks import FORMAT_KEY, RocksStore
 from ndd_stream.worker.app import topic_name
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(240)]

@@ -43,7 +43,7 @@ from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.document import Document
 from ndd_stream.core.items import REASONS, Invalid, ItemFormat, decode_object, parse_item
 from ndd_stream.kafka.limits import dead_letter_limit
-from ndd_stream.state.codec import Checkpoint
+from ndd_stream.state.rocks import Checkpoint
 from ndd_stream.worker.deciding import OutputTopics, PartitionDecider
 from ndd_stream.worker.records import Source
 from ndd_stream.worker.router import route_raw

@@ -11,13 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ndd_stream.state import pending as pending_module
-from ndd_stream.state.codec import (
+from ndd_stream.state.pending import PendingList, PendingSnapshot, least_offset
+from ndd_stream.state.rocks import (
     Checkpoint,
     CorruptRecord,
     decode_checkpoint,
     encode_checkpoint,
 )
-from ndd_stream.state.pending import PendingList, PendingSnapshot, least_offset
 
 PAIRS = st.tuples(st.integers(0, 2**40), st.integers(-1, 2**40))
 # a step: append a pair, pop the oldest, or take a snapshot (with re-read pairs after it)

@@ -21,19 +21,19 @@ from ndd_stream.core.document import Decision, Document, Status
 from ndd_stream.core.novelty import Novelty
 from ndd_stream.core.store import StateStore, StoredDocument
 from ndd_stream.jsonio import dumps
-from ndd_stream.state.codec import (
+from ndd_stream.state.rocks import (
     FORMAT,
     FORMAT_KEY,
     MARKER_KEY,
     Checkpoint,
     CorruptRecord,
+    RocksStore,
     decode_checkpoint,
     decode_document,
     document_key,
     encode_checkpoint,
     encode_document,
 )
-from ndd_stream.state.rocks import RocksStore
 
 Factory = Callable[[], StateStore]
 

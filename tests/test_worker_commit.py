@@ -16,7 +16,7 @@ from harness.kafka import make_settings
 from test_worker_pool import SCOPED, TOPICS, _decisions, _lines, _scoped, _want
 
 from ndd_stream.kafka.transactions import TransactionAborted
-from ndd_stream.state.codec import decode_checkpoint
+from ndd_stream.state.rocks import decode_checkpoint
 from ndd_stream.worker.changelog import CHECKPOINT_KEY
 from ndd_stream.worker.commit import (
     AcknowledgingCommitter,

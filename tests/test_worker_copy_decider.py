@@ -13,7 +13,7 @@ from pathlib import Path
 from ndd_stream import jsonio
 from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.items import ItemFormat
-from ndd_stream.state.codec import Checkpoint, decode_checkpoint, encode_checkpoint
+from ndd_stream.state.rocks import Checkpoint, decode_checkpoint, encode_checkpoint
 from ndd_stream.worker.deciding import Outcome, OutputTopics, PartitionDecider, sources_named
 from ndd_stream.worker.records import COPY, Source
 

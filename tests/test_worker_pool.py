@@ -22,7 +22,7 @@ from newsgen import items
 
 from ndd_stream import jsonio
 from ndd_stream.kafka.reads import Fetched
-from ndd_stream.state.codec import decode_checkpoint
+from ndd_stream.state.rocks import decode_checkpoint
 from ndd_stream.worker.changelog import CHECKPOINT_KEY
 from ndd_stream.worker.deciding import OutputTopics, PartitionDecider
 from ndd_stream.worker.metrics import WorkerMetrics

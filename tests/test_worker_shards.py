@@ -37,8 +37,8 @@ from test_worker_pool import (
 )
 
 from ndd_stream.kafka.reads import Fetched
-from ndd_stream.state.codec import decode_checkpoint
 from ndd_stream.state.pending import PendingSnapshot
+from ndd_stream.state.rocks import decode_checkpoint
 from ndd_stream.worker.changelog import CHECKPOINT_KEY
 from ndd_stream.worker.deciding import LayoutChanged
 from ndd_stream.worker.gathering import DEFAULT_MEMORY_BYTES, GatherDecider

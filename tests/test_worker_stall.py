@@ -34,24 +34,26 @@ def test_records_waiting_and_none_delivered_is_a_stopped_fetch() -> None:
     watch.delivered([_Msg("s", 0, 41), _Msg("s", 1, 9)])
     behind = {("s", 0): (42, 1000)}  # partition 1 is at its end: not behind
     clock.now += 59
-    assert not watch.silent() and watch.stopped(behind) == {} and watch.problem() is None
+    assert not watch.silent() and watch.stopped(behind, {}) == {} and watch.problem() is None
     clock.now += 2
-    assert watch.silent() and watch.stopped(behind) == {("s", 0): 42}
+    assert watch.silent() and watch.stopped(behind, {}) == {("s", 0): 42}
     assert watch.problem() == "fetch stalled: no record delivered for 61s"
-    assert watch.stopped(behind) == {}  # the next restart after another wait
+    assert watch.stopped(behind, {}) == {}  # the next restart after another wait
     watch.delivered([_Msg("s", 0, 42)])
     assert watch.problem() is None
 
 
-def test_the_fetch_restarts_after_the_last_record_delivered() -> None:
-    """Records Faust fetched but never delivered (its position is past them) are fetched
-    again; a partition nothing was delivered from, from its position."""
+def test_the_fetch_restarts_at_the_workers_position() -> None:
+    """Records Faust fetched but the worker never handed out (its fetch position is past
+    them) are fetched again from the worker's position; a partition the worker has no
+    position in, from its fetch position; never beyond it."""
     clock = _Clock()
     watch = StallWatch(60.0, clock)
     watch.delivered([_Msg("s", 0, 9)])
     clock.now += 61
-    assert watch.stopped({("s", 0): (15, 20), ("s", 1): (3, 7)}) == {("s", 0): 10,
-                                                                      ("s", 1): 3}
+    behind = {("s", 0): (15, 20), ("s", 1): (3, 7), ("s", 2): (4, 9)}
+    assert watch.stopped(behind, {("s", 0): 10, ("s", 2): 6}) == {
+        ("s", 0): 10, ("s", 1): 3, ("s", 2): 4}
 
 
 def test_a_transaction_marker_at_the_end_is_no_record_waiting() -> None:
@@ -61,7 +63,7 @@ def test_a_transaction_marker_at_the_end_is_no_record_waiting() -> None:
     watch = StallWatch(60.0, clock)
     watch.delivered([_Msg("s", 0, 41)])  # 42 is the transaction's marker; the end is 43
     clock.now += 3600
-    assert watch.stopped({}) == {} and watch.problem() is None
+    assert watch.stopped({}, {}) == {} and watch.problem() is None
 
 
 def test_a_long_batch_is_busy_not_stalled() -> None:
@@ -70,11 +72,11 @@ def test_a_long_batch_is_busy_not_stalled() -> None:
     watch.delivered([_Msg("s", 0, 1)])
     with watch.handling():
         clock.now += 90
-        assert watch.stopped({("s", 0): (2, 100)}) == {}
+        assert watch.stopped({("s", 0): (2, 100)}, {}) == {}
         assert watch.problem() == "busy: one batch handled for 90s"
     assert watch.problem() is None
     clock.now += 30  # silence counts from the batch's end
-    assert watch.stopped({("s", 0): (2, 100)}) == {}
+    assert watch.stopped({("s", 0): (2, 100)}, {}) == {}
 
 
 def test_a_fetch_stopped_through_every_restart_gives_up() -> None:
@@ -84,12 +86,12 @@ def test_a_fetch_stopped_through_every_restart_gives_up() -> None:
     behind = {("s", 0): (2, 100)}
     for _ in range(GIVE_UP_AFTER - 1):
         clock.now += 61
-        assert watch.stopped(behind) and not watch.hopeless()
+        assert watch.stopped(behind, {}) and not watch.hopeless()
     clock.now += 61
-    assert watch.stopped(behind) and watch.hopeless()
+    assert watch.stopped(behind, {}) and watch.hopeless()
     watch.delivered([_Msg("s", 0, 2)])  # records flow: a later stall starts counting anew
     clock.now += 61
-    assert watch.stopped(behind) and not watch.hopeless()
+    assert watch.stopped(behind, {}) and not watch.hopeless()
 
 
 def _faust_app(assigned: set[Any]) -> Any:
@@ -132,24 +134,31 @@ def test_unblock_resumes_a_flow_a_superseded_recovery_left_suspended() -> None:
     assert app.flow_control.is_active()
 
 
-def _fetching(app: Any, position: int, stable: int, high: int) -> list[tuple[Any, int]]:
+def _fetching(app: Any, position: int, stable: int, high: int) -> None:
     """Faust's consumer as the fetch watch reads it: where it is, where the partition ends
-    (last stable offset, high watermark); the seeks it is told."""
-    consumer, seeks = app.consumer, []
+    (last stable offset, high watermark)."""
+    consumer = app.consumer
 
     async def at(tp: Any) -> int:
         return position
 
-    async def seek(tp: Any, offset: int) -> None:
-        seeks.append((tp, offset))
-
     consumer.position = at
-    consumer.seek = seek
     # Faust's highwater where its consumer reads committed records (``in_transaction``):
     # the last stable offset, below the high watermark while a transaction is open
     consumer.in_transaction = True
     consumer._thread._consumer = SimpleNamespace(
         last_stable_offset=lambda tp: stable, highwater=lambda tp: high)
+
+
+def _restart(app: Any, watch: StallWatch, positions: dict[tuple[str, int], int],
+             fatal: list[str]) -> list[dict[tuple[str, int], int]]:
+    """One turn of the watch's timer; the positions the consumer is sent to."""
+    seeks: list[dict[tuple[str, int], int]] = []
+
+    async def seek(where: Any) -> None:
+        seeks.append(dict(where))
+
+    asyncio.run(restart_stopped_fetch(app, watch, fatal.append, lambda: positions, seek))
     return seeks
 
 
@@ -158,10 +167,9 @@ def test_the_watch_fetches_anew_a_partition_short_of_its_last_stable_offset() ->
     watch = StallWatch(60.0, clock)
     watch.delivered([_Msg("s", 0, 3)])
     app = _faust_app({TP("s", 0)})
-    seeks = _fetching(app, position=6, stable=9, high=12)
+    _fetching(app, position=6, stable=9, high=12)
     clock.now += 61
-    asyncio.run(restart_stopped_fetch(app, watch, fatal.append))
-    assert seeks == [(TP("s", 0), 4)] and not fatal
+    assert _restart(app, watch, {("s", 0): 4}, fatal) == [{("s", 0): 4}] and not fatal
 
 
 def test_the_watch_leaves_alone_a_partition_read_to_its_last_stable_offset() -> None:
@@ -171,7 +179,7 @@ def test_the_watch_leaves_alone_a_partition_read_to_its_last_stable_offset() -> 
     watch = StallWatch(60.0, clock)
     watch.delivered([_Msg("s", 0, 7)])
     app = _faust_app({TP("s", 0)})
-    seeks = _fetching(app, position=9, stable=9, high=12)
+    _fetching(app, position=9, stable=9, high=12)
     clock.now += 3600
-    asyncio.run(restart_stopped_fetch(app, watch, fatal.append))
-    assert seeks == [] and watch.problem() is None and not fatal
+    assert _restart(app, watch, {("s", 0): 8}, fatal) == []
+    assert watch.problem() is None and not fatal

@@ -19,7 +19,7 @@ import contextlib
 import faulthandler
 import logging
 import re
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -48,7 +48,6 @@ from ndd_stream.worker.merge import SourceId
 from ndd_stream.worker.metrics import WorkerMetrics
 from ndd_stream.worker.pages import add_pages
 from ndd_stream.worker.pool import DeciderPool
-from ndd_stream.worker.records import OutRecord
 from ndd_stream.worker.router import Router, Routing
 from ndd_stream.worker.runtime import (
     SHARD_BATCH_MAX,
@@ -64,6 +63,7 @@ from ndd_stream.worker.runtime import (
     record_lag,
     run_agent,
     seek,
+    send,
 )
 from ndd_stream.worker.sequencing import OrderConfig
 from ndd_stream.worker.sharding import ShardPartition
@@ -91,7 +91,6 @@ class Service:
         # records the broker removed before they were read: reported, never silent
         self.lost = LostRecords(self.metrics, settings.dlq_topic,
                                 stop=settings.on_lost_records == "stop", on_stop=fatal)
-        self.lost.send = self.send
         watch_fetch_resets(self.lost)
         self.stall = StallWatch(settings.fetch_stall_s)
         self.committer = self._committer("router")
@@ -102,6 +101,8 @@ class Service:
             producer_request_limit(settings.max_item_bytes), settings.dlq_topic)
         self.web_port = settings.web_port or free_port(settings.web_host)
         self.app = make_app(settings, limits, self.web_port, self.guarantee)
+        self.send = partial(send, self.app)  # Faust's producer, delivery awaitable
+        self.lost.send = self.send
         self.metadata = self.guarantee.metadata(self.reads)
         self.watch = BrokerWatch(settings, self.metadata)
         self.ordered = settings.event_time_order()
@@ -162,12 +163,6 @@ class Service:
                maxsize: int | None = None) -> faust.TopicT:
         return agent_input(self.app, *names, pattern=pattern, maxsize=maxsize,
                            acks=self.committer.acks)
-
-    async def send(self, record: OutRecord) -> Awaitable[Any]:
-        """Hand a record to the producer; the returned future resolves on delivery."""
-        fut: Awaitable[Any] = await self.app.producer.send(
-            record.topic, record.key, record.value, record.partition, None, record.headers)
-        return fut
 
     def _high(self, tp: tuple[str, int]) -> int | None:
         """Where a partition ends (its last stable offset under ``read_committed``), from
@@ -311,7 +306,8 @@ class Service:
             sorted(tp.partition for tp in assigned if tp.topic == self.shards_name))
 
     async def _watch_fetch(self) -> None:
-        await restart_stopped_fetch(self.app, self.stall, fatal)
+        await restart_stopped_fetch(self.app, self.stall, fatal, self.positions,
+                                    partial(seek, self.app))
 
     async def _watch_crash(self) -> None:
         if self.app.crash_reason is not None:

@@ -22,12 +22,12 @@ import uuid
 from dataclasses import dataclass
 
 from ndd_stream.kafka.reads import Log
-from ndd_stream.state.codec import Checkpoint, decode_checkpoint
+from ndd_stream.state.rocks import Checkpoint, decode_checkpoint
 
 SENTINEL_KEY = b"ndd-sentinel"
 CHECKPOINT_KEY = b"ndd-checkpoint"
 """Key of the record written after each batch's documents: the partition's checkpoint
-(``state.codec.encode_checkpoint``: the first scoped offset not yet reflected, and the
+(``state.rocks.encode_checkpoint``: the first scoped offset not yet reflected, and the
 event-time order's state), so a worker that takes the partition over resumes exactly there
 instead of trusting the group's committed offset. One record: never half of it."""
 

@@ -48,8 +48,8 @@ from ndd_stream.kafka.transactions import (
     TransactionError,
     Transactions,
 )
-from ndd_stream.state.codec import Checkpoint
 from ndd_stream.state.pending import Pair, least_offset
+from ndd_stream.state.rocks import Checkpoint
 from ndd_stream.worker.changelog import ChangelogRead, read_committed_partition, read_partition
 from ndd_stream.worker.deciding import Handed, StatefulPartition, sources_named
 from ndd_stream.worker.delivery import InOrder, Message, ReadRange

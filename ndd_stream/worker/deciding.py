@@ -17,8 +17,14 @@ from ndd_stream.core.document import Decision
 from ndd_stream.core.items import Invalid, ItemFormat, parse_item
 from ndd_stream.core.store import StoredDocument
 from ndd_stream.jsonio import dumps
-from ndd_stream.state.codec import Checkpoint, document_key, encode_checkpoint, encode_document
-from ndd_stream.state.rocks import RocksStore
+from ndd_stream.state.rocks import (
+    Checkpoint,
+    RocksStore,
+    decode_document,
+    document_key,
+    encode_checkpoint,
+    encode_document,
+)
 from ndd_stream.worker.changelog import CHECKPOINT_KEY
 from ndd_stream.worker.records import (
     COPY,
@@ -110,7 +116,7 @@ class StatefulPartition:
         self.changelog_topic = changelog_topic
         self.store = ChangelogRecorder(RocksStore(path))
         self._handed_next = -1
-        self.checkpoint = self.store.inner.checkpoint()  # the one position (state.codec)
+        self.checkpoint = self.store.inner.checkpoint()  # the one position (state.rocks)
         self.sources = sources_of(self.checkpoint)  # see Checkpoint.sources
         self.detector: Any = self._make_detector()
         self.restored: int = self.detector.restore()
@@ -194,8 +200,6 @@ class StatefulPartition:
     def apply_changelog(self, docs: list[tuple[bytes, bytes]], checkpoint: Checkpoint) -> int:
         """Add changelog records written by another worker (or by this one before a crash),
         then rebuild the detector (if there were any), and go on from ``checkpoint``."""
-        from ndd_stream.state.codec import decode_document
-
         for key, value in docs:
             self.store.inner.add(decode_document(key, value))
         self.checkpoint = checkpoint

@@ -38,8 +38,9 @@ shown on /health. A partition *waits* when the consumer's fetch position is shor
 partition's end (its last stable offset under read_committed, else its high watermark,
 from the last fetch). When records wait and no record at all has been delivered for
 ``NDD_FETCH_STALL_S`` while no batch is being handled, the fetch has stopped (a fetcher
-left waiting on a broker that restarted): each waiting partition is sought to the offset
-after its last delivered record, which makes the consumer fetch it anew, and /health
+left waiting on a broker that restarted): each waiting partition is sent to the worker's
+position in it (the first offset not handed out, ``InOrder``), through ``runtime.seek``
+like every position the consumer is told, which makes it fetch anew, and /health
 answers 503 until records flow again. A batch handled for that long (a commit retried
 while a coordinator moves) is not a stopped fetch; /health says so too.
 
@@ -67,8 +68,6 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Se
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
-
-from faust.types import TP as TopicPartition
 
 from ndd_stream.jsonio import dumps
 from ndd_stream.worker.metrics import WorkerMetrics
@@ -368,20 +367,14 @@ class StallWatch:
     def __init__(self, stall_s: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.stall_s = stall_s
         self.clock = clock
-        self.last_offset: dict[TP, int] = {}
         self.last_delivery = clock()
         self.handling_since: float | None = None
         self.stalled_since: float | None = None
         self.restarts = 0
 
-    def delivered(self, messages: Iterable[Any]) -> None:
+    def delivered(self, messages: Sequence[Any]) -> None:
         """A batch arrived: records flow."""
-        heard = False
-        for m in messages:
-            tp = (m.topic, m.partition)
-            self.last_offset[tp] = max(m.offset, self.last_offset.get(tp, -1))
-            heard = True
-        if heard:  # one clock reading a batch, not one an item
+        if messages:  # one clock reading a batch, not one an item
             self.last_delivery = self.clock()
             self.stalled_since = None
 
@@ -400,20 +393,24 @@ class StallWatch:
         return (self.handling_since is None
                 and self.clock() - self.last_delivery >= self.stall_s)
 
-    def stopped(self, behind: Mapping[TP, tuple[int, int]]) -> dict[TP, int]:
+    def stopped(self, behind: Mapping[TP, tuple[int, int]],
+                positions: Mapping[TP, int]) -> dict[TP, int]:
         """The partitions to fetch anew when the fetch has stopped (else none).
 
         ``behind``: each owned partition whose fetch position is short of its end, as
         ``(position, end)`` (the end a read_committed reader can reach: a transaction's
         marker after the last record is no record waiting). Each is fetched anew from the
-        record after the last one delivered (at most from its position)."""
+        worker's position, the first offset not handed out (``positions``: ``InOrder``'s,
+        through ``runtime.read_from``), at most from its fetch position; one the worker has
+        no position in yet, from its fetch position. Records delivered but not handed out
+        are delivered again; one handed out twice is handed out once (``InOrder``)."""
         if not self.silent():
             return {}
         if not behind:  # at the end of every partition: quiet, not stalled
             self.stalled_since = None
             return {}
         now = self.clock()
-        found = {tp: min(position, self.last_offset.get(tp, position - 1) + 1)
+        found = {tp: min(position, positions.get(tp, position))
                  for tp, (position, _) in behind.items()}
         if self.stalled_since is None:
             self.stalled_since = self.last_delivery
@@ -465,11 +462,14 @@ def unblock(app: Any, tps: Iterable[TP]) -> list[str]:
     return found
 
 
-async def restart_stopped_fetch(app: Any, watch: StallWatch,
-                                fatal: Callable[[str], None]) -> None:
+async def restart_stopped_fetch(app: Any, watch: StallWatch, fatal: Callable[[str], None],
+                                positions: Callable[[], Mapping[TP, int]],
+                                seek: Callable[[Mapping[TP, int]], Awaitable[None]]) -> None:
     """The worker's timer: once ``watch`` is silent, the owned partitions whose fetch
-    position is short of their end are unblocked and fetched anew; through every restart,
-    the worker ends (``fatal``)."""
+    position is short of their end are unblocked and fetched anew from the worker's
+    ``positions`` (``StallWatch.stopped``), sent there by ``seek`` (``runtime.seek``: the
+    one place the consumer is told where to read); through every restart, the worker
+    ends (``fatal``)."""
     if not watch.silent():
         return
     consumer = app.consumer
@@ -479,7 +479,7 @@ async def restart_stopped_fetch(app: Any, watch: StallWatch,
         position = await _position(consumer, tp) if end is not None else None
         if position is not None and end is not None and position < end:
             behind[(tp.topic, tp.partition)] = (int(position), end)
-    stopped = watch.stopped(behind)
+    stopped = watch.stopped(behind, positions())
     if not stopped:
         return
     if watch.hopeless():
@@ -489,8 +489,7 @@ async def restart_stopped_fetch(app: Any, watch: StallWatch,
     if found:
         log.warning("the consumer did not fetch: %s; resumed", ", ".join(found),
                     extra={"event": "fetch_unblocked"})
-    for (topic, partition), offset in stopped.items():
-        await consumer.seek(TopicPartition(topic, partition), offset)
+    await seek(stopped)
 
 
 async def _position(consumer: Any, tp: Any) -> int | None:

@@ -28,8 +28,8 @@ from pathlib import Path
 from ndd_stream.core.detector import DetectorConfig
 from ndd_stream.core.items import Invalid, ItemFormat, parse_item
 from ndd_stream.core.shards import Answer, Gatherer, Pending, Slot
-from ndd_stream.state.codec import Checkpoint
 from ndd_stream.state.pending import Pair, PendingList
+from ndd_stream.state.rocks import Checkpoint
 from ndd_stream.worker.deciding import Outcome, OutputTopics, StatefulPartition, routed_records
 from ndd_stream.worker.records import (
     COPY,

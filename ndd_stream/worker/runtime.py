@@ -75,6 +75,7 @@ from ndd_stream.worker.cluster import ClusterChanged, check_cluster
 from ndd_stream.worker.delivery import LostRecords, Message, StallWatch
 from ndd_stream.worker.logs import json_handler
 from ndd_stream.worker.metrics import WorkerMetrics
+from ndd_stream.worker.records import OutRecord
 from ndd_stream.worker.startup import producer_kwargs
 
 if TYPE_CHECKING:
@@ -452,6 +453,14 @@ async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX,
             await lost.delivered(batch)
         yield batch
         done(events)
+
+
+async def send(app: faust.App, record: OutRecord) -> Awaitable[Any]:
+    """Hand a record to Faust's producer; the returned future resolves on delivery (the
+    at-least-once path of every output, and the routers' progress records)."""
+    fut: Awaitable[Any] = await app.producer.send(
+        record.topic, record.key, record.value, record.partition, None, record.headers)
+    return fut
 
 
 def fatal(message: str, code: int = 3) -> None:
