@@ -161,128 +161,6 @@ done:
     return result;
 }
 
-PyDoc_STRVAR(figure_tokens_doc,
-"figure_tokens(text, scales) -> dict\n\n"
-"ndd_stream.core.quantities.tokens of the ASCII bytes ``text``: key -> token of every\n"
-"figure (digits joined by single ``.`` or ``,``), in order of first appearance, the token\n"
-"carrying ``_`` and the scale word (one of the lower-case str ``scales``, in that order,\n"
-"any case, then a word boundary) of the first occurrence followed by one, after a gap\n"
-"``[ \\t-]*\\r?\\n?[ \\t]*``.");
-
-static int
-is_word_byte(unsigned char c)
-{
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
-
-/* Why: the facts of every decided item include its figures; in Python (a translate pass,
- * the runs, a find per scale word, a look back from each) that cost 15-50 us an item, a
- * tenth of a Reuters decision. One forward scan does the pattern's work: a figure is
- * greedy, and a gap's greedy reading consumes every gap character exactly when the gap
- * matches (the scale word begins with a letter), so no backtracking is needed. */
-static PyObject *
-figure_tokens(PyObject *self, PyObject *args)
-{
-    Py_buffer text;
-    PyObject *scales, *out = NULL, *scaled = NULL, *result = NULL;
-    char *key = NULL;
-    if (!PyArg_ParseTuple(args, "y*O!", &text, &PyTuple_Type, &scales))
-        return NULL;
-    Py_ssize_t nscales = PyTuple_GET_SIZE(scales);
-    const unsigned char *s = text.buf;
-    Py_ssize_t n = text.len, i = 0;
-    out = PyDict_New();
-    scaled = PyDict_New();
-    key = PyMem_Malloc((size_t)n + 1);
-    if (out == NULL || scaled == NULL || key == NULL)
-        goto done;
-    while (i < n) {
-        if (s[i] < '0' || s[i] > '9') {
-            i++;
-            continue;
-        }
-        Py_ssize_t start = i, k = 0;
-        while (i < n && s[i] >= '0' && s[i] <= '9')
-            key[k++] = (char)s[i++];
-        while (i + 1 < n && (s[i] == '.' || s[i] == ',') && s[i + 1] >= '0' && s[i + 1] <= '9') {
-            if (s[i] == '.')
-                key[k++] = '.';
-            i++;
-            while (i < n && s[i] >= '0' && s[i] <= '9')
-                key[k++] = (char)s[i++];
-        }
-        PyObject *kobj = PyUnicode_DecodeASCII(key, k, NULL);
-        if (kobj == NULL)
-            goto done;
-        int has = PyDict_Contains(out, kobj);
-        if (has == 0) {
-            PyObject *raw = PyUnicode_DecodeASCII((const char *)s + start, i - start, NULL);
-            has = raw == NULL ? -1 : PyDict_SetItem(out, kobj, raw);
-            Py_XDECREF(raw);
-        }
-        if (has < 0) {
-            Py_DECREF(kobj);
-            goto done;
-        }
-        /* the gap, then a scale word and a word boundary */
-        Py_ssize_t j = i;
-        while (j < n && (s[j] == ' ' || s[j] == '\t' || s[j] == '-'))
-            j++;
-        if (j < n && s[j] == '\r')
-            j++;
-        if (j < n && s[j] == '\n')
-            j++;
-        while (j < n && (s[j] == ' ' || s[j] == '\t'))
-            j++;
-        for (Py_ssize_t w = 0; w < nscales && j < n && s[j] > '9'; w++) {
-            PyObject *word = PyTuple_GET_ITEM(scales, w);
-            Py_ssize_t len;
-            const char *ws = PyUnicode_AsUTF8AndSize(word, &len);
-            if (ws == NULL) {
-                Py_DECREF(kobj);
-                goto done;
-            }
-            if (j + len > n || (j + len < n && is_word_byte(s[j + len])))
-                continue;
-            Py_ssize_t c = 0;
-            while (c < len && (s[j + c] | 0x20) == (unsigned char)ws[c])
-                c++;
-            if (c < len)
-                continue;
-            int seen = PyDict_Contains(scaled, kobj);
-            if (seen == 0)
-                seen = PyDict_SetItem(scaled, kobj, word);
-            if (seen < 0) {
-                Py_DECREF(kobj);
-                goto done;
-            }
-            break;
-        }
-        Py_DECREF(kobj);
-    }
-    {
-        Py_ssize_t pos = 0;
-        PyObject *kobj, *word;
-        while (PyDict_Next(scaled, &pos, &kobj, &word)) {
-            PyObject *raw = PyDict_GetItemWithError(out, kobj);
-            PyObject *token = raw == NULL ? NULL : PyUnicode_FromFormat("%U_%U", raw, word);
-            if (token == NULL || PyDict_SetItem(out, kobj, token) < 0) {
-                Py_XDECREF(token);
-                goto done;
-            }
-            Py_DECREF(token);
-        }
-    }
-    result = out;
-    out = NULL;
-done:
-    PyMem_Free(key);
-    Py_XDECREF(out);
-    Py_XDECREF(scaled);
-    PyBuffer_Release(&text);
-    return result;
-}
-
 /* The rank of a character among the 36 of a default normal form (digits, then lower-case
  * letters: their ASCII order), -1 for any other. */
 static const int8_t RANK36[256] = {
@@ -313,6 +191,25 @@ pair_code(uint32_t pair)
 {
     return ((uint64_t)(unsigned char)ALPHABET36[pair / 36] << 16)
            | (unsigned char)ALPHABET36[pair % 36];
+}
+
+/* The distinct keys of the sorted a[0..n) as packed codes into o; returns how many. A key
+ * is two pairs (pair << 11 | pair: ascii_codes4_36) or four 7-bit characters. */
+static inline Py_ssize_t
+distinct_codes(const uint32_t *a, Py_ssize_t n, uint64_t *o, int pairs)
+{
+    Py_ssize_t m = 0;
+    uint32_t last = 0xFFFFFFFFu;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint32_t x = a[i];
+        if (x == last)
+            continue;
+        last = x;
+        o[m++] = pairs ? (pair_code(x >> 11) << 32) | pair_code(x & 2047)
+                       : ((uint64_t)(x >> 21) << 48) | ((uint64_t)((x >> 14) & 127) << 32)
+                             | ((uint64_t)((x >> 7) & 127) << 16) | (uint64_t)(x & 127);
+    }
+    return m;
 }
 
 /* q = 4 over a normal form of the default settings (case folded), whose characters are
@@ -354,16 +251,7 @@ ascii_codes4_36(const unsigned char *c, Py_ssize_t n, uint64_t *o, uint32_t *scr
         b[second[a[i] & 2047]++] = a[i];
     for (Py_ssize_t i = 0; i < n; i++)
         a[first[b[i] >> 11]++] = b[i];
-    Py_ssize_t m = 0;
-    uint32_t last = 0xFFFFFFFFu;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        uint32_t x = a[i];
-        if (x == last)
-            continue;
-        last = x;
-        o[m++] = (pair_code(x >> 11) << 32) | pair_code(x & 2047);
-    }
-    return m;
+    return distinct_codes(a, n, o, 1);
 }
 
 /* q = 4, the default, with the loops' bounds and shifts known: the key rolls one
@@ -401,17 +289,7 @@ ascii_codes4(const unsigned char *c, Py_ssize_t n, uint64_t *o, uint32_t *scratc
         a = b;
         b = t;
     }
-    Py_ssize_t m = 0;
-    uint32_t last = 0xFFFFFFFFu;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        uint32_t x = a[i];
-        if (x == last)
-            continue;
-        last = x;
-        o[m++] = ((uint64_t)(x >> 21) << 48) | ((uint64_t)((x >> 14) & 127) << 32)
-                 | ((uint64_t)((x >> 7) & 127) << 16) | (uint64_t)(x & 127);
-    }
-    return m;
+    return distinct_codes(a, n, o, 0);
 }
 
 /* The distinct q-gram codes (q <= 4, packed 16 bits a character) of the ASCII bytes
@@ -836,7 +714,7 @@ static PyMethodDef methods[] = {
     {"fmix64", ndd_fmix64, METH_VARARGS, ndd_fmix64_doc},
     {"bitmap_keep", bitmap_keep, METH_VARARGS, bitmap_keep_doc},
     {"ascii_signature", ascii_signature, METH_VARARGS, ascii_signature_doc},
-    {"figure_tokens", figure_tokens, METH_VARARGS, figure_tokens_doc},
+    {"figure_tokens", ndd_figure_tokens, METH_VARARGS, ndd_figure_tokens_doc},
     {"ascii_facts", ndd_ascii_facts, METH_VARARGS, ndd_ascii_facts_doc},
     {"prose_blocks", ndd_prose_blocks, METH_VARARGS, ndd_prose_blocks_doc},
     {"ascii_sign", ndd_ascii_sign, METH_VARARGS, ndd_ascii_sign_doc},

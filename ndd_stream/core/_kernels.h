@@ -22,7 +22,9 @@ extern const char ndd_prose_blocks_doc[];
 /* _text.c: a normal form's signature and its mixed codes in one call. */
 PyObject *ndd_ascii_sign(PyObject *self, PyObject *args);
 extern const char ndd_ascii_sign_doc[];
-/* _text.c: novelty.figures of an ASCII str. */
+/* _text.c: quantities.tokens and novelty.figures of an ASCII text. */
+PyObject *ndd_figure_tokens(PyObject *self, PyObject *args);
+extern const char ndd_figure_tokens_doc[];
 PyObject *ndd_ascii_facts(PyObject *self, PyObject *args);
 extern const char ndd_ascii_facts_doc[];
 /* _kernels.c: the sorted distinct q-gram codes of ASCII bytes (q <= 4). */
