@@ -394,6 +394,10 @@ def test_differing_equals_the_brute_force_reference(new: list[str], old: list[st
            [t for t in old if not any(same(t, u) for u in new)])
     assert quantities.differing(new, old) == ref
     assert quantities.differing(old, new) == (ref[1], ref[0])
+    for limit in range(4):  # a capped comparison lists the first tokens of the whole lists
+        capped = quantities.differing_sets(quantities.FigureSet(new), quantities.FigureSet(old),
+                                           limit)
+        assert capped == (ref[0][:limit], ref[1][:limit])
 
 
 @settings(max_examples=800, deadline=None)

@@ -49,6 +49,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ndd_stream.core import kernels, quantities
 from ndd_stream.core.headline import (
@@ -163,21 +164,23 @@ def judge(
     figures_old: str | None,
     correction: bool | Callable[[], bool],
     nf_old: str | Callable[[], str] = "",
+    limit: int | None = None,
 ) -> tuple[str, tuple[str, ...], tuple[str, ...]] | None:
     """The reason A is a new report and what differs (figures as written in A, in B; or
     the two subjects; or the headline words), or None when A repeats B. ``figures_old``
     None: B's facts are unknown (a record of state layout v1), so only the overlap is
     judged. ``correction`` may be a callable, asked only when facts changed (it scans A's
     text). ``nf_old`` is B's normal form, searched for A's subject (a callable: read only
-    when both items have a subject)."""
+    when both items have a subject). ``limit``: when the overlap alone decides, the figures
+    listed are only the first so many of each side (their order is the texts')."""
     num, den = MIN_OVERLAP
     if size_new and size_old and shared_qgrams * den < num * min(size_new, size_old):
-        only_new, only_old = _differing(figures_new, figures_old or "")
+        only_new, only_old = _differing(figures_new, figures_old or "", limit)
         return "new_content", only_new, only_old
     if figures_old is None:
         return None
     new, old = facts(figures_new), facts(figures_old)
-    figs_new, figs_old = new.figures, old.figures
+    figs_new = new.figures
     corrected = correction if not callable(correction) else None
 
     def is_correction() -> bool:
@@ -194,7 +197,8 @@ def judge(
             and not is_correction()):
         return ("headline", tuple(w for w in new.headline if w not in old.headline),
                 tuple(w for w in old.headline if w not in new.headline))
-    only_new_t, only_old_t = quantities.differing(figs_new, figs_old)
+    only_new_t, only_old_t = quantities.differing_sets(_figure_set(figures_new),
+                                                       _figure_set(figures_old))
     if not only_new_t:  # no figure of A's is new: neither figure test bites
         return None
     changed = min(len(only_new_t), len(only_old_t))
@@ -229,8 +233,14 @@ def detail_line(reason: str, only_new: tuple[str, ...], only_old: tuple[str, ...
     return "shares less than half of the shorter text: a different report on the same topic"
 
 
-def _differing(new: str, old: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    return _written(*quantities.differing(facts(new).figures, facts(old).figures))
+def _differing(new: str, old: str,
+               limit: int | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return _written(*quantities.differing_sets(_figure_set(new), _figure_set(old), limit))
+
+
+@lru_cache(maxsize=1024)  # by the facts string: a window document's meet many items
+def _figure_set(joined: str) -> quantities.FigureSet:
+    return quantities.FigureSet(facts(joined).figures)
 
 
 def _written(only_new: list[str], only_old: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -23,6 +23,7 @@ brute-force reference (every pair compared) gives the same sets.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from functools import lru_cache
 
 from ndd_stream.core import kernels
@@ -203,47 +204,96 @@ def differing(new: list[str], old: list[str]) -> tuple[list[str], list[str]]:
     ``new``. Exact keys first; then each remaining token is looked up by its rounding at
     each exponent of the other side, so the cost is linear in the figures (an earnings
     table compared pair by pair cost ~0.5 ms), with the verdict of :func:`same`."""
-    listed_new, listed_old = [key(t) for t in new], [key(t) for t in old]
-    keys_new, keys_old = set(listed_new), set(listed_old)
-    rest_new = [t for t, k in zip(new, listed_new, strict=True) if k not in keys_old]
-    rest_old = [t for t, k in zip(old, listed_old, strict=True) if k not in keys_new]
+    return differing_sets(FigureSet(new), FigureSet(old))
+
+
+class _AtExponent:
+    """The tokens of one exponent as :func:`_matched` asks about them: their mantissas
+    sorted (a coarser token is matched by any within its rounding interval), all of them,
+    those that may be a rounding (nonzero, two digits or a scale word) and the scaled."""
+
+    __slots__ = ("mantissas", "rounding", "scaled", "sorted")
+
+    def __init__(self, entries: list[tuple[int, int, bool]]) -> None:
+        self.sorted = sorted(mo for mo, _, _ in entries)
+        self.mantissas = frozenset(self.sorted)
+        self.rounding = frozenset(mo for mo, d, sc in entries if mo != 0 and (d >= 2 or sc))
+        self.scaled = frozenset(mo for mo, _, sc in entries if sc)
+
+
+_Parsed = dict[int, _AtExponent]
+
+
+class FigureSet:
+    """A list of figure tokens as :func:`differing_sets` compares them: their keys, the set
+    of those and, read once when asked, the tokens by exponent. Kept per window document
+    (its facts meet many items), so an item's comparison does not redo them."""
+
+    __slots__ = ("_parsed", "keys", "keyset", "tokens")
+
+    def __init__(self, tokens: list[str]) -> None:
+        self.tokens = tokens
+        self.keys = [key(t) for t in tokens]
+        self.keyset = frozenset(self.keys)
+        self._parsed: _Parsed | None = None
+
+    @property
+    def parsed(self) -> _Parsed:
+        if self._parsed is None:
+            by: dict[int, list[tuple[int, int, bool]]] = {}
+            for t in self.tokens:
+                q = quantity(t)
+                if q is not None:
+                    by.setdefault(q[1], []).append((q[0], q[2], "_" in t))
+            self._parsed = {ex: _AtExponent(entries) for ex, entries in by.items()}
+        return self._parsed
+
+
+def differing_sets(new: FigureSet, old: FigureSet,
+                   limit: int | None = None) -> tuple[list[str], list[str]]:
+    """:func:`differing` of two figure sets; ``limit``: only the first so many of each list
+    (in order: the same tokens the whole lists begin with)."""
+    rest_new = [t for t, k in zip(new.tokens, new.keys, strict=True) if k not in old.keyset]
+    rest_old = [t for t, k in zip(old.tokens, old.keys, strict=True) if k not in new.keyset]
     if not rest_new and not rest_old:
         return [], []
-    parsed_new, parsed_old = _parsed(tuple(new)), _parsed(tuple(old))
-    return ([t for t in rest_new if not _matched(t, parsed_old)],
-            [t for t in rest_old if not _matched(t, parsed_new)])
+    return (_unmatched(rest_new, old.parsed if rest_new else {}, limit),
+            _unmatched(rest_old, new.parsed if rest_old else {}, limit))
 
 
-_Parsed = dict[int, list[tuple[int, int, bool]]]  # exponent -> (mantissa, digits, scaled)
-
-
-@lru_cache(maxsize=4096)  # a window document's figures meet many items: read-only result
-def _parsed(tokens: tuple[str, ...]) -> _Parsed:
-    out: _Parsed = {}
+def _unmatched(tokens: list[str], other: _Parsed, limit: int | None) -> list[str]:
+    if limit is None:
+        return [t for t in tokens if not _matched(t, other)]
+    out: list[str] = []
     for t in tokens:
-        q = quantity(t)
-        if q is not None:
-            out.setdefault(q[1], []).append((q[0], q[2], "_" in t))
+        if len(out) >= limit:
+            break
+        if not _matched(t, other):
+            out.append(t)
     return out
 
 
 def _matched(token: str, other: _Parsed) -> bool:
-    """Has ``other`` a token of the same quantity as ``token`` (by quantity, keys apart)?"""
+    """Has ``other`` a token of the same quantity as ``token`` (by quantity, keys apart)?
+    One set lookup or one search of a sorted list per exponent of ``other``, with the
+    verdict of :func:`same`."""
     q = quantity(token)
     if q is None:
         return False
     m, e, digits = q
-    scaled = "_" in token
-    for ex, entries in other.items():
+    if m == 0:  # zero neither is a rounding nor rounds to one
+        return False
+    strong = digits >= 2 or "_" in token
+    for ex, at in other.items():
         if ex > e:  # the other is coarser: round this one to it
-            r = _rounded(m, e, ex)
-            if any(mo == r and mo != 0 and (d >= 2 or sc) for mo, d, sc in entries):
+            if _rounded(m, e, ex) in at.rounding:
                 return True
-        elif ex < e:  # this one is coarser
-            if m != 0 and (digits >= 2 or scaled) and any(
-                    _rounded(mo, ex, e) == m for mo, _, _ in entries):
-                return True
-        elif m != 0 and any(mo == m and (digits >= 2 or scaled or sc)
-                            for mo, _, sc in entries):
+        elif ex < e:  # this one is coarser: a finer mantissa in its rounding interval
+            if strong:
+                step = 10 ** (e - ex)  # _rounded(mo, ex, e) == m: (2m-1)step <= 2mo < (2m+1)step
+                i = bisect_left(at.sorted, ((2 * m - 1) * step + 1) // 2)
+                if i < len(at.sorted) and 2 * at.sorted[i] < (2 * m + 1) * step:
+                    return True
+        elif m in (at.mantissas if strong else at.scaled):
             return True
     return False

@@ -61,7 +61,7 @@ def _novelty(doc: Document, shared: int, size: int, match: WindowDoc,
              figs: str) -> Novelty | None:
     """The core.novelty verdict on the best match, as the decision's explanation."""
     verdict = judge(shared, size, match.size, figs, match.figures,
-                    lambda: declares_correction(doc.text), lambda: match.nf)
+                    lambda: declares_correction(doc.text), lambda: match.nf, MAX_LISTED)
     if verdict is None:
         return None
     reason, only_new, only_old = verdict
