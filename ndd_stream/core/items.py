@@ -233,7 +233,11 @@ def _scope(obj: dict[str, Any], fmt: ItemFormat, channel: str) -> str:
 
 
 def _timestamp(obj: dict[str, Any], fmt: ItemFormat, fallback: float | None) -> float | Invalid:
-    name = next((f for f in fmt.timestamp_fields if obj.get(f) is not None), None)
+    name = None
+    for field_name in fmt.timestamp_fields:  # a loop, not next() of a generator: per item
+        if obj.get(field_name) is not None:
+            name = field_name
+            break
     if name is None:
         if fallback is None:
             return Invalid("missing_timestamp", f"none of {', '.join(fmt.timestamp_fields)}")
