@@ -139,8 +139,27 @@ def agent_input(app: faust.App, *names: str, pattern: str | None, maxsize: int |
     read_committed input, never trimmed as nothing was committed, and merged them all at
     every new one: a live worker's wait grew by the minute (docs/BENCHMARK.md, "A live
     worker over minutes")."""
-    return app.topic(*names, pattern=pattern, key_serializer="raw", value_serializer="raw",
-                     allow_empty=True, maxsize=maxsize, acks=acks)
+    return app.topic(*names, pattern=pattern, schema=_Bytes(), allow_empty=True, maxsize=maxsize,
+                     acks=acks)
+
+
+class _Bytes(faust.Schema):
+    """Records as the broker gave them: key and value bytes (or None), each event made
+    straight from its message. Faust's schema with the ``raw`` codec gives the same, after
+    two lookups in its serializer registry per record (a third of its per-record hand-off
+    to an agent, twice per item: raw and scoped)."""
+
+    def __init__(self) -> None:
+        super().__init__(key_serializer="raw", value_serializer="raw", allow_empty=True)
+
+    def compile(self, app: faust.types.AppT, *, on_key_decode_error: Any = None,
+                on_value_decode_error: Any = None, default_propagate: bool = False) -> Any:
+        create_event = app.create_event
+
+        async def decode(message: Any, *, propagate: bool = default_propagate) -> Any:
+            return create_event(message.key, message.value, message.headers, message)
+
+        return decode
 
 
 class _TableManager(TableManager):
@@ -442,7 +461,10 @@ async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX,
     ends a range of records the broker removed unread; so does ``stall``
     (records flow; both: worker/delivery.py).
     """
-    batches = stream.take_events(most, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
+    if getattr(stream.channel, "acks", True):
+        batches = stream.take_events(most, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
+    else:
+        batches = taken(stream, most, BATCH_WITHIN_S)
     async for events in batches:
         for event in events:
             event.message.incref()
@@ -453,6 +475,43 @@ async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX,
             await lost.delivered(batch)
         yield batch
         done(events)
+
+
+async def taken(stream: faust.StreamT, most: int, within: float) -> AsyncIterator[list[Any]]:
+    """``take_events`` for an input whose records Faust does not acknowledge (its topic's
+    ``acks`` off: exactly-once): batches of the events in the agent's channel, taken from
+    its queue as Faust's conductor put them, what arrived within ``within`` of the first,
+    up to ``most``. Faust's stream would hand each event through its iterator, its sensors
+    and a buffer task first (a tenth of the worker's main thread on a backlog, docs/
+    BENCHMARK.md); it acknowledges nothing here, so all it adds is the check kept below:
+    an event fetched before the last rebalance (another generation of the group, or
+    while the flow is suspended) is passed over, as Faust's stream passes it over."""
+    app = stream.app
+    # the channel itself once it iterates (as Faust's own take_events reads it)
+    queue = cast(faust.ChannelT, aiter(stream.channel)).queue
+    flow = app.flow_control
+    loop = asyncio.get_running_loop()
+    while not stream.should_stop:
+        events = [await queue.get()]
+        until = loop.time() + within
+        while len(events) < most:
+            if queue.empty():
+                left = until - loop.time()
+                if left <= 0:
+                    break
+                try:
+                    events.append(await asyncio.wait_for(queue.get(), left))
+                except TimeoutError:
+                    break
+            else:
+                events.append(queue.get_nowait())
+        generation = app.consumer_generation_id
+        if flow.is_active():
+            fresh = [e for e in events if e.message.generation_id == generation]
+        else:
+            fresh = []
+        if fresh:
+            yield fresh
 
 
 async def send(app: faust.App, record: OutRecord) -> Awaitable[Any]:
