@@ -492,19 +492,22 @@ async def taken(stream: faust.StreamT, most: int, within: float) -> AsyncIterato
     flow = app.flow_control
     loop = asyncio.get_running_loop()
     while not stream.should_stop:
-        events = [await queue.get()]
-        until = loop.time() + within
-        while len(events) < most:
-            if queue.empty():
-                left = until - loop.time()
-                if left <= 0:
-                    break
-                try:
-                    events.append(await asyncio.wait_for(queue.get(), left))
-                except TimeoutError:
-                    break
-            else:
-                events.append(queue.get_nowait())
+        try:
+            events = [await queue.get()]
+            until = loop.time() + within
+            while len(events) < most:
+                if queue.empty():
+                    left = until - loop.time()
+                    if left <= 0:
+                        break
+                    try:
+                        events.append(await asyncio.wait_for(queue.get(), left))
+                    except TimeoutError:
+                        break
+                else:
+                    events.append(queue.get_nowait())
+        except StopAsyncIteration:  # the channel ends (the worker stops), as Faust's stream
+            return
         generation = app.consumer_generation_id
         if flow.is_active():
             fresh = [e for e in events if e.message.generation_id == generation]
