@@ -14,6 +14,12 @@ timers and the web endpoints. It is not trusted with positions:
 - its fetch loop hands each record on through ``wait_first``: four tasks and an
   ``asyncio.wait`` per record, ~30 µs, where the hand-off itself takes under 1 µs unless a
   queue is full (:class:`_Consumer` hands it on at once when it can);
+- its stream hands each event through its iterator, its sensors and a buffer task before
+  ``take_events`` batches it, and its schema looks up the ``raw`` codec twice per record;
+  where Faust acknowledges nothing (exactly-once) an agent takes its batches straight from
+  its channel's queue (:func:`taken`), and every input is decoded as its bytes
+  (:class:`_Bytes`); on a backlog the stream took about a tenth of the main thread's
+  busy time, the codec lookups a thirtieth (docs/BENCHMARK.md);
 - its table manager waits a second at every start for tables declared late, and the
   consumer joins the group only after it; the worker keeps its state in RocksDB and
   declares no Faust table (:class:`_TableManager` does not wait);
@@ -146,8 +152,8 @@ def agent_input(app: faust.App, *names: str, pattern: str | None, maxsize: int |
 class _Bytes(faust.Schema):
     """Records as the broker gave them: key and value bytes (or None), each event made
     straight from its message. Faust's schema with the ``raw`` codec gives the same, after
-    two lookups in its serializer registry per record (a third of its per-record hand-off
-    to an agent, twice per item: raw and scoped)."""
+    two lookups in its serializer registry per record (about a third of its per-record
+    hand-off to an agent, twice per item: raw and scoped)."""
 
     def __init__(self) -> None:
         super().__init__(key_serializer="raw", value_serializer="raw", allow_empty=True)
