@@ -14,6 +14,12 @@ timers and the web endpoints. It is not trusted with positions:
 - its fetch loop hands each record on through ``wait_first``: four tasks and an
   ``asyncio.wait`` per record, ~30 µs, where the hand-off itself takes under 1 µs unless a
   queue is full (:class:`_Consumer` hands it on at once when it can);
+- its stream hands each event through its iterator, its sensors and a buffer task before
+  ``take_events`` batches it, and its schema looks up the ``raw`` codec twice per record;
+  where Faust acknowledges nothing (exactly-once) an agent takes its batches straight from
+  its channel's queue (:func:`taken`), and every input is decoded as its bytes
+  (:class:`_Bytes`); on a backlog the stream took about a tenth of the main thread's
+  busy time, the codec lookups a thirtieth (docs/BENCHMARK.md);
 - its table manager waits a second at every start for tables declared late, and the
   consumer joins the group only after it; the worker keeps its state in RocksDB and
   declares no Faust table (:class:`_TableManager` does not wait);
@@ -45,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import sys
@@ -139,8 +146,27 @@ def agent_input(app: faust.App, *names: str, pattern: str | None, maxsize: int |
     read_committed input, never trimmed as nothing was committed, and merged them all at
     every new one: a live worker's wait grew by the minute (docs/BENCHMARK.md, "A live
     worker over minutes")."""
-    return app.topic(*names, pattern=pattern, key_serializer="raw", value_serializer="raw",
-                     allow_empty=True, maxsize=maxsize, acks=acks)
+    return app.topic(*names, pattern=pattern, schema=_Bytes(), allow_empty=True, maxsize=maxsize,
+                     acks=acks)
+
+
+class _Bytes(faust.Schema):
+    """Records as the broker gave them: key and value bytes (or None), each event made
+    straight from its message. Faust's schema with the ``raw`` codec gives the same, after
+    two lookups in its serializer registry per record (about a third of its per-record
+    hand-off to an agent, twice per item: raw and scoped)."""
+
+    def __init__(self) -> None:
+        super().__init__(key_serializer="raw", value_serializer="raw", allow_empty=True)
+
+    def compile(self, app: faust.types.AppT, *, on_key_decode_error: Any = None,
+                on_value_decode_error: Any = None, default_propagate: bool = False) -> Any:
+        create_event = app.create_event
+
+        async def decode(message: Any, *, propagate: bool = default_propagate) -> Any:
+            return create_event(message.key, message.value, message.headers, message)
+
+        return decode
 
 
 class _TableManager(TableManager):
@@ -442,7 +468,10 @@ async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX,
     ends a range of records the broker removed unread; so does ``stall``
     (records flow; both: worker/delivery.py).
     """
-    batches = stream.take_events(most, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
+    if getattr(stream.channel, "acks", True):
+        batches = stream.take_events(most, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
+    else:
+        batches = taken(stream, most, BATCH_WITHIN_S)
     async for events in batches:
         for event in events:
             event.message.incref()
@@ -453,6 +482,46 @@ async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX,
             await lost.delivered(batch)
         yield batch
         done(events)
+
+
+async def taken(stream: faust.StreamT, most: int, within: float) -> AsyncIterator[list[Any]]:
+    """``take_events`` for an input whose records Faust does not acknowledge (its topic's
+    ``acks`` off: exactly-once): batches of the events in the agent's channel, taken from
+    its queue as Faust's conductor put them, what arrived within ``within`` of the first,
+    up to ``most``. Faust's stream would hand each event through its iterator, its sensors
+    and a buffer task first (a tenth of the worker's main thread on a backlog, docs/
+    BENCHMARK.md); it acknowledges nothing here, so all it adds is the check kept below:
+    an event fetched before the last rebalance (another generation of the group, or
+    while the flow is suspended) is passed over, as Faust's stream passes it over."""
+    app = stream.app
+    # the channel itself once it iterates (as Faust's own take_events reads it)
+    queue = cast(faust.ChannelT, aiter(stream.channel)).queue
+    flow = app.flow_control
+    loop = asyncio.get_running_loop()
+    while not stream.should_stop:
+        try:
+            events = [await queue.get()]
+            until = loop.time() + within
+            while len(events) < most:
+                if queue.empty():
+                    left = until - loop.time()
+                    if left <= 0:
+                        break
+                    try:
+                        events.append(await asyncio.wait_for(queue.get(), left))
+                    except TimeoutError:
+                        break
+                else:
+                    events.append(queue.get_nowait())
+        except StopAsyncIteration:  # the channel ends (the worker stops), as Faust's stream
+            return
+        generation = app.consumer_generation_id
+        if flow.is_active():
+            fresh = [e for e in events if e.message.generation_id == generation]
+        else:
+            fresh = []
+        if fresh:
+            yield fresh
 
 
 async def send(app: faust.App, record: OutRecord) -> Awaitable[Any]:
@@ -514,8 +583,17 @@ def record_lag(app: faust.App, metrics: WorkerMetrics, messages: list[Any]) -> N
             metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, high - offset - 1))
 
 
+GC_THRESHOLDS = (20_000, 20, 20)
+"""The cyclic collector's thresholds while the worker runs (Python's: 700, 10, 10). Each
+record leaves a few containers that live until its batch ends (Faust's message and event,
+headers, output records), so at Python's a backlog ran a young collection every few items
+and a full one every few thousand: 0.85-0.88 s of a 17-21 s Reuters day against 0.21-0.32 s
+at these (bench.order, docs/BENCHMARK.md)."""
+
+
 def execute(app: faust.App, settings: Settings) -> int:
     """Run Faust's worker until SIGTERM/SIGINT; the process exit code (3: fatal)."""
+    gc.set_threshold(*GC_THRESHOLDS)
     # Faust's own handler goes to /dev/null: the JSON handler given to the app is the log.
     worker = faust.Worker(app, loglevel=settings.log_level, quiet=True, logfile=os.devnull)
     code = 0
