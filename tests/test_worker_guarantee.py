@@ -1,18 +1,24 @@
-"""The guarantee, one object chosen at start (worker/guarantee.py): what each answers. No
-broker: the clients are made, never used."""
+"""The guarantee, one object chosen at start (worker/guarantee.py): what each answers; the
+checks before the worker starts, on a thread of their own. No broker: the clients are made,
+never used, or find no one at the address."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 from harness.kafka import make_settings
 
 from ndd_stream.kafka.transactions import Transactions
+from ndd_stream.worker import startup
 from ndd_stream.worker.commit import AcknowledgingCommitter, CommittedOrder, TransactionalCommitter
 from ndd_stream.worker.delivery import InOrder
 from ndd_stream.worker.guarantee import AtLeastOnce, ExactlyOnce, guarantee_for
 from ndd_stream.worker.metrics import WorkerMetrics
+from ndd_stream.worker.startup import Preflight
 
 
 def _made(guarantee: str, tmp_path: Path) -> tuple[object, list[object]]:
@@ -77,3 +83,36 @@ def test_offset_order_read_committed_reads_back_only_the_first_jump(offsets: lis
         out = asyncio.run(order.arrange(messages))  # type: ignore[arg-type]
         assert [m.offset for m in out] == offsets
         assert len(asked) == want and asked[0] == (1, offsets[0])
+
+
+def test_the_start_checks_answer_from_their_own_thread(tmp_path: Path) -> None:
+    """No broker at the address: the checks, on their thread, say so (None: exit code 3)."""
+    settings = make_settings(guarantee="exactly-once", data_dir=tmp_path,
+                             brokers="127.0.0.1:9", broker_timeout_s=1)
+    checks = Preflight(settings, guarantee_for(settings))
+    started = time.monotonic()
+    assert checks.result() is None
+    assert time.monotonic() - started < 30
+
+
+def test_what_the_start_checks_raise_is_raised_where_they_are_asked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def fails(settings: object, guarantee: object) -> None:
+        raise RuntimeError("checked on the other thread")
+
+    monkeypatch.setattr(startup, "preflight", fails)
+    settings = make_settings(data_dir=tmp_path, brokers="127.0.0.1:9")
+    checks = Preflight(settings, guarantee_for(settings))
+    with pytest.raises(RuntimeError, match="checked on the other thread"):
+        checks.result()
+
+
+def test_the_start_checks_import_no_faust_aiokafka_or_aiohttp() -> None:
+    """They overlap the import of those (most of a worker's start) only while neither their
+    module nor the guarantee's imports one of them."""
+    probe = ("import sys; import ndd_stream.worker.guarantee, ndd_stream.worker.startup; "
+             "print(sorted(m for m in ('faust', 'mode', 'aiokafka', 'aiohttp') "
+             "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stderr

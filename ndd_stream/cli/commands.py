@@ -51,9 +51,17 @@ def _cmd_settings(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    import faulthandler
+
+    from ndd_stream.worker.guarantee import guarantee_for
+    from ndd_stream.worker.startup import Preflight
+
+    faulthandler.enable()  # a crash in a client library leaves every thread's stack
+    guarantee = guarantee_for(settings)
+    checks = Preflight(settings, guarantee)  # the broker answers while the worker imports
     from ndd_stream.worker.app import run_worker
 
-    return run_worker(settings)
+    return run_worker(settings, guarantee, checks)
 
 
 def _cmd_topics(args: argparse.Namespace, settings: Settings) -> int:

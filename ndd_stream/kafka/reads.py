@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from confluent_kafka import (
     Consumer,
@@ -35,6 +35,12 @@ from confluent_kafka import (
 
 UNSTABLE_RETRY_S = 30.0
 """How long an offset lookup waits out a transaction still committing offsets."""
+
+
+class Metadata(Protocol):
+    """A client that answers with the cluster's metadata (:class:`BrokerReads`)."""
+
+    def list_topics(self, timeout: float) -> Any: ...
 
 
 class RefetchError(RuntimeError):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import faulthandler
 import logging
 import re
 from collections.abc import Sequence
@@ -68,10 +67,10 @@ from ndd_stream.worker.runtime import (
 from ndd_stream.worker.sequencing import OrderConfig
 from ndd_stream.worker.sharding import ShardPartition
 from ndd_stream.worker.startup import (
+    Preflight,
     free_port,
     item_format_within,
     output_topics,
-    preflight,
     topic_name,
 )
 
@@ -328,11 +327,9 @@ class Service:
         self.guarantee.close()
 
 
-def run_worker(settings: Settings) -> int:
-    """Run until SIGTERM/SIGINT; returns the process exit code."""
-    faulthandler.enable()  # a crash in a client library leaves every thread's stack
-    guarantee = guarantee_for(settings)
-    limits = preflight(settings, guarantee)
+def run_worker(settings: Settings, guarantee: Guarantee, checks: Preflight) -> int:
+    """Run until SIGTERM/SIGINT once ``checks`` pass; returns the process exit code."""
+    limits = checks.result()
     if limits is None:
         return 3
     service = Service(settings, limits=limits, guarantee=guarantee)

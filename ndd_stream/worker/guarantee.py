@@ -26,6 +26,7 @@ from typing import Any
 
 from ndd_stream.kafka.acls import Acl, transaction_acls, transactions_denied, worker_acls
 from ndd_stream.kafka.config import librdkafka_config
+from ndd_stream.kafka.reads import Metadata
 from ndd_stream.kafka.transactions import (
     TP,
     Member,
@@ -38,8 +39,7 @@ from ndd_stream.kafka.transactions import (
 from ndd_stream.settings import Settings
 from ndd_stream.worker.commit import AcknowledgingCommitter, Committer, TransactionalCommitter
 from ndd_stream.worker.metrics import WorkerMetrics
-from ndd_stream.worker.pool import CHECKPOINT_ITEMS, TRANSACTION_ITEMS
-from ndd_stream.worker.runtime import BATCH_MAX, Metadata
+from ndd_stream.worker.pool import BATCH_MAX, CHECKPOINT_ITEMS, TRANSACTION_ITEMS
 from ndd_stream.worker.startup import transaction_conf, worker_id
 
 FAUST_LIVELOCK_S = 300.0

@@ -78,6 +78,8 @@ item measured slower end to end: the producer, free to run during each decision,
 item's records as a request of its own (docs/history/BENCHMARK-history.md)."""
 YIELD_SECONDS = 0.05
 """Inline decisions run at most this long before the event loop gets a turn."""
+BATCH_MAX = 500
+"""Records an agent takes at a time at-least-once (exactly-once: :data:`TRANSACTION_ITEMS`)."""
 CHECKPOINT_ITEMS = 256
 """A batch is checkpointed at the first record boundary after this many decisions (and at
 its end). Outputs go out before their checkpoint, so a worker killed mid-batch sends the

@@ -66,7 +66,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import faust
 from confluent_kafka import KafkaException
@@ -76,12 +76,14 @@ from mode.services import WaitResults
 
 from ndd_stream.kafka.config import faust_broker_kwargs
 from ndd_stream.kafka.limits import WriteLimits
+from ndd_stream.kafka.reads import Metadata
 from ndd_stream.kafka.transactions import Member
 from ndd_stream.settings import Settings
 from ndd_stream.worker.cluster import ClusterChanged, check_cluster
 from ndd_stream.worker.delivery import LostRecords, Message, StallWatch
 from ndd_stream.worker.logs import json_handler
 from ndd_stream.worker.metrics import WorkerMetrics
+from ndd_stream.worker.pool import BATCH_MAX
 from ndd_stream.worker.records import OutRecord
 from ndd_stream.worker.startup import producer_kwargs
 
@@ -90,7 +92,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ndd_stream.worker")
 
-BATCH_MAX = 500  # records per take_events batch (exactly-once: pool.TRANSACTION_ITEMS)
 BATCH_WITHIN_S = 0.02
 """... or whatever arrived within this time: what a live item waits in each agent (two per
 item) before its batch goes. At 50 ms a live feed of 200 items/s waited 119-133 ms from
@@ -614,12 +615,6 @@ def execute(app: faust.App, settings: Settings) -> int:
     for handler in logging.getLogger().handlers + log.handlers:
         handler.flush()
     return 3
-
-
-class Metadata(Protocol):
-    """A client that answers with the cluster's metadata (``kafka.reads.BrokerReads``)."""
-
-    def list_topics(self, timeout: float) -> Any: ...
 
 
 class BrokerWatch:

@@ -12,6 +12,7 @@ import fcntl
 import logging
 import os
 import socket
+import threading
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -62,6 +63,36 @@ def preflight(settings: Settings, guarantee: Guarantee) -> WriteLimits | None:
     except KafkaException:
         pass  # the broker went away again: the worker's own checks deal with it
     return read_write_limits(admin, written_topics(settings))
+
+
+class Preflight:
+    """:func:`preflight` on a thread of its own, started before the worker's modules import.
+
+    Its time is the broker's answers (under exactly-once the transaction check alone is a
+    transaction opened, written and aborted, then read back: ~0.5 s), while importing
+    Faust, aiokafka and aiohttp is the CPU's (~0.8 s): run one after the other they were
+    most of a worker's start. Neither this module nor ``worker/guarantee.py`` imports any of
+    them, so that the two overlap."""
+
+    def __init__(self, settings: Settings, guarantee: Guarantee) -> None:
+        self._limits: WriteLimits | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(settings, guarantee),
+                                        name="ndd-preflight", daemon=True)
+        self._thread.start()
+
+    def _run(self, settings: Settings, guarantee: Guarantee) -> None:
+        try:
+            self._limits = preflight(settings, guarantee)
+        except BaseException as exc:  # raised again in the thread that asks
+            self._error = exc
+
+    def result(self) -> WriteLimits | None:
+        """What :func:`preflight` returned, once it has; what it raised is raised here."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._limits
 
 
 def topic_name(settings: Settings, key: str) -> str:
