@@ -1168,6 +1168,14 @@ engine_add_ordered(EngineObject *e, PyObject *args)
         const uint64_t *keys = mixed, *rest = sig;
         size_t m = n, nrest = 0;
         int unidx = (int)((Py_ssize_t)n - length);
+        PyObject *keep = NULL; /* the text, when every code is a q = 4 gram of it */
+        if (!e->full && textobj != Py_None && text_six(textobj)) {
+            keep = textobj;
+            uint64_t v;
+            for (size_t i = 0; i < n && keep != NULL; i++)
+                if (!six(sig[i], &v))
+                    keep = NULL;
+        }
         if (!e->full && length < (Py_ssize_t)n) {
             size_t len = length < 0 ? 0 : (size_t)length;
             if (grow((void **)&e->pfx, &e->pcap, 3 * n + 1, 8)) {
@@ -1177,9 +1185,12 @@ engine_add_ordered(EngineObject *e, PyObject *args)
             uint64_t *o = e->pfx, *tie = o + n;
             uint8_t *c = (uint8_t *)(o + 2 * n);
             nrest = n;
-            if (len) {
-                const uint8_t *cl = cb.obj ? cb.buf : NULL;
+            const uint8_t *cl = cb.obj ? cb.buf : NULL;
+            if (len)
                 ndd_prefix_under(mixed, (Py_ssize_t)n, cl, shift, (Py_ssize_t)len, o, tie, c);
+            if (keep != NULL) { /* the held text verifies the whole overlap: no codes kept */
+                nrest = 0;
+            } else if (len) {
                 /* The codes outside the prefix, in signature order (mixed[i] is fmix64 of
                  * sig[i]): the prefix is every code of a class below ``last`` and those of
                  * class ``last`` up to ``kth`` (c[i]: the class of mixed[i]). */
@@ -1209,14 +1220,6 @@ engine_add_ordered(EngineObject *e, PyObject *args)
             keys = o;
             m = len;
             rest = tie;
-        }
-        PyObject *keep = NULL; /* the text, when every code is a q = 4 gram of it */
-        if (!e->full && textobj != Py_None && text_six(textobj)) {
-            keep = textobj;
-            uint64_t v;
-            for (size_t i = 0; i < n && keep != NULL; i++)
-                if (!six(sig[i], &v))
-                    keep = NULL;
         }
         int64_t number = add_keys(e, keys, m, rest, (int)nrest, !e->full, (int)n, hour, need,
                                   unidx, keep);
