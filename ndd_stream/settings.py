@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from ndd_stream.core.detector import (
     BITMAP_BITS_MAX,
@@ -138,7 +144,9 @@ class Settings(BaseSettings):
         description="Comparison scope: 'channel', 'global', or the name of another item field.",
     )
     scope_map: dict[str, str] = Field(
-        default_factory=dict,
+        # a lambda, not ``dict``: pydantic inspects a factory's signature, and a builtin's
+        # is parsed from text by tokenize's large regex (~1% of a ``dedup`` start-up)
+        default_factory=lambda: {},
         description="JSON object mapping a scope value (e.g. a channel) to a dedup group.",
     )
     novelty: NoveltyMode = Field(
@@ -244,7 +252,7 @@ class Settings(BaseSettings):
         "and this) on every page but /api/status. Unset: no login.",
     )
     view_allowed_hosts: CommaList = Field(
-        default_factory=list,
+        default_factory=lambda: [],  # not ``list``: see scope_map
         description="Host names (.example.org: a domain and its subdomains) the web view "
         "answers for without a password, besides localhost and its bind address.",
     )
@@ -310,6 +318,22 @@ class Settings(BaseSettings):
         description="event-time order: MiB of items held back per scoped partition; past it "
         "the scope decides past the partitions it waits for.",
     )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """pydantic-settings' sources, highest precedence first; without a ``--config``
+        file the .env source reads nothing, but it would still walk every field (half of
+        the time of building the settings): then it is left out."""
+        if isinstance(dotenv_settings, DotEnvSettingsSource) and dotenv_settings.env_file is None:
+            return init_settings, env_settings, file_secret_settings
+        return init_settings, env_settings, dotenv_settings, file_secret_settings
 
     @field_validator("brokers", "raw_topics", "text_fields", "timestamp_fields",
                      "view_allowed_hosts", mode="before")

@@ -1,6 +1,7 @@
 """``ndd-stream dedup`` loads only what deciding a file needs: no Kafka or Faust clients,
 no other subcommand's modules, no HTML parser for plain text, no terminal library for a
-pipe. A regression here costs every run of ``dedup`` its start-up time."""
+pipe, no asyncio (which pydantic-settings imports, unused). A regression here costs every
+run of ``dedup`` its start-up time."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from ndd_stream import jsonio
 
 NOT_LOADED = ("faust", "aiokafka", "confluent_kafka", "rocksdict", "rich", "resiliparse",
               "selectolax", "regex", "ndd_stream.cli.eval", "ndd_stream.eval",
-              "ndd_stream.cli.demo", "ndd_stream.worker", "ndd_stream.kafka", "ndd_stream.view")
+              "ndd_stream.cli.demo", "ndd_stream.worker", "ndd_stream.kafka", "ndd_stream.view",
+              "asyncio")
 
 PROBE = """
 import sys
@@ -38,3 +40,30 @@ def test_dedup_of_plain_text_loads_no_client_parser_or_other_command(tmp_path: P
     assert code == "0", out.stderr
     assert loaded == "", f"dedup loaded {loaded}"
     assert len((tmp_path / "out.jsonl").read_bytes().splitlines()) == 20
+
+
+STAND_IN = """
+import gc, sys
+gc.disable()
+import ndd_stream.cli
+import pydantic_settings.main as ps
+assert not gc.isenabled(), "importing the command line turned the collector on"
+assert "asyncio" not in sys.modules
+assert ps.asyncio.iscoroutinefunction is not None  # the stand-in imports asyncio when read
+import asyncio
+assert sys.modules["asyncio"] is asyncio and type(asyncio) is type(gc), asyncio
+assert ps.asyncio.run is asyncio.run
+print("ok")
+"""
+
+
+def test_asyncio_deferred_until_used_and_collector_state_kept() -> None:
+    """pydantic-settings gets a stand-in for its unused asyncio that imports the real one
+    when read (an async pydantic-settings ``CliApp`` still runs); ``sys.modules`` holds the
+    real asyncio, and the command line leaves the collector as it found it."""
+    out = subprocess.run([sys.executable, "-c", STAND_IN], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+    on = subprocess.run([sys.executable, "-c", "import gc, ndd_stream.cli; print(gc.isenabled())"],
+                        capture_output=True, text=True, timeout=120, check=True)
+    assert on.stdout.strip() == "True", on.stderr
