@@ -400,6 +400,41 @@ def test_differing_equals_the_brute_force_reference(new: list[str], old: list[st
         assert capped == (ref[0][:limit], ref[1][:limit])
 
 
+@st.composite
+def _written_figure(draw: st.DrawFn) -> str:
+    """One of a few quantities written at any precision and scale, with or without
+    thousands commas and a leading zero, sometimes not a plain number or very long."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(st.sampled_from(["3.4.87", "1,2.3", "0", "0.000", "00"]))
+    value = draw(st.sampled_from([8_749_999, 2_303_000, 1_459_193_000, 50, 5, 1250, 9996,
+                                  15, 10**33 + 7, 3, 499, 95]))
+    scale = draw(st.sampled_from(["", "thousand", "mln", "billion", "trillion"]))
+    decimals = draw(st.integers(0, 15))
+    units = value * 10**decimals * 2 // 10 ** quantities.SCALES.get(scale, 0)
+    digits = str((units + 1) // 2).rjust(decimals + 1, "0")  # rounded half up
+    whole, frac = digits[:len(digits) - decimals], digits[len(digits) - decimals:]
+    if draw(st.booleans()):
+        whole = f"{int(whole):,}"
+    if draw(st.integers(0, 5)) == 0:
+        whole = "0" + whole
+    return whole + ("." + frac if frac else "") + ("_" + scale if scale else "")
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_written_figure(), max_size=8, unique=True),
+       st.lists(_written_figure(), max_size=8, unique=True))
+def test_differing_sets_equal_comparing_every_pair(new: list[str], old: list[str]) -> None:
+    """The set lookups (points, roundings, odd figures by same()) give what comparing
+    every pair by :func:`quantities.same` gives, on figures written at every precision,
+    scale and length; a figure set reused (as a window document's is) answers alike."""
+    want = ([t for t in new if not any(quantities.same(t, u) for u in old)],
+            [t for t in old if not any(quantities.same(t, u) for u in new)])
+    sets = quantities.FigureSet(new), quantities.FigureSet(old)
+    for _ in range(2):  # the second time from the sets' points built the first time
+        assert quantities.differing_sets(*sets) == want
+        assert quantities.differing_sets(sets[1], sets[0], 2) == (want[1][:2], want[0][:2])
+
+
 @settings(max_examples=800, deadline=None)
 @given(st.lists(st.sampled_from(["Sun", "SUN", "sun", "Suns", "Ab", "USX", "usx's", "A", " ",
                                  "\n", "\r\n", "\t", ",", ".", "-", "_", "3RD", "1", "25",

@@ -136,13 +136,17 @@ class Facts:
 
 def facts(joined: str) -> Facts:
     """The parts of a :func:`figures` string."""
+    return Facts(*_parts(joined))
+
+
+def _parts(joined: str) -> tuple[str, list[str], list[str]]:
     parts = joined.split()
     subj, words = "", []
     if parts and parts[0].startswith("^"):
         subj, parts = parts[0][1:], parts[1:]
     if parts and parts[0].startswith("#"):
         words, parts = parts[0][1:].split(","), parts[1:]
-    return Facts(subj, words, parts)
+    return subj, words, parts
 
 
 def figure_key(raw: str) -> str:
@@ -179,8 +183,8 @@ def judge(
         return "new_content", only_new, only_old
     if figures_old is None:
         return None
-    new, old = facts(figures_new), facts(figures_old)
-    figs_new = new.figures
+    new_subject, new_words, new_set = _parsed(figures_new)
+    old_subject, old_words, old_set = _parsed(figures_old)
     corrected = correction if not callable(correction) else None
 
     def is_correction() -> bool:
@@ -189,29 +193,29 @@ def judge(
             corrected = bool(correction()) if callable(correction) else bool(correction)
         return corrected
 
-    if (new.subject and old.subject
-            and other_subject(new.subject, old.subject, nf_old() if callable(nf_old) else nf_old)
+    if (new_subject and old_subject
+            and other_subject(new_subject, old_subject, nf_old() if callable(nf_old) else nf_old)
             and not is_correction()):
-        return "subject", (new.subject,), (old.subject,)
-    if (new_headline(new.headline, old.headline, shared_qgrams, size_new, size_old)
+        return "subject", (new_subject,), (old_subject,)
+    if (new_headline(new_words, old_words, shared_qgrams, size_new, size_old)
             and not is_correction()):
-        return ("headline", tuple(w for w in new.headline if w not in old.headline),
-                tuple(w for w in old.headline if w not in new.headline))
-    only_new_t, only_old_t = quantities.differing_sets(_figure_set(figures_new),
-                                                       _figure_set(figures_old))
-    if not only_new_t:  # no figure of A's is new: neither figure test bites
+        return ("headline", tuple(w for w in new_words if w not in old_words),
+                tuple(w for w in old_words if w not in new_words))
+    lone_new = quantities.unmatched(new_set, old_set)
+    if not lone_new:  # no figure of A's is new: neither figure test bites
         return None
-    changed = min(len(only_new_t), len(only_old_t))
-    shared = len(figs_new) - len(only_new_t)
+    lone_old = quantities.unmatched(old_set, new_set)
+    changed = min(len(lone_new), len(lone_old))
+    shared = len(new_set.tokens) - len(lone_new)
     num, den = MAX_CHANGED_SHARE
     if changed and changed * den > num * (changed + shared):
         reason = "figures"
-    elif (new_development_headline(new.headline, old.headline)
-            and any(map(quantities.significant, only_new_t))):
+    elif (new_development_headline(new_words, old_words)
+            and any(quantities.significant(f[0]) for f in lone_new)):
         reason = "development"
     else:
         return None
-    return None if is_correction() else (reason, *_written(only_new_t, only_old_t))
+    return None if is_correction() else (reason, *_written(lone_new, lone_old))
 
 
 def detail_line(reason: str, only_new: tuple[str, ...], only_old: tuple[str, ...]) -> str:
@@ -235,13 +239,19 @@ def detail_line(reason: str, only_new: tuple[str, ...], only_old: tuple[str, ...
 
 def _differing(new: str, old: str,
                limit: int | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    return _written(*quantities.differing_sets(_figure_set(new), _figure_set(old), limit))
+    new_set, old_set = _parsed(new)[2], _parsed(old)[2]
+    return _written(quantities.unmatched(new_set, old_set, limit),
+                    quantities.unmatched(old_set, new_set, limit))
 
 
-@lru_cache(maxsize=1024)  # by the facts string: a window document's meet many items
-def _figure_set(joined: str) -> quantities.FigureSet:
-    return quantities.FigureSet(facts(joined).figures)
+@lru_cache(maxsize=4096)  # by the facts string: a window document's meet many items
+def _parsed(joined: str) -> tuple[str, list[str], quantities.FigureSet]:
+    """The subject, headline words and figures of a :func:`figures` string (shared: read
+    only)."""
+    subj, words, figs = _parts(joined)
+    return subj, words, quantities.FigureSet(figs)
 
 
-def _written(only_new: list[str], only_old: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    return tuple(map(quantities.written, only_new)), tuple(map(quantities.written, only_old))
+def _written(only_new: list[quantities.Figure],
+             only_old: list[quantities.Figure]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return tuple([f[2] for f in only_new]), tuple([f[2] for f in only_old])

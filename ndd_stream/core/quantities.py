@@ -23,8 +23,10 @@ brute-force reference (every pair compared) gives the same sets.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
+from collections.abc import Sequence
 from functools import lru_cache
+from itertools import chain
+from operator import itemgetter
 
 from ndd_stream.core import kernels
 
@@ -201,99 +203,128 @@ def _rounded(mantissa: int, exponent: int, to: int) -> int:
 
 def differing(new: list[str], old: list[str]) -> tuple[list[str], list[str]]:
     """Tokens of ``new`` with no same quantity in ``old``, and of ``old`` with none in
-    ``new``. Exact keys first; then each remaining token is looked up by its rounding at
-    each exponent of the other side, so the cost is linear in the figures (an earnings
+    ``new``. Exact keys first; then each remaining token is looked up in a few sets of the
+    other side (:class:`FigureSet`), so the cost is linear in the figures (an earnings
     table compared pair by pair cost ~0.5 ms), with the verdict of :func:`same`."""
     return differing_sets(FigureSet(new), FigureSet(old))
 
 
-class _AtExponent:
-    """The tokens of one exponent as :func:`_matched` asks about them: their mantissas
-    sorted (a coarser token is matched by any within its rounding interval), all of them,
-    those that may be a rounding (nonzero, two digits or a scale word) and the scaled."""
-
-    __slots__ = ("mantissas", "rounding", "scaled", "sorted")
-
-    def __init__(self, entries: list[tuple[int, int, bool]]) -> None:
-        self.sorted = sorted(mo for mo, _, _ in entries)
-        self.mantissas = frozenset(self.sorted)
-        self.rounding = frozenset(mo for mo, d, sc in entries if mo != 0 and (d >= 2 or sc))
-        self.scaled = frozenset(mo for mo, _, sc in entries if sc)
+_TOP = max(SCALES.values())  # no figure's last written digit is coarser than this
+_SPAN = 2 * _TOP + 1  # the exponents of plain figures: -_TOP to _TOP
+_PLAIN_DIGITS = 30  # figures with more digits (or finer than 10**-_TOP) are odd
 
 
-_Parsed = dict[int, _AtExponent]
+Figure = tuple[str, str, str, int, bool, bool, tuple[int, ...], bool]
+"""A token as :func:`differing_sets` compares it (see :func:`figure`), a plain tuple (read
+in loops): the token, its key, the figure as written (without the scale word), its point
+(-1: no quantity, zero, or odd), strong (two digits or a scale word: it may be a
+rounding), scaled, its points (its own and its roundings at each coarser exponent), odd
+(compared by :func:`same`)."""
+
+
+@lru_cache(maxsize=1 << 14)  # pure; most of an item's tokens were seen in earlier items
+def figure(token: str) -> Figure:
+    """``token`` as :func:`differing_sets` compares it. A quantity ``m * 10**e`` written
+    to that digit is the point ``m * _SPAN + e + _TOP``: one int for each pair (cheaper to
+    hash and keep than a tuple). The coarser of two plain figures is the same quantity as
+    the finer when its point is among the finer's points (its roundings up to ``_TOP``,
+    while not zero), under :func:`same`'s conditions: set lookups. Odd figures (very long
+    or very fine) would have many or large points: :func:`same` decides theirs. A zero is
+    never a rounding nor rounds to one: it matches by key only. (The arithmetic is
+    :func:`quantity`'s and :func:`_rounded`'s, inlined: a new item brings new tokens.)"""
+    written, _, scale = token.partition("_")
+    k = written.replace(",", "")
+    if _NUMBER.fullmatch(written) is None:
+        return token, k, written, -1, False, False, (), False
+    whole, _, frac = k.partition(".")
+    mantissa = int(whole + frac)
+    exponent = SCALES.get(scale, 0) - len(frac)
+    digits = len(str(mantissa))
+    if mantissa == 0:
+        return token, k, written, -1, False, False, (), False
+    if digits > _PLAIN_DIGITS or exponent < -_TOP:
+        return token, k, written, -1, False, False, (), True
+    points = [mantissa * _SPAN + exponent + _TOP]
+    double, step = 2 * mantissa, 20
+    for at in range(exponent + _TOP + 1, _SPAN):  # _rounded(mantissa, exponent, at - _TOP)
+        rounded = (double + step // 2) // step
+        if not rounded:
+            break
+        points.append(rounded * _SPAN + at)
+        step *= 10
+    scaled = "_" in token  # as same() reads it
+    return token, k, written, points[0], digits >= 2 or scaled, scaled, tuple(points), False
+
+
+_Index = tuple[frozenset[int], frozenset[int], tuple[int, ...], tuple[str, ...]]
+"""A figure set's points as the other side's figures are looked up in them: the point of
+each strong plain figure, of each scaled one, all points of the plain figures (theirs and
+their roundings, in a tuple: only iterated), and the odd tokens."""
 
 
 class FigureSet:
-    """A list of figure tokens as :func:`differing_sets` compares them: their keys, the set
-    of those and, read once when asked, the tokens by exponent. Kept per window document
-    (its facts meet many items), so an item's comparison does not redo them."""
+    """A list of figure tokens as :func:`differing_sets` compares them: each one's
+    :func:`figure`, the set of their keys and, built once when asked, their points
+    (:data:`_Index`). Kept per window document (its facts meet many items), so an item's
+    comparison does not redo them."""
 
-    __slots__ = ("_parsed", "keys", "keyset", "tokens")
+    __slots__ = ("_index", "figures", "keyset", "tokens")
 
     def __init__(self, tokens: list[str]) -> None:
         self.tokens = tokens
-        self.keys = [key(t) for t in tokens]
-        self.keyset = frozenset(self.keys)
-        self._parsed: _Parsed | None = None
+        self.figures = list(map(figure, tokens))
+        self.keyset = frozenset(map(_KEY, self.figures))
+        self._index: _Index | None = None
 
     @property
-    def parsed(self) -> _Parsed:
-        if self._parsed is None:
-            by: dict[int, list[tuple[int, int, bool]]] = {}
-            for t in self.tokens:
-                q = quantity(t)
-                if q is not None:
-                    by.setdefault(q[1], []).append((q[0], q[2], "_" in t))
-            self._parsed = {ex: _AtExponent(entries) for ex, entries in by.items()}
-        return self._parsed
+    def index(self) -> _Index:
+        if self._index is None:
+            figs = self.figures
+            self._index = (frozenset([f[3] for f in figs if f[4]]),  # strong ones are plain
+                           frozenset([f[3] for f in figs if f[5]]),  # so are scaled ones
+                           tuple(chain.from_iterable([f[6] for f in figs])),
+                           tuple([f[0] for f in figs if f[7]]))
+        return self._index
+
+
+_KEY = itemgetter(1)
 
 
 def differing_sets(new: FigureSet, old: FigureSet,
                    limit: int | None = None) -> tuple[list[str], list[str]]:
     """:func:`differing` of two figure sets; ``limit``: only the first so many of each list
     (in order: the same tokens the whole lists begin with)."""
-    rest_new = [t for t, k in zip(new.tokens, new.keys, strict=True) if k not in old.keyset]
-    rest_old = [t for t, k in zip(old.tokens, old.keys, strict=True) if k not in new.keyset]
-    if not rest_new and not rest_old:
-        return [], []
-    return (_unmatched(rest_new, old.parsed if rest_new else {}, limit),
-            _unmatched(rest_old, new.parsed if rest_old else {}, limit))
+    return ([f[0] for f in unmatched(new, old, limit)],
+            [f[0] for f in unmatched(old, new, limit)])
 
 
-def _unmatched(tokens: list[str], other: _Parsed, limit: int | None) -> list[str]:
-    if limit is None:
-        return [t for t in tokens if not _matched(t, other)]
-    out: list[str] = []
-    for t in tokens:
-        if len(out) >= limit:
+def unmatched(these: FigureSet, other: FigureSet, limit: int | None = None) -> list[Figure]:
+    """The figures of ``these`` with no same quantity in ``other`` (the first so many). A
+    plain strong figure matches one at its exponent or finer that rounds to it (its point
+    is among their points: the strong points of ``these`` found among the points of
+    ``other``, one C pass), a weak one only a scaled one with its point; either matches a
+    strong coarser one it rounds to (one of its points is that one's point). Odd figures
+    are compared by :func:`same`."""
+    keyset = other.keyset
+    rest = [f for f in these.figures if f[1] not in keyset]
+    if not rest or limit == 0:
+        return []
+    strong, scaled, all_points, odd = other.index
+    found = these.index[0].intersection(all_points)
+    out: list[Figure] = []
+    for f in rest:
+        token, _, _, point, is_strong, _, points, is_odd = f
+        if point >= 0:
+            if (point in (found if is_strong else scaled) or not strong.isdisjoint(points)
+                    or (odd and _same_as_any(token, odd))):
+                continue
+        elif is_odd and _same_as_any(token, other.tokens):
+            continue
+        out.append(f)
+        if len(out) == limit:
             break
-        if not _matched(t, other):
-            out.append(t)
     return out
 
 
-def _matched(token: str, other: _Parsed) -> bool:
-    """Has ``other`` a token of the same quantity as ``token`` (by quantity, keys apart)?
-    One set lookup or one search of a sorted list per exponent of ``other``, with the
-    verdict of :func:`same`."""
-    q = quantity(token)
-    if q is None:
-        return False
-    m, e, digits = q
-    if m == 0:  # zero neither is a rounding nor rounds to one
-        return False
-    strong = digits >= 2 or "_" in token
-    for ex, at in other.items():
-        if ex > e:  # the other is coarser: round this one to it
-            if _rounded(m, e, ex) in at.rounding:
-                return True
-        elif ex < e:  # this one is coarser: a finer mantissa in its rounding interval
-            if strong:
-                step = 10 ** (e - ex)  # _rounded(mo, ex, e) == m: (2m-1)step <= 2mo < (2m+1)step
-                i = bisect_left(at.sorted, ((2 * m - 1) * step + 1) // 2)
-                if i < len(at.sorted) and 2 * at.sorted[i] < (2 * m + 1) * step:
-                    return True
-        elif m in (at.mantissas if strong else at.scaled):
-            return True
-    return False
+def _same_as_any(token: str, others: Sequence[str]) -> bool:
+    return any(same(token, o) for o in others)
