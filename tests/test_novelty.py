@@ -504,3 +504,16 @@ def test_a_decision_as_a_dict_names_every_field_and_reads_back(decision: Decisio
     assert out == expected
     assert list(out) == [k for k in expected]
     assert Decision.from_dict(out) == decision
+
+
+@pytest.mark.parametrize(("new", "old"), [
+    (["5"], ["0.005_thousand"]), (["0.005_thousand"], ["5"]), (["5"], ["5.0"]),
+    (["8.7_mln"], ["8,700,000"]), (["8,749,999"], ["8.7_mln"]), (["3"], ["3_billion"]),
+    (["0"], ["0.0"]), (["1,2.3"], ["12.3"]), (["15"], ["1.5"]),
+])
+def test_differing_sets_on_the_narrow_cases(new: list[str], old: list[str]) -> None:
+    """Single digits against scaled figures of the same value, roundings and zeros: the
+    set lookups give what comparing every pair by :func:`quantities.same` gives."""
+    want = ([t for t in new if not any(quantities.same(t, u) for u in old)],
+            [t for t in old if not any(quantities.same(t, u) for u in new)])
+    assert quantities.differing_sets(quantities.FigureSet(new), quantities.FigureSet(old)) == want
