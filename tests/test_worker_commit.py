@@ -142,6 +142,45 @@ def test_a_fenced_owner_commits_nothing(tmp_path: Path) -> None:
     assert _decisions(log) == _want(lines)
 
 
+def test_a_commit_refused_while_the_group_moved_on_is_redone_once_assigned_again(
+        tmp_path: Path) -> None:
+    """The worker is dropped from the group (paused past its session) with a piece open;
+    the rebalance that revokes its partition commits the piece, refused to the past
+    member. The worker joins again and is given the same partition: the refusal, seen
+    before that assignment, must not leave the partition to a rebalance that has already
+    ended. It is opened from what was committed and every item is decided once."""
+    log, lines, group = MemoryLog(), _lines(14), MemoryGroup()
+    txns = MemoryTransactions(log, group)
+    scoped = _scoped(log, lines)
+    metrics = WorkerMetrics()
+    committer = TransactionalCommitter(txns, metrics, 4, overlap=True)
+    pool = DeciderPool(tmp_path, SETTINGS.detector_config(), SETTINGS.item_format(), TOPICS,
+                       log, metrics, scoped_topic=SCOPED, committer=committer)
+
+    def refused() -> int:
+        return int(metrics.registry.get_sample_value(
+            "ndd_transaction_failures_total", {"kind": "ProducerFenced"}) or 0)
+
+    async def run() -> None:
+        await pool.process(scoped[:6], log_send(pool))  # a piece of 2 left open
+        group.rebalance()  # the worker is not a member now
+        await pool.revoke([0])
+        assert refused() == 1
+        txns.generation = group.rebalance()  # it joined again
+        await pool.assign([0])
+        start = txns.committed.get((SCOPED, 0), 0)
+        await pool.process(scoped[start:], log_send(pool))  # the consumer, sent there
+        await pool.drain()
+        pool.committer.failed()
+
+    asyncio.run(run())
+    assert pool.owned == {0} and 0 in pool.deciders
+    pool.close()
+    assert {i: d[:1] for i, d in _decisions(log).items()} == _want(lines)
+    assert _repeats(log) == 0
+    assert txns.committed == {(SCOPED, 0): 14}
+
+
 @OVERLAP
 @pytest.mark.parametrize("at", [1, 2, 3])
 def test_an_aborted_commit_is_redone_after_the_partition_opens_again(

@@ -107,6 +107,16 @@ class PieceFailed(TransactionError):
                 out.add(tp)
         return out
 
+    def given_again(self, tps: Collection[TP]) -> PieceFailed:
+        """This failure, seen when an assignment gave this worker ``tps``: a commit refused
+        to the past member is moot for those (they are the worker's again, and nobody else
+        commits them), so they are opened again and their work redone as after an aborted
+        transaction, not left to a rebalance that has already ended."""
+        return PieceFailed({
+            tp: TransactionAborted(f"{exc}; assigned to this worker again")
+            if isinstance(exc, ProducerFenced) and tp in tps else exc
+            for tp, exc in self.failed.items()})
+
 
 class Piece(ABC):
     """One piece's outputs and its commit."""

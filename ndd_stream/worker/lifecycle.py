@@ -20,7 +20,7 @@ position, its checkpoint:
 When a piece's commit fails, the partitions whose state is behind what was handed out
 are closed and opened again from what they committed (:meth:`Partitions.reopen`); a
 partition whose commit was refused to a past member of the group is left to the
-rebalance.
+rebalance, unless an assignment seen since gave it back (``PieceFailed.given_again``).
 """
 
 from __future__ import annotations

@@ -196,6 +196,8 @@ class DeciderPool:
         async with self.lock:
             self.partitions.owned = owned = set(partitions)
             await self._settle_commits()
+            if self._failed is not None:  # refused while the group moved on: ours again
+                self._failed = self._failed.given_again({self._tp(p) for p in owned})
             self.close([p for p in self.deciders if p not in owned])
         turns = asyncio.Semaphore(OPEN_AT_ONCE)
 
