@@ -256,7 +256,12 @@ class Settings(BaseSettings):
         description="Host names (.example.org: a domain and its subdomains) the web view "
         "answers for without a password, besides localhost and its bind address.",
     )
-    session_timeout_s: float = Field(30.0, gt=0, description="Kafka consumer session timeout (s).")
+    session_timeout_s: float = Field(
+        30.0, gt=0,
+        description="Kafka consumer session timeout (s). A worker opens its partitions "
+        "(restores, and under exactly-once waits out a stopped worker's open transaction: "
+        "up to 10 s plus the broker's cleanup interval, 10 s by default) inside the "
+        "rebalance, when no heartbeat is sent: keep it above that.")
     guarantee: Literal["exactly-once", "at-least-once"] = Field(
         "exactly-once",
         description="exactly-once: each piece of decisions (outputs, changelog, "
