@@ -1,10 +1,12 @@
-"""Exactly-once agents take their batches from the channel's queue (worker/runtime.py,
-``taken``), and every input is decoded as bytes (``_Bytes``).
+"""Exactly-once agents take their batches from an inbox the consumer fills a fetch at a
+time (worker/runtime.py, ``Inbox``, ``_Consumer.getmany``, ``taken``), and every input is
+decoded as bytes (``_Bytes``).
 
-Faust acknowledges nothing of these inputs, so its stream, which would hand each event
-through its iterator, sensors and a buffer task, is not run; what it would still do is
-kept: events fetched before the last rebalance are passed over, and the channel's end
-ends the batches. Faust's own app, topic and events; no broker."""
+Faust acknowledges nothing of these inputs, so neither its conductor (an event and a
+channel queue per record) nor its stream (its iterator, sensors and a buffer task) runs
+for them; what Faust would still do is kept: records fetched before the last rebalance are
+passed over, a full inbox holds the next fetch back. Faust's own app and topics; no
+broker (the broker suites run the consumer's side)."""
 
 from __future__ import annotations
 
@@ -14,12 +16,15 @@ from typing import Any
 import faust
 from faust.types import Message
 
-from ndd_stream.worker.runtime import agent_input, taken
+from ndd_stream.worker.runtime import INBOXES, Inbox, _Consumer, agent_input, inbox_of, taken
 
 
-def _stream() -> tuple[Any, Any]:
+def _stream(maxsize: int | None = None) -> tuple[Any, Any, Inbox]:
     app = faust.App("taken-test", broker="kafka://127.0.0.1:1", web_enabled=False)
-    return app, app.stream(agent_input(app, "raw", pattern=None, maxsize=None, acks=False))
+    topic = agent_input(app, "raw", pattern=None, maxsize=maxsize, acks=False)
+    (registered, inbox), = getattr(app, INBOXES)
+    assert registered is topic
+    return app, app.stream(topic), inbox
 
 
 def _message(offset: int, generation: int = 1, value: bytes | None = b"v") -> Message:
@@ -27,14 +32,9 @@ def _message(offset: int, generation: int = 1, value: bytes | None = b"v") -> Me
                    generation_id=generation)
 
 
-async def _put(stream: Any, message: Message) -> None:
-    """As Faust's conductor hands a fetched record to the agent's channel."""
-    stream.channel.queue.put_nowait(await stream.channel.decode(message, propagate=True))
-
-
 def test_input_records_are_their_bytes() -> None:
     async def run() -> None:
-        _, stream = _stream()
+        _, stream, _ = _stream()
         event = await stream.channel.decode(_message(3, value=None), propagate=True)
         assert (event.key, event.value, event.message.offset) == (b"k", None, 3)
         event = await stream.channel.decode(_message(4), propagate=True)
@@ -44,34 +44,75 @@ def test_input_records_are_their_bytes() -> None:
     asyncio.run(run())
 
 
+def test_only_unacknowledged_inputs_have_an_inbox() -> None:
+    app = faust.App("taken-test", broker="kafka://127.0.0.1:1", web_enabled=False)
+    agent_input(app, "acked", pattern=None, maxsize=None, acks=True)
+    assert getattr(app, INBOXES, []) == []
+    agent_input(app, pattern="^raw-.*", maxsize=7, acks=False)
+    (_, inbox), = getattr(app, INBOXES)
+    assert inbox.limit == 7
+
+
+def test_the_consumer_finds_each_topics_inbox_by_name_or_pattern() -> None:
+    app = faust.App("taken-test", broker="kafka://127.0.0.1:1", web_enabled=False)
+    agent_input(app, "scoped", pattern=None, maxsize=None, acks=False)
+    agent_input(app, pattern="^raw-.*", maxsize=None, acks=False)
+    (_, scoped), (_, raw) = inboxes = getattr(app, INBOXES)
+    consumer = object.__new__(_Consumer)  # no transport: only the lookup is under test
+    consumer._inbox_of = {}
+    assert consumer._inbox("scoped", inboxes) is scoped
+    assert consumer._inbox("raw-news", inboxes) is raw
+    assert consumer._inbox("other", inboxes) is None
+    assert consumer._inbox("raw-news", inboxes) is raw  # looked up once
+
+
+def test_an_agents_stream_reads_its_topics_inbox() -> None:
+    """An agent's stream reads a clone of its topic: the inbox is found by the names."""
+    app = faust.App("taken-test", broker="kafka://127.0.0.1:1", web_enabled=False)
+    agent_input(app, "scoped", pattern=None, maxsize=None, acks=False)
+    agent_input(app, pattern="^raw-.*", maxsize=None, acks=False)
+    acked = agent_input(app, "acked", pattern=None, maxsize=None, acks=True)
+    (scoped_topic, scoped), (raw_topic, raw) = getattr(app, INBOXES)
+
+    async def handle(stream: Any) -> None:
+        async for _ in stream:
+            pass
+
+    async def run() -> None:
+        streams = [app.agent(t, name=f"agent-{i}")(handle).stream()
+                   for i, t in enumerate((scoped_topic, raw_topic, acked))]
+        assert streams[0].channel is not scoped_topic
+        assert [inbox_of(s) for s in streams] == [scoped, raw, None]
+
+    asyncio.run(run())
+
+
 def test_a_batch_is_what_arrived_within_the_wait_up_to_most() -> None:
     async def run() -> None:
-        app, stream = _stream()
+        app, stream, inbox = _stream()
         app.consumer_generation_id = 1
         app.flow_control.resume()
-        for offset in range(5):
-            await _put(stream, _message(offset))
-        batches = taken(stream, 3, 0.05)
+        inbox.put([_message(offset) for offset in range(5)])  # one fetch
+        batches = taken(stream, inbox, 3, 0.05)
         first = await anext(batches)
-        assert [e.message.offset for e in first] == [0, 1, 2]  # at most 3
+        assert [m.offset for m in first] == [0, 1, 2]  # at most 3
         second = asyncio.ensure_future(anext(batches))
         await asyncio.sleep(0.01)
-        await _put(stream, _message(5))  # within the wait: joins the batch
-        assert [e.message.offset for e in await second] == [3, 4, 5]
+        inbox.put([_message(5)])  # within the wait: joins the batch
+        assert [m.offset for m in await second] == [3, 4, 5]
         await batches.aclose()
 
     asyncio.run(run())
 
 
-def test_events_of_another_generation_are_passed_over() -> None:
+def test_records_of_another_generation_are_passed_over() -> None:
     async def run() -> None:
-        app, stream = _stream()
+        app, stream, inbox = _stream()
         app.consumer_generation_id = 2
         app.flow_control.resume()
-        await _put(stream, _message(0, generation=1))  # fetched before the rebalance
-        await _put(stream, _message(1, generation=2))
-        batches = taken(stream, 10, 0.01)
-        assert [e.message.offset for e in await anext(batches)] == [1]
+        inbox.put([_message(0, generation=1), _message(1, generation=2)])
+        batches = taken(stream, inbox, 10, 0.01)
+        assert [m.offset for m in await anext(batches)] == [1]
         await batches.aclose()
 
     asyncio.run(run())
@@ -79,33 +120,35 @@ def test_events_of_another_generation_are_passed_over() -> None:
 
 def test_nothing_is_handed_out_while_the_flow_is_suspended() -> None:
     async def run() -> None:
-        app, stream = _stream()
+        app, stream, inbox = _stream()
         app.consumer_generation_id = 1
         app.flow_control.suspend()
-        await _put(stream, _message(0))
-        batches = taken(stream, 10, 0.01)
+        inbox.put([_message(0)])
+        batches = taken(stream, inbox, 10, 0.01)
         pending = asyncio.ensure_future(anext(batches))
         await asyncio.sleep(0.05)
         assert not pending.done()  # the suspended batch was dropped, the next waited for
         app.flow_control.resume()
-        await _put(stream, _message(1))
-        assert [e.message.offset for e in await asyncio.wait_for(pending, 5)] == [1]
+        inbox.put([_message(1)])
+        assert [m.offset for m in await asyncio.wait_for(pending, 5)] == [1]
         await batches.aclose()
 
     asyncio.run(run())
 
 
-def test_the_channels_end_ends_the_batches() -> None:
+def test_a_full_inbox_holds_the_next_fetch_until_the_agent_takes() -> None:
     async def run() -> None:
-        _, stream = _stream()
-        batches = taken(stream, 10, 0.01)
-        pending = asyncio.ensure_future(anext(batches))
-        await asyncio.sleep(0.01)
-        await stream.channel.throw(StopAsyncIteration())  # as Faust ends a stopped stream
-        try:
-            await asyncio.wait_for(pending, 5)
-        except StopAsyncIteration:
-            return
-        raise AssertionError("a batch after the channel ended")
+        _, _, inbox = _stream(maxsize=4)
+        inbox.put([_message(offset) for offset in range(5)])  # a fetch may overshoot
+        assert inbox.full()
+        waiting = asyncio.ensure_future(inbox.wait_room(5.0))
+        await asyncio.sleep(0.02)
+        assert not waiting.done()
+        assert [m.offset for m in await inbox.take(1, 0.0)] == [0]  # 4 left: still full
+        await asyncio.sleep(0.02)
+        assert not waiting.done()
+        assert [m.offset for m in await inbox.take(2, 0.0)] == [1, 2]
+        await asyncio.wait_for(waiting, 1.0)
+        assert not inbox.full()
 
     asyncio.run(run())

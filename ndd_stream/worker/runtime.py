@@ -11,15 +11,16 @@ timers and the web endpoints. It is not trusted with positions:
   use (``kafka/transactions.py`` says why), so the consumer is told to read committed
   records here (:func:`read_committed`: Faust's public ``in_transaction``, without Faust's
   transaction manager);
-- its fetch loop hands each record on through ``wait_first``: four tasks and an
-  ``asyncio.wait`` per record, ~30 µs, where the hand-off itself takes under 1 µs unless a
-  queue is full (:class:`_Consumer` hands it on at once when it can);
-- its stream hands each event through its iterator, its sensors and a buffer task before
-  ``take_events`` batches it, and its schema looks up the ``raw`` codec twice per record;
-  where Faust acknowledges nothing (exactly-once) an agent takes its batches straight from
-  its channel's queue (:func:`taken`), and every input is decoded as its bytes
-  (:class:`_Bytes`); on a backlog the stream took about a tenth of the main thread's
-  busy time, the codec lookups a thirtieth (docs/BENCHMARK.md);
+- its fetch loop hands each record to its conductor, which makes an event of it and puts
+  it in the agent's channel, through ``wait_first`` (four tasks and an ``asyncio.wait``
+  per record unless :class:`_Consumer` hands it on at once); its stream then hands each
+  event through its iterator, its sensors and a buffer task before ``take_events`` batches
+  it. Where Faust acknowledges nothing (exactly-once) none of that runs: the consumer puts
+  a fetch's records into the agent's :class:`Inbox` at once (``_Consumer.getmany``, a
+  public method of Faust's consumer) and the agent takes its batches there
+  (:func:`taken`); elsewhere every input is decoded as its bytes (:class:`_Bytes`), not
+  through Faust's codec registry. The stream took about a tenth of the main thread's busy
+  time on a backlog, the conductor's hand-off about a sixth (docs/BENCHMARK.md);
 - its table manager waits a second at every start for tables declared late, and the
   consumer joins the group only after it; the worker keeps its state in RocksDB and
   declares no Faust table (:class:`_TableManager` does not wait);
@@ -50,6 +51,7 @@ pinned below their next minor release in pyproject.toml):
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import gc
 import logging
@@ -147,8 +149,79 @@ def agent_input(app: faust.App, *names: str, pattern: str | None, maxsize: int |
     read_committed input, never trimmed as nothing was committed, and merged them all at
     every new one: a live worker's wait grew by the minute (docs/BENCHMARK.md, "A live
     worker over minutes")."""
-    return app.topic(*names, pattern=pattern, schema=_Bytes(), allow_empty=True, maxsize=maxsize,
-                     acks=acks)
+    topic = app.topic(*names, pattern=pattern, schema=_Bytes(), allow_empty=True,
+                      maxsize=maxsize, acks=acks)
+    if not acks:
+        inboxes: list[tuple[faust.TopicT, Inbox]] = getattr(app, INBOXES, [])
+        inboxes.append((topic, Inbox(maxsize or app.conf.stream_buffer_maxsize)))
+        setattr(app, INBOXES, inboxes)
+    return topic
+
+
+INBOXES = "ndd_inboxes"  # the app's attribute: (topic, Inbox) of each unacknowledged input
+
+
+def inbox_of(stream: faust.StreamT) -> Inbox | None:
+    """The inbox of the input ``stream`` reads (its agent's clone of the topic), if any."""
+    channel = stream.channel
+
+    def named(topic: Any) -> tuple[Any, ...]:
+        pattern = getattr(topic, "pattern", None)
+        return (tuple(getattr(topic, "topics", None) or ()),
+                pattern.pattern if pattern is not None else None)
+
+    return next((inbox for topic, inbox in getattr(stream.app, INBOXES, [])
+                 if named(topic) == named(channel)), None)
+
+
+class Inbox:
+    """An agent's records where Faust acknowledges none (exactly-once): the consumer hands
+    them on here a fetch at a time (:meth:`_Consumer.getmany`), not one by one through
+    Faust's conductor, an event and a channel queue each (the per-record hand-off was
+    about a sixth of the worker's main thread on a backlog, twice per item: raw and
+    scoped). ``limit`` records held make the consumer wait before its next fetch, as a
+    full channel queue pauses Faust's fetch."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, limit)
+        self.messages: collections.deque[Any] = collections.deque()
+        self._arrived = asyncio.Event()
+        self._room = asyncio.Event()
+        self._room.set()
+
+    def full(self) -> bool:
+        return len(self.messages) >= self.limit
+
+    def put(self, messages: Sequence[Any]) -> None:
+        self.messages.extend(messages)
+        self._arrived.set()
+        if self.full():
+            self._room.clear()
+
+    async def wait_room(self, timeout: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._room.wait(), timeout)
+
+    async def take(self, most: int, within: float) -> list[Any]:
+        """Up to ``most`` records: those held, or the first to come and what arrives
+        within ``within`` of it."""
+        while not self.messages:
+            self._arrived.clear()
+            await self._arrived.wait()
+        if len(self.messages) < most:
+            until = asyncio.get_running_loop().time() + within
+            while len(self.messages) < most:
+                left = until - asyncio.get_running_loop().time()
+                if left <= 0:
+                    break
+                self._arrived.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._arrived.wait(), left)
+        n = min(most, len(self.messages))
+        batch = [self.messages.popleft() for _ in range(n)]
+        if not self.full():
+            self._room.set()
+        return batch
 
 
 class _Bytes(faust.Schema):
@@ -201,9 +274,38 @@ class _Consumer(faust_aiokafka.Consumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.in_transaction = bool(getattr(self.app, READ_COMMITTED, False))
+        self._inbox_of: dict[str, Inbox | None] = {}  # per topic name (see getmany)
 
     def on_init_dependencies(self) -> Iterable[Any]:
         return []  # not Faust's transaction manager, which ``in_transaction`` would start
+
+    async def getmany(self, timeout: float) -> AsyncIterator[tuple[Any, Any]]:
+        """Faust's fetch, each record of an input with an :class:`Inbox` put there, a
+        fetch at a time; the others go on to Faust's conductor one by one, as Faust's."""
+        inboxes: list[tuple[faust.TopicT, Inbox]] = getattr(self.app, INBOXES, [])
+        if not inboxes:
+            async for pair in super().getmany(timeout):
+                yield pair
+            return
+        handed: dict[Inbox, list[Any]] = {}
+        async for tp, message in super().getmany(timeout):
+            inbox = self._inbox(tp.topic, inboxes)
+            if inbox is None:
+                yield tp, message
+            else:
+                handed.setdefault(inbox, []).append(message)
+        for inbox, messages in handed.items():
+            inbox.put(messages)
+        for inbox in handed:  # the next fetch waits for room, or for a rebalance
+            while inbox.full() and self.flow_active and not self.should_stop:
+                await inbox.wait_room(0.1)
+
+    def _inbox(self, topic: str, inboxes: list[tuple[faust.TopicT, Inbox]]) -> Inbox | None:
+        if topic not in self._inbox_of:
+            self._inbox_of[topic] = next(
+                (inbox for t, inbox in inboxes if topic in (t.topics or ())
+                 or (t.pattern is not None and t.pattern.match(topic))), None)
+        return self._inbox_of[topic]
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
         self.thread = _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
@@ -469,14 +571,18 @@ async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX,
     ends a range of records the broker removed unread; so does ``stall``
     (records flow; both: worker/delivery.py).
     """
-    if getattr(stream.channel, "acks", True):
+    inbox = inbox_of(stream)
+    if inbox is None:
         batches = stream.take_events(most, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
     else:
-        batches = taken(stream, most, BATCH_WITHIN_S)
+        batches = taken(stream, inbox, most, BATCH_WITHIN_S)
     async for events in batches:
-        for event in events:
-            event.message.incref()
-        batch = [event.message for event in events]
+        if inbox is None:
+            for event in events:
+                event.message.incref()
+            batch = [event.message for event in events]
+        else:
+            batch = events
         if stall is not None:
             stall.delivered(batch)
         if lost is not None:
@@ -485,42 +591,22 @@ async def held_batches(stream: faust.StreamT, most: int = BATCH_MAX,
         done(events)
 
 
-async def taken(stream: faust.StreamT, most: int, within: float) -> AsyncIterator[list[Any]]:
-    """``take_events`` for an input whose records Faust does not acknowledge (its topic's
-    ``acks`` off: exactly-once): batches of the events in the agent's channel, taken from
-    its queue as Faust's conductor put them, what arrived within ``within`` of the first,
-    up to ``most``. Faust's stream would hand each event through its iterator, its sensors
-    and a buffer task first (a tenth of the worker's main thread on a backlog, docs/
-    BENCHMARK.md); it acknowledges nothing here, so all it adds is the check kept below:
-    an event fetched before the last rebalance (another generation of the group, or
+async def taken(stream: faust.StreamT, inbox: Inbox, most: int,
+                within: float) -> AsyncIterator[list[Any]]:
+    """``take_events`` for an input whose records Faust does not acknowledge (exactly-once):
+    batches of the messages the consumer put in its :class:`Inbox`, what arrived within
+    ``within`` of the first, up to ``most``. Faust's stream would hand each through an
+    event, its iterator, its sensors and a buffer task; all it adds here is the check kept
+    below: a record fetched before the last rebalance (another generation of the group, or
     while the flow is suspended) is passed over, as Faust's stream passes it over."""
     app = stream.app
-    # the channel itself once it iterates (as Faust's own take_events reads it)
-    queue = cast(faust.ChannelT, aiter(stream.channel)).queue
     flow = app.flow_control
-    loop = asyncio.get_running_loop()
     while not stream.should_stop:
-        try:
-            events = [await queue.get()]
-            until = loop.time() + within
-            while len(events) < most:
-                if queue.empty():
-                    left = until - loop.time()
-                    if left <= 0:
-                        break
-                    try:
-                        events.append(await asyncio.wait_for(queue.get(), left))
-                    except TimeoutError:
-                        break
-                else:
-                    events.append(queue.get_nowait())
-        except StopAsyncIteration:  # the channel ends (the worker stops), as Faust's stream
-            return
+        messages = await inbox.take(most, within)
+        if not flow.is_active():
+            continue
         generation = app.consumer_generation_id
-        if flow.is_active():
-            fresh = [e for e in events if e.message.generation_id == generation]
-        else:
-            fresh = []
+        fresh = [m for m in messages if m.generation_id == generation]
         if fresh:
             yield fresh
 
