@@ -506,6 +506,42 @@ def test_a_decision_as_a_dict_names_every_field_and_reads_back(decision: Decisio
     assert Decision.from_dict(out) == decision
 
 
+_FIGURE_LIKE = (_written_figure()
+                | st.from_regex(r"\A\d{1,40}(?:[.,]\d{1,14}){0,3}"
+                                r"(?:_(?:thousand|mln|billion|trillion|dlrs))?\Z", fullmatch=True)
+                | st.text(alphabet="0123456789.,_٣ mln", max_size=24))
+
+
+@settings(max_examples=500, deadline=None)
+@given(_FIGURE_LIKE)
+def test_a_figure_holds_the_quantity_of_its_token(token: str) -> None:
+    """:func:`quantities.figure` reads a token as :func:`quantities.quantity` and
+    :func:`quantities.key` read it: its point is the quantity's mantissa and exponent, its
+    points the quantity's roundings (:func:`quantities._rounded`) while not zero; a figure
+    without a point has no quantity, a zero one, or is odd. Any digits, separators, scale
+    word, length or precision."""
+    f = quantities.figure(token)
+    q = quantities.quantity(token)
+    assert f[:3] == (token, quantities.key(token), quantities.written(token))
+    assert quantities._parse(token) == (f[2], f[1], q)  # the one reading both are made of
+    span, top = quantities._SPAN, quantities._TOP
+    if f[3] < 0:
+        assert f[4:7] == (False, False, ())
+        odd = q is not None and q[0] != 0 and (q[2] > quantities._PLAIN_DIGITS or q[1] < -top)
+        assert f[7] is odd
+        assert odd or q is None or q[0] == 0
+        return
+    assert q is not None
+    mantissa, exponent, digits = q
+    assert divmod(f[3], span) == (mantissa, exponent + top)
+    assert digits == len(str(mantissa))
+    roundings = [quantities._rounded(mantissa, exponent, to) for to in range(exponent, top + 1)]
+    nonzero = roundings[:roundings.index(0)] if 0 in roundings else roundings
+    assert f[6] == tuple(r * span + exponent + i + top for i, r in enumerate(nonzero))
+    assert f[4:6] == (digits >= 2 or "_" in token, "_" in token)
+    assert f[7] is False
+
+
 @pytest.mark.parametrize(("new", "old"), [
     (["5"], ["0.005_thousand"]), (["0.005_thousand"], ["5"]), (["5"], ["5.0"]),
     (["8.7_mln"], ["8,700,000"]), (["8,749,999"], ["8.7_mln"]), (["3"], ["3_billion"]),
