@@ -258,10 +258,12 @@ class Settings(BaseSettings):
     )
     session_timeout_s: float = Field(
         30.0, gt=0,
-        description="Kafka consumer session timeout (s). A worker opens its partitions "
-        "(restores, and under exactly-once waits out a stopped worker's open transaction: "
-        "up to 10 s plus the broker's cleanup interval, 10 s by default) inside the "
-        "rebalance, when no heartbeat is sent: keep it above that.")
+        description="Kafka consumer session timeout (s). No heartbeat is sent while a "
+        "rebalance callback runs: it waits a third of this for the partitions it opens, "
+        "and a longer restore goes on after it. Under exactly-once a raw partition's "
+        "opening waits out a stopped worker's open transaction (up to 10 s plus the "
+        "broker's cleanup interval, 10 s by default) inside the callback: keep it above "
+        "that.")
     guarantee: Literal["exactly-once", "at-least-once"] = Field(
         "exactly-once",
         description="exactly-once: each piece of decisions (outputs, changelog, "

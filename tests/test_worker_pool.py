@@ -418,3 +418,87 @@ def test_hours_leaving_the_window_are_tombstoned_in_the_changelog(tmp_path: Path
         return int(documents)
 
     assert 0 < asyncio.run(restore()) < len(lines)
+
+
+def _gated(pool: DeciderPool) -> tuple[threading.Event, list[int]]:
+    """Opening ``pool``'s partitions waits for the event; the partitions opened, in order."""
+    proceed, opened = threading.Event(), []
+    open_sync = pool.partitions.open_sync
+
+    def gated_open(partition: int) -> PartitionDecider:
+        assert proceed.wait(30)
+        opened.append(partition)
+        return open_sync(partition)
+
+    pool.partitions.open_sync = gated_open  # type: ignore[method-assign]
+    return proceed, opened
+
+
+def test_a_partition_that_opens_after_its_assignment_is_read_from_its_position(
+        tmp_path: Path) -> None:
+    """A restore longer than the rebalance may wait goes on after it: records delivered
+    meanwhile are passed over (not waited for under the pool's lock), and once it has
+    opened the partition is read from its position and decided as if it had opened at once."""
+    log, lines = MemoryLog(), _lines(9)
+    records = _scoped(log, lines)
+    pool = _pool(log, tmp_path)
+    proceed, _ = _gated(pool)
+
+    async def run() -> tuple[int, int, Any, dict[tuple[str, int], int], int]:
+        late = await pool.assign([0], within=0.05)
+        passed = await asyncio.wait_for(pool.process(records[:5], log.send), 5)
+        proceed.set()
+        tp = await asyncio.wait_for(late[0], 30)
+        at = pool.positions()
+        return len(late), passed, tp, at, await pool.process(records[at[tp]:], log.send)
+
+    try:
+        assert asyncio.run(run()) == (1, 0, (SCOPED, 0), {(SCOPED, 0): 0}, 9)
+        assert _decisions(log) == _want(lines)
+    finally:
+        pool.close()
+
+
+def test_a_revocation_that_overtakes_an_opening_closes_what_it_opened(tmp_path: Path) -> None:
+    log = MemoryLog()
+    pool = _pool(log, tmp_path)
+    proceed, _ = _gated(pool)
+
+    async def run() -> tuple[Any, dict[int, Any]]:
+        late = await pool.assign([0], within=0.05)
+        await pool.revoke([0])
+        proceed.set()
+        return await asyncio.wait_for(late[0], 30), dict(pool.deciders)
+
+    try:
+        assert asyncio.run(run()) == (None, {})
+    finally:
+        pool.close()
+    again = _pool(log, tmp_path)  # the store was closed: its RocksDB lock is free
+    try:
+        asyncio.run(again.assign([0]))
+        assert list(again.deciders) == [0]
+    finally:
+        again.close()
+
+
+def test_a_partition_given_back_while_it_opened_is_opened_again(tmp_path: Path) -> None:
+    """Revoked and assigned again during one opening: what that opening read may be stale
+    (another worker may have committed in between), so it is closed and opened again."""
+    pool = _pool(MemoryLog(), tmp_path)
+    proceed, opened = _gated(pool)
+
+    async def run() -> tuple[list[Any], Any, list[int]]:
+        late = await pool.assign([0], within=0.05)
+        await pool.revoke([0])
+        second = asyncio.create_task(pool.assign([0], within=30))
+        await asyncio.sleep(0.05)
+        proceed.set()
+        return (await asyncio.wait_for(second, 30), await asyncio.wait_for(late[0], 30),
+                list(pool.deciders))
+
+    try:
+        assert asyncio.run(run()) == ([], (SCOPED, 0), [0])
+        assert opened == [0, 0]
+    finally:
+        pool.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,11 +15,13 @@ from harness.kafka import (
     committed_offsets,
     create_topics,
     produce,
+    wait_until,
 )
 from harness.worker import Decided, Routed, WorkerProcess, collect, expected_decisions
 from newsgen import items
 from test_worker_routing import _lines, _send
 
+from ndd_stream.settings import Settings
 from ndd_stream.worker.app import topic_name
 from ndd_stream.worker.records import Source
 from ndd_stream.worker.router import route_raw
@@ -133,3 +136,76 @@ def test_records_a_committed_offset_already_passed_are_decided_at_assignment(
     log = (tmp_path / "worker.log").read_text()
     assert f"reading on at {scoped}[0]@0" in log  # the checkpoint, not the group's 120
     assert "skipped records" not in log
+
+
+# A worker whose every partition takes ``argv[1]`` seconds longer to open (a long restore).
+SLOW_OPEN = """
+import sys, time
+from ndd_stream.worker import lifecycle
+from ndd_stream.cli.main import main
+opening = lifecycle.open_partition
+def slow(where, partition):
+    time.sleep(float(sys.argv[1]))
+    return opening(where, partition)
+lifecycle.open_partition = slow
+raise SystemExit(main(["worker"]))
+"""
+
+
+def _slow_worker(settings: Settings, log_path: Path, seconds: float) -> WorkerProcess:
+    worker = WorkerProcess(settings, log_path)
+    worker.argv = [sys.executable, "-c", SLOW_OPEN, str(seconds)]
+    return worker
+
+
+def _forwarded(settings: Settings, lines: list[bytes]) -> None:
+    """The scoped records the router would forward for ``lines`` (one partition), and the
+    group's offset set past them, as Faust can commit it (see the test above)."""
+    scoped, raw = topic_name(settings, "scoped"), settings.raw_topics[0]
+    routed_in = []
+    for offset, line in enumerate(lines):
+        record, invalid = route_raw(line, None, Source(raw, 0, offset), settings.item_format(),
+                                    scoped, settings.dlq_topic)
+        assert invalid is None
+        routed_in.append(Outgoing(value=record.value, key=record.key,
+                                  headers=list(record.headers), partition=0))
+    bootstrap = settings.bootstrap_servers()
+    produce(bootstrap, scoped, routed_in)
+    group = Consumer({"bootstrap.servers": bootstrap, "group.id": settings.app_id})
+    try:
+        group.commit(offsets=[TopicPartition(scoped, 0, len(lines))], asynchronous=False)
+    finally:
+        group.close()
+
+
+@pytest.mark.parametrize("guarantee", ["at-least-once", "exactly-once"])
+def test_a_restore_longer_than_the_session_goes_on_after_the_rebalance(
+    make_settings: SettingsFactory, tmp_path: Path, guarantee: str
+) -> None:
+    """No heartbeat is sent while the rebalance callback runs: a worker that waited there
+    for a restore longer than its session was dropped from the group, and rebuilt again
+    when it rejoined. The callback waits a third of the session; the partitions open after
+    it, and the consumer is then sent to their positions. At-least-once the group's offset
+    is set past every record, so nothing is decided unless it is; exactly-once the items
+    come through the raw topic while the partitions open."""
+    settings = make_settings(partitions=2, guarantee=guarantee, session_timeout_s=6.0)
+    create_topics(settings)
+    lines = _lines(items(200, seed=23))
+    want, _ = expected_decisions(settings, lines)
+    if guarantee == "at-least-once":
+        _forwarded(settings, lines)
+    else:
+        _send(settings, lines)
+    worker = _slow_worker(settings, tmp_path / "worker.log", 9.0).start()
+    try:
+        routed = collect(settings, expected=len(lines), timeout=150, worker=worker)
+        # a worker dropped from the group notices at its next heartbeat, rejoins, and
+        # opens every partition again: none of that within two sessions
+        rebuilt = wait_until(lambda: len(worker.events("partition_ready")) > 2,
+                             2 * settings.session_timeout_s)
+    finally:
+        worker.stop()
+    assert _assert_consistent(routed, want) == 0
+    assert worker.events("opening"), worker.story()  # the rebalance did not wait for them
+    assert not rebuilt, worker.story()
+    assert len(worker.events("partition_ready")) == 2, worker.story()  # opened once each

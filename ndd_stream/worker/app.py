@@ -147,6 +147,10 @@ class Service:
             self.reads.committed, self.send, scoped_topic=self.scoped_name,
             scoped_partitions=settings.partitions, ordered=self.ordered, high=self._high,
             reopen_timeout_s=settings.broker_timeout_s, own=self.pool.own)
+        # a rebalance callback waits this long for partitions to open, then lets them open
+        # after it (no heartbeat is sent while it runs: see DeciderPool.assign)
+        self._open_within_s = settings.session_timeout_s / 3
+        self._late: set[asyncio.Task[None]] = set()
         read_from(self.app, self.positions)
         self._wire()
 
@@ -192,7 +196,9 @@ class Service:
         past a checkpoint (Faust counts offsets it never delivered as done).
 
         The raw and the stateful partitions are opened side by side: neither waits on the
-        other, and each waits on the broker (committed offsets, restores).
+        other, and each waits on the broker (committed offsets, restores). The stateful
+        ones are waited for a third of the session timeout at most (no heartbeat is sent
+        while this runs); those still restoring open after it (``_opened_late``).
         """
         await asyncio.gather(self._assigned_raw(raw), self._assigned_stateful(scoped, shards))
 
@@ -211,12 +217,41 @@ class Service:
             pools.append((self.shard_pool, self.shards_name, list(shards)))
         for pool, topic, partitions in pools:
             try:
-                await pool.assign(partitions)
-            except (BrokerLostData, ChangelogError, LayoutChanged, RecordsLost) as exc:
-                fatal(str(exc))
-            except Exception as exc:  # a transactional producer that cannot register
-                fatal(f"{topic}: opening partitions {partitions} failed: {exc}")
+                late = await pool.assign(partitions, within=self._open_within_s)
+            except Exception as exc:
+                self._open_failed(topic, partitions, exc)
+                return
             await seek(self.app, pool.positions())
+            if late:
+                log.info("%s: %d partition(s) still opening after %.0f s; they go on after "
+                         "the rebalance", topic, len(late), self._open_within_s,
+                         extra={"event": "opening"})
+                task = asyncio.get_running_loop().create_task(self._opened_late(pool, topic, late))
+                self._late.add(task)
+                task.add_done_callback(self._late.discard)
+
+    async def _opened_late(self, pool: DeciderPool, topic: str,
+                           late: Sequence[asyncio.Task[tuple[str, int] | None]]) -> None:
+        """Each partition that opened after its rebalance: the consumer is sent to its
+        position (its records were passed over until then)."""
+        for opening in asyncio.as_completed(late):
+            try:
+                tp = await opening
+            except asyncio.CancelledError:
+                continue  # a stop, or a revocation before its turn
+            except Exception as exc:
+                self._open_failed(topic, [], exc)
+                return
+            position = pool.positions().get(tp) if tp is not None else None
+            if tp is not None and position is not None:
+                await seek(self.app, {tp: position})
+
+    @staticmethod
+    def _open_failed(topic: str, partitions: Sequence[int], exc: Exception) -> None:
+        if isinstance(exc, BrokerLostData | ChangelogError | LayoutChanged | RecordsLost):
+            fatal(str(exc))
+        # a transactional producer that cannot register
+        fatal(f"{topic}: opening partitions {list(partitions) or ''} failed: {exc}")
 
     def positions(self) -> dict[tuple[str, int], int]:
         """Where each partition open here goes on (``runtime.read_from``)."""

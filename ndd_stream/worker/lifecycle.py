@@ -17,6 +17,10 @@ position, its checkpoint:
    local one) and the state applied up to it;
 5. the state's layout (shards, scopes) is checked against the running configuration.
 
+An opening runs in a thread and outlives whoever waits for it (a rebalance callback waits
+only so long: ``DeciderPool.assign``); a partition closed while it opened (a revocation
+overtook it) is closed by the opening when it ends, and opened again if it is owned again.
+
 When a piece's commit fails, the partitions whose state is behind what was handed out
 are closed and opened again from what they committed (:meth:`Partitions.reopen`); a
 partition whose commit was refused to a past member of the group is left to the
@@ -141,6 +145,7 @@ class Partitions:
         self.deciders: dict[int, Any] = {}
         self.owned: set[int] | None = None
         self._opening: dict[int, asyncio.Task[Any]] = {}
+        self._epochs: dict[int, int] = {}  # moved on by a close: an opening overtaken by it
 
     def tp(self, partition: int) -> TP:
         return (self.where.scoped_topic, partition)
@@ -149,31 +154,51 @@ class Partitions:
         return open_partition(self.where, partition)
 
     async def ensure(self, partition: int) -> Any:
-        """The partition's state, opened if it is not."""
-        decider = self.deciders.get(partition)
-        if decider is not None:
-            return decider
-        task = self._opening.get(partition)
-        if task is None:
-            task = asyncio.get_running_loop().create_task(self._open(partition))
-            self._opening[partition] = task
-        # Shielded: a waiter cancelled mid-open (a rebalance callback, a stop) must not
-        # orphan the RocksDB store the executor thread goes on opening; a second open of
-        # the same directory would fail on RocksDB's lock ("lock hold by current process").
-        return await asyncio.shield(task)
+        """The partition's state, opened if it is not; None if it was closed while it
+        opened and is not owned any more (a revocation overtook the opening)."""
+        while True:
+            decider = self.deciders.get(partition)
+            if decider is not None:
+                return decider
+            task = self._opening.get(partition)
+            if task is None:
+                task = asyncio.get_running_loop().create_task(
+                    self._open(partition, self._epochs.get(partition, 0)))
+                self._opening[partition] = task
+            # Shielded: a waiter cancelled mid-open (a rebalance callback, a stop) must not
+            # orphan the RocksDB store the executor thread goes on opening; a second open
+            # of the same directory would fail on RocksDB's lock ("lock hold by current
+            # process").
+            decider = await asyncio.shield(task)
+            if decider is not None:
+                return decider
+            if self.owned is not None and partition not in self.owned:
+                return None
+            # closed while it opened and given back since: opened again from what is
+            # committed now (another worker may have committed meanwhile)
+
+    def opening(self, partition: int) -> bool:
+        return partition in self._opening
 
     async def ensure_patiently(self, partition: int) -> Any:
         """``ensure``, tried again while the cluster's routine events last."""
         return await patiently(f"{self.where.dir_prefix} {partition}: opening",
                                lambda: self.ensure(partition), self.reopen_timeout_s)
 
-    async def _open(self, partition: int) -> Any:
-        """Open in a thread and register the decider, whoever still waits for it."""
+    async def _open(self, partition: int, epoch: int) -> Any:
+        """Open in a thread and register the decider, whoever still waits for it; None
+        (what it opened closed again) if the partition was closed meanwhile."""
         try:
             decider = await asyncio.get_running_loop().run_in_executor(
                 None, self.open_sync, partition)
         finally:
             self._opening.pop(partition, None)
+        if self._epochs.get(partition, 0) != epoch:
+            decider.close()
+            self.where.committer.close([self.tp(partition)])
+            log.info("%s %s closed as it opened", self.where.dir_prefix, partition,
+                     extra={"partition": partition, "event": "revoked"})
+            return None
         self.deciders[partition] = decider
         self.sequencers.open(partition, decider)
         # Decided strictly in order from the state's own position (not Faust's).
@@ -182,8 +207,11 @@ class Partitions:
         return decider
 
     def close(self, partitions: Sequence[int] | None = None) -> None:
-        """Close ``partitions`` (None: all), once no decision runs in the pool's thread."""
+        """Close ``partitions`` (None: all), once no decision runs in the pool's thread.
+        One still opening is closed by its opening, when it ends (``_open``)."""
         self.settle()
+        for partition in list(self._opening if partitions is None else partitions):
+            self._epochs[partition] = self._epochs.get(partition, 0) + 1
         for partition in list(self.deciders if partitions is None else partitions):
             decider = self.deciders.pop(partition, None)
             self.sequencers.close(partition)
@@ -211,6 +239,8 @@ class Partitions:
             if self.owned is not None and partition not in self.owned:
                 continue
             decider = await self.ensure_patiently(partition)
+            if decider is None:
+                continue
             end = handed.get(self.tp(partition), decider.next_offset)
             if end > decider.next_offset:
                 until[self.tp(partition)] = end

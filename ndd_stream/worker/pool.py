@@ -32,6 +32,7 @@ of the scoped topic, the changelog), so its logic runs in memory in unit tests.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import logging
@@ -164,6 +165,9 @@ class DeciderPool:
         self._gatherers: list[GatherDecider] = []  # the open ones, as a piece starts
         self._busy_child: dict[int, Any] = {}  # ndd_busy_seconds_total by partition
         self._revoking: set[int] = set()  # partitions a rebalance waits for (see _decide)
+        # assigned, not opened yet, by how many assignments (see assign)
+        self._assigning: collections.Counter[int] = collections.Counter()
+        self._late: set[asyncio.Task[TP | None]] = set()  # openings after their rebalance
         self.own = OwnTime(clock)  # the worker's own work and waits (see _now)
         self._decision_thread = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix="ndd-decide")
@@ -189,10 +193,17 @@ class DeciderPool:
         """Scoped partitions assigned to this worker (None: not told yet, so all of them)."""
         return self.partitions.owned
 
-    async def assign(self, partitions: Sequence[int]) -> None:
+    async def assign(self, partitions: Sequence[int],
+                     within: float | None = None) -> list[asyncio.Task[TP | None]]:
         """A rebalance gave this worker ``partitions``: close the others, open these, up
         to :data:`OPEN_AT_ONCE` side by side: each waits on the broker for its committed
-        offset and restore, and those waits overlap."""
+        offset and restore, and those waits overlap.
+
+        Waits ``within`` seconds at most (None: until all are open); returns the openings
+        still running, each ending with its partition (None: closed meanwhile). A rebalance
+        callback cannot wait for a long restore: no heartbeat is sent while it runs, and a
+        worker that outlasts its session is dropped, and rebuilds again when it rejoins.
+        Records of a partition not open yet are passed over (``_process``)."""
         async with self.lock:
             self.partitions.owned = owned = set(partitions)
             await self._settle_commits()
@@ -201,11 +212,31 @@ class DeciderPool:
             self.close([p for p in self.deciders if p not in owned])
         turns = asyncio.Semaphore(OPEN_AT_ONCE)
 
-        async def open_one(partition: int) -> None:
-            async with turns:
-                await self.partitions.ensure_patiently(partition)
+        async def open_one(partition: int) -> TP | None:
+            try:
+                async with turns:
+                    if partition not in (self.partitions.owned or ()):
+                        return None  # revoked while it waited for its turn
+                    decider = await self.partitions.ensure_patiently(partition)
+                return None if decider is None else self._tp(partition)
+            finally:
+                self._assigning[partition] -= 1
+                if not self._assigning[partition]:
+                    del self._assigning[partition]
 
-        await asyncio.gather(*(open_one(p) for p in sorted(partitions)))
+        closed = sorted(p for p in set(partitions) if p not in self.deciders)
+        self._assigning.update(closed)
+        tasks = [asyncio.get_running_loop().create_task(open_one(p)) for p in closed]
+        if not tasks:
+            return []
+        done, pending = await asyncio.wait(tasks, timeout=within,
+                                           return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            task.result()  # an opening that failed raises here
+        self._late.update(pending)
+        for task in pending:
+            task.add_done_callback(self._late.discard)
+        return sorted(pending, key=tasks.index)
 
     async def revoke(self, partitions: Sequence[int]) -> None:
         """A rebalance takes ``partitions`` away: wait for the batch in flight (which stops
@@ -231,6 +262,8 @@ class DeciderPool:
         """Close ``partitions`` (None: all; a piece left open is dropped, uncommitted)."""
         if partitions is None:
             self._open = None
+            for task in self._late:  # a stop: what waits for its turn never opens
+                task.cancel()
             if self._timer is not None:
                 self._timer.cancel()
                 self._timer = None
@@ -375,7 +408,10 @@ class DeciderPool:
     async def _process(self, messages: Sequence[Message], send: Send) -> int:
         with self.own.counting():
             owned = self.partitions.owned  # records of others: their new owner's
-            mine = [m for m in messages if owned is None or m.partition in owned]
+            # records of a partition still opening: the consumer is sent back to its
+            # position when it has opened (``app.py``)
+            mine = [m for m in messages if (owned is None or m.partition in owned)
+                    and m.partition not in self._assigning]
             for partition in sorted({m.partition for m in mine}):
                 if partition not in self.deciders:  # revoked ones: their new owner's
                     await self.partitions.ensure_patiently(partition)
