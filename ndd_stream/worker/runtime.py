@@ -56,6 +56,7 @@ import contextlib
 import gc
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import (
@@ -153,7 +154,7 @@ def agent_input(app: faust.App, *names: str, pattern: str | None, maxsize: int |
                       maxsize=maxsize, acks=acks)
     if not acks:
         inboxes: list[tuple[faust.TopicT, Inbox]] = getattr(app, INBOXES, [])
-        inboxes.append((topic, Inbox(maxsize or app.conf.stream_buffer_maxsize)))
+        inboxes.append((topic, Inbox(topic, maxsize or app.conf.stream_buffer_maxsize)))
         setattr(app, INBOXES, inboxes)
     return topic
 
@@ -162,16 +163,17 @@ INBOXES = "ndd_inboxes"  # the app's attribute: (topic, Inbox) of each unacknowl
 
 
 def inbox_of(stream: faust.StreamT) -> Inbox | None:
-    """The inbox of the input ``stream`` reads (its agent's clone of the topic), if any."""
-    channel = stream.channel
+    """The inbox of the input ``stream`` reads, if any. The stream reads its agent's clone
+    of the topic, not the topic: the inbox is the one subscribed as the clone is."""
+    subscribed = _subscription(stream.channel)
+    return next((inbox for _, inbox in getattr(stream.app, INBOXES, [])
+                 if inbox.subscribed == subscribed), None)
 
-    def named(topic: Any) -> tuple[Any, ...]:
-        pattern = getattr(topic, "pattern", None)
-        return (tuple(getattr(topic, "topics", None) or ()),
-                pattern.pattern if pattern is not None else None)
 
-    return next((inbox for topic, inbox in getattr(stream.app, INBOXES, [])
-                 if named(topic) == named(channel)), None)
+def _subscription(topic: Any) -> tuple[frozenset[str], re.Pattern[str] | None]:
+    """What a Faust topic (or another channel: neither) reads: its names, or the topics its
+    pattern matches (Faust allows one or the other). A clone of a topic reads the same."""
+    return frozenset(getattr(topic, "topics", None) or ()), getattr(topic, "pattern", None)
 
 
 class Inbox:
@@ -182,12 +184,18 @@ class Inbox:
     scoped). ``limit`` records held make the consumer wait before its next fetch, as a
     full channel queue pauses Faust's fetch."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, topic: faust.TopicT, limit: int) -> None:
+        self.subscribed = _subscription(topic)
         self.limit = max(1, limit)
         self.messages: collections.deque[Any] = collections.deque()
         self._arrived = asyncio.Event()
         self._room = asyncio.Event()
         self._room.set()
+
+    def takes(self, topic: str) -> bool:
+        """Whether the records fetched from the Kafka topic ``topic`` are this inbox's."""
+        names, pattern = self.subscribed
+        return topic in names or (pattern is not None and pattern.match(topic) is not None)
 
     def full(self) -> bool:
         return len(self.messages) >= self.limit
@@ -303,8 +311,7 @@ class _Consumer(faust_aiokafka.Consumer):
     def _inbox(self, topic: str, inboxes: list[tuple[faust.TopicT, Inbox]]) -> Inbox | None:
         if topic not in self._inbox_of:
             self._inbox_of[topic] = next(
-                (inbox for t, inbox in inboxes if topic in (t.topics or ())
-                 or (t.pattern is not None and t.pattern.match(topic))), None)
+                (inbox for _, inbox in inboxes if inbox.takes(topic)), None)
         return self._inbox_of[topic]
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
