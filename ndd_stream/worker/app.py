@@ -215,9 +215,11 @@ class Service:
         pools = [(self.pool, self.scoped_name, scoped)]
         if self.shard_pool is not None and self.shards_name is not None:
             pools.append((self.shard_pool, self.shards_name, list(shards)))
+        loop = asyncio.get_running_loop()
+        until = loop.time() + self._open_within_s  # for both pools together
         for pool, topic, partitions in pools:
             try:
-                late = await pool.assign(partitions, within=self._open_within_s)
+                late = await pool.assign(partitions, within=max(0.0, until - loop.time()))
             except Exception as exc:
                 self._open_failed(topic, partitions, exc)
                 return
@@ -226,7 +228,7 @@ class Service:
                 log.info("%s: %d partition(s) still opening after %.0f s; they go on after "
                          "the rebalance", topic, len(late), self._open_within_s,
                          extra={"event": "opening"})
-                task = asyncio.get_running_loop().create_task(self._opened_late(pool, topic, late))
+                task = loop.create_task(self._opened_late(pool, topic, late))
                 self._late.add(task)
                 task.add_done_callback(self._late.discard)
 

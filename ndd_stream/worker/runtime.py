@@ -53,7 +53,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import gc
 import logging
 import os
 import re
@@ -677,17 +676,8 @@ def record_lag(app: faust.App, metrics: WorkerMetrics, messages: list[Any]) -> N
             metrics.lag.labels(tp.topic, str(tp.partition)).set(max(0, high - offset - 1))
 
 
-GC_THRESHOLDS = (20_000, 20, 20)
-"""The cyclic collector's thresholds while the worker runs (Python's: 700, 10, 10). Each
-record leaves a few containers that live until its batch ends (Faust's message and event,
-headers, output records), so at Python's a backlog ran a young collection every few items
-and a full one every few thousand: 0.85-0.88 s of a 17-21 s Reuters day against 0.21-0.32 s
-at these (bench.order, docs/BENCHMARK.md)."""
-
-
 def execute(app: faust.App, settings: Settings) -> int:
     """Run Faust's worker until SIGTERM/SIGINT; the process exit code (3: fatal)."""
-    gc.set_threshold(*GC_THRESHOLDS)
     # Faust's own handler goes to /dev/null: the JSON handler given to the app is the log.
     worker = faust.Worker(app, loglevel=settings.log_level, quiet=True, logfile=os.devnull)
     code = 0
