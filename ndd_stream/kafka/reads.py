@@ -227,11 +227,14 @@ class BrokerReads(Log):
 
     def read_to_end(self, topic: str, partition: int, start: int, timeout_s: float,
                     error: type[Exception]) -> tuple[list[Fetched], int]:
-        # a consumer of its own: end-of-partition events on, and the shared one stays free
+        # a consumer of its own: end-of-partition events on, and the shared one stays free.
+        # A fetch at the end waits at most 10 ms for records (librdkafka: 500): the end of a
+        # log written in transactions is a marker, not a record, and its end-of-partition
+        # event comes with the first fetch that finds nothing after it
         consumer = Consumer({
             **self.conf, "group.id": self.group, "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "enable.partition.eof": True,
-            "isolation.level": "read_committed"})
+            "isolation.level": "read_committed", "fetch.wait.max.ms": 10})
         try:
             deadline = time.monotonic() + timeout_s
             _, end = watermarks(consumer, topic, partition, deadline)
