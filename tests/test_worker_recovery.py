@@ -111,22 +111,9 @@ def test_records_a_committed_offset_already_passed_are_decided_at_assignment(
     lines = _lines(items(120, seed=21))
     want, _ = expected_decisions(settings, lines)
     scoped = topic_name(settings, "scoped")
-    raw = settings.raw_topics[0]
-    routed_in = []
-    for offset, line in enumerate(lines):  # what the router would have forwarded
-        record, invalid = route_raw(line, None, Source(raw, 0, offset), settings.item_format(),
-                                    scoped, settings.dlq_topic)
-        assert invalid is None
-        routed_in.append(Outgoing(value=record.value, key=record.key,
-                                  headers=list(record.headers), partition=0))
-    bootstrap = settings.bootstrap_servers()
-    produce(bootstrap, scoped, routed_in)
-    group = Consumer({"bootstrap.servers": bootstrap, "group.id": settings.app_id})
-    try:
-        group.commit(offsets=[TopicPartition(scoped, 0, len(lines))], asynchronous=False)
-    finally:
-        group.close()
-    assert committed_offsets(bootstrap, settings.app_id, scoped) == {0: len(lines)}
+    _forwarded(settings, lines)
+    assert committed_offsets(settings.bootstrap_servers(), settings.app_id, scoped) == {
+        0: len(lines)}
     worker = WorkerProcess(settings, tmp_path / "worker.log").start()
     try:
         routed = collect(settings, expected=len(lines), timeout=120, worker=worker)
