@@ -177,9 +177,6 @@ class Partitions:
             # closed while it opened and given back since: opened again from what is
             # committed now (another worker may have committed meanwhile)
 
-    def opening(self, partition: int) -> bool:
-        return partition in self._opening
-
     async def ensure_patiently(self, partition: int) -> Any:
         """``ensure``, tried again while the cluster's routine events last."""
         return await patiently(f"{self.where.dir_prefix} {partition}: opening",
