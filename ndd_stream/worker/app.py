@@ -242,18 +242,20 @@ class Service:
             except asyncio.CancelledError:
                 continue  # a stop, or a revocation before its turn
             except Exception as exc:
-                self._open_failed(topic, [], exc)
+                self._open_failed(topic, None, exc)
                 return
             position = pool.positions().get(tp) if tp is not None else None
             if tp is not None and position is not None:
                 await seek(self.app, {tp: position})
 
     @staticmethod
-    def _open_failed(topic: str, partitions: Sequence[int], exc: Exception) -> None:
+    def _open_failed(topic: str, partitions: Sequence[int] | None, exc: Exception) -> None:
+        """``partitions``: those being opened (None: one of those that opened late)."""
         if isinstance(exc, BrokerLostData | ChangelogError | LayoutChanged | RecordsLost):
             fatal(str(exc))
         # a transactional producer that cannot register
-        fatal(f"{topic}: opening partitions {list(partitions) or ''} failed: {exc}")
+        which = "a partition" if partitions is None else f"partitions {list(partitions)}"
+        fatal(f"{topic}: opening {which} failed: {exc}")
 
     def positions(self) -> dict[tuple[str, int], int]:
         """Where each partition open here goes on (``runtime.read_from``)."""
