@@ -118,8 +118,10 @@ typedef struct {
     uint32_t *counts;   /* per document from the aligned base, zero between calls */
     uint32_t *touched;
     size_t ccap;        /* capacity of counts and touched */
-    uint32_t *heads;    /* per query key: its slot (scratch) */
+    uint32_t *heads;    /* per query key found: its slot (scratch) */
     size_t hcap;
+    uint32_t **hblocks; /* and its block, as the probe read it (scratch) */
+    size_t hbcap;
     const uint64_t **dense; /* the rows a query counts (scratch) */
     size_t dncap;
     uint64_t *slices;   /* bit-sliced counts of the dense rows (scratch) */
@@ -942,6 +944,7 @@ engine_dealloc(EngineObject *e)
     free(e->counts);
     free(e->touched);
     free(e->heads);
+    free(e->hblocks);
     free(e->dense);
     free(e->slices);
     free(e->cands);
@@ -1514,6 +1517,7 @@ engine_best(EngineObject *e, PyObject *args)
         if (B < 5)
             B = 5;
         if (grow((void **)&e->heads, &e->hcap, m + 1, 4)
+                || grow((void **)&e->hblocks, &e->hbcap, m + 1, sizeof(uint32_t *))
                 || grow((void **)&e->dense, &e->dncap, m + 1, sizeof(uint64_t *))
                 || grow((void **)&e->slices, &e->slcap, (size_t)(B + 1) * W + 1, 8)
                 || grow((void **)&e->cands, &e->kcap, live + 1, sizeof(ecand_t))
@@ -1547,6 +1551,7 @@ engine_best(EngineObject *e, PyObject *args)
                 PREFETCH(&e->tab[(size_t)k[i + AHEAD] & e->mask]);
             eslot_t *s = find(e, k[i]);
             if (s->b) {
+                e->hblocks[nh] = s->b;
                 e->heads[nh++] = (uint32_t)(s - e->tab);
                 PREFETCH(s->b);
             }
@@ -1558,19 +1563,19 @@ engine_best(EngineObject *e, PyObject *args)
         size_t nt = 0, nd = 0, nrowkeys = 0;
         if (!e->full && e->nrows > e->nfree) /* rows live: which of them the query meets */
             for (size_t h = 0; h < nh; h++)
-                nrowkeys += e->tab[e->heads[h]].b[HROW] != NO_ROW;
+                nrowkeys += e->hblocks[h][HROW] != NO_ROW;
         for (size_t h = 0; h < nh; h++) {
             if (h + LIST_AHEAD < nh) { /* a later list's lines fetched ahead */
-                const char *nb = (const char *)e->tab[e->heads[h + LIST_AHEAD]].b;
+                const char *nb = (const char *)e->hblocks[h + LIST_AHEAD];
                 size_t bytes = HDR * 4 + (size_t)((const uint32_t *)nb)[HUSED] * 2;
                 if (bytes > LIST_AHEAD_BYTES)
                     bytes = LIST_AHEAD_BYTES;
                 for (size_t o = 64; o < bytes; o += 64)
                     PREFETCH(nb + o);
             }
-            eslot_t *s = &e->tab[e->heads[h]];
-            if (s->b[HROW] != NO_ROW) {
-                erow_t *r = &e->rows[s->b[HROW]];
+            const uint32_t *b = e->hblocks[h];
+            if (b[HROW] != NO_ROW) {
+                erow_t *r = &e->rows[b[HROW]];
                 size_t need_w = (size_t)(wb - r->wfirst) + W;
                 if (r->nw < need_w) {
                     if (row_reserve(r, need_w)) {
@@ -1583,13 +1588,13 @@ engine_best(EngineObject *e, PyObject *args)
                 e->dense[nd++] = r->w + (wb - r->wfirst);
                 continue;
             }
-            const uint32_t *b = s->b;
             uint32_t n = b[HN];
             if (n == 0)
                 continue;
             const uint16_t *p = LIST(b);
             uint32_t v = p[1] | (uint32_t)p[2] << 16; /* the first posting is whole */
             if ((int64_t)v < e->base) { /* an expired head: dropped first */
+                eslot_t *s = &e->tab[e->heads[h]];
                 n = trim(e, s);
                 if (n == 0)
                     continue;
@@ -1803,7 +1808,7 @@ engine_nbytes(EngineObject *e, void *closure)
                + e->dcap * sizeof(edoc_t) + e->gcap * 2
                + e->scap + e->ccap * 8 + e->hcap * 4 + e->kcap * sizeof(ecand_t)
                + e->rcap * sizeof(erow_t) + e->dncap * sizeof(uint64_t *) + e->slcap * 8
-               + e->fcap * 4 + e->pcap * 8 + e->q6cap * 4;
+               + e->fcap * 4 + e->pcap * 8 + e->q6cap * 4 + e->hbcap * sizeof(uint32_t *);
     n += e->nrows * e->stride * 8; /* the slab's rows (the room beyond them is untouched) */
     return PyLong_FromSize_t(n);
 }
@@ -1822,7 +1827,8 @@ engine_layout(EngineObject *e, void *closure)
         "rows", (Py_ssize_t)rows, "nrows", (Py_ssize_t)nrow,
         "docs", (Py_ssize_t)(e->dcap * sizeof(edoc_t) + e->gcap * 2),
         "sigs", (Py_ssize_t)e->scap, "sigs_used", (Py_ssize_t)e->slen,
-        "scratch", (Py_ssize_t)(e->ccap * 8 + e->hcap * 4 + e->kcap * sizeof(ecand_t)
+        "scratch", (Py_ssize_t)(e->ccap * 8 + e->hcap * 4 + e->hbcap * sizeof(uint32_t *)
+                                + e->kcap * sizeof(ecand_t)
                                 + e->dncap * sizeof(uint64_t *) + e->slcap * 8));
 }
 
