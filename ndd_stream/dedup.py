@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from ndd_stream.core.detector import Detector, DetectorConfig
+from ndd_stream.core.detector import Begun, Detector, DetectorConfig
 from ndd_stream.core.document import Decision
 from ndd_stream.core.items import Invalid, ItemFormat, decode_object, order_time_ms, parse_item
 from ndd_stream.files import NamedSink, named, named_lines
@@ -64,11 +64,19 @@ def run_dedup(
     errors: IO[str] | None = None,
     progress_total: int | None = None,
     event_order: bool = False,
+    lookup_thread: bool = False,
 ) -> DedupSummary:
-    """Decide every line of ``source``; write records to ``sink``; report bad lines."""
+    """Decide every line of ``source``; write records to ``sink``; report bad lines.
+    ``lookup_thread``: each lookup runs on the index's own thread while the next line is
+    read, parsed and signed (the ``lookup_thread`` setting): a record is then written once
+    the next line is read."""
     detector = Detector(config)
     summary = DedupSummary()
     start = time.perf_counter()
+    # One decision in flight: its lookup runs on the index's own thread (no GIL) while this
+    # one writes the decision before it and reads, parses and signs the next item; it is
+    # finished before the next begins, so every decision is the one decide() makes.
+    pending: tuple[int, Begun] | None = None
     with _progress_bar(progress_total) as progress:
         task = progress.add_task("dedup", total=progress_total) if progress is not None else None
         lines: Iterable[tuple[int, bytes]] = enumerate(source, start=1)
@@ -81,23 +89,35 @@ def run_dedup(
                 continue
             item = parse_item(raw, fmt, position=f"line:{number}")
             if isinstance(item, Invalid):
+                if pending is not None:  # records in the order of the lines
+                    _write_decision(sink, summary, pending[0], detector.finish(pending[1]))
+                    pending = None
                 summary.invalid[item.reason] += 1
                 if errors is not None:
                     errors.write(f"line {number}: {item.reason}: {item.detail}\n")
                 sink.write(dumps_line({"line": number, "status": "invalid",
                                        "reason": item.reason, "detail": item.detail}))
             else:
-                decision = detector.decide(item)
-                summary.statuses[decision.status._value_] += 1
-                if decision.novel is not None:
-                    summary.novel[decision.novel.reason] += 1
-                if decision.supersedes is not None:
-                    summary.superseded += 1
-                sink.write(dumps_line(decision_record(number, decision)))
+                signed = detector.sign(item)
+                done = None if pending is None else (pending[0], detector.finish(pending[1]))
+                pending = number, detector.begin(signed, ahead=lookup_thread)
+                if done is not None:
+                    _write_decision(sink, summary, *done)
             if progress is not None and task is not None:
                 progress.update(task, advance=len(raw) + 1)
+        if pending is not None:
+            _write_decision(sink, summary, pending[0], detector.finish(pending[1]))
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+def _write_decision(sink: Sink, summary: DedupSummary, number: int, decision: Decision) -> None:
+    summary.statuses[decision.status._value_] += 1
+    if decision.novel is not None:
+        summary.novel[decision.novel.reason] += 1
+    if decision.supersedes is not None:
+        summary.superseded += 1
+    sink.write(dumps_line(decision_record(number, decision)))
 
 
 def _progress_bar(total: int | None) -> AbstractContextManager[Any]:
@@ -129,7 +149,7 @@ def in_event_order(lines: Iterable[tuple[int, bytes]], fmt: ItemFormat
 
 def dedup_file(
     path: Path, output: Path | None, config: DetectorConfig, fmt: ItemFormat,
-    event_order: bool = False,
+    event_order: bool = False, lookup_thread: bool = False,
 ) -> DedupSummary:
     """The CLI entry: file in, decisions to ``output`` (stdout if None), summary to stderr.
 
@@ -141,7 +161,7 @@ def dedup_file(
         try:
             summary = run_dedup(named_lines(source, path), sink, config, fmt,
                                 errors=sys.stderr, progress_total=path.stat().st_size,
-                                event_order=event_order)
+                                event_order=event_order, lookup_thread=lookup_thread)
             sink.flush()  # a full disk shows here, named, not in an unnamed close()
         except BaseException:
             if file is not None:

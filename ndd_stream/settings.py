@@ -33,7 +33,7 @@ from ndd_stream.core.detector import (
 )
 from ndd_stream.core.extract import DEFAULT_EXTRACT, DEFAULT_MAX_HTML_DEPTH, ExtractMode
 from ndd_stream.core.items import ItemFormat
-from ndd_stream.core.kernels import DEFAULT_DENSE_FRACTION
+from ndd_stream.core.kernels import DEFAULT_DENSE_FRACTION, available_cores
 from ndd_stream.core.stories import KeepPolicy
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
@@ -187,6 +187,14 @@ class Settings(BaseSettings):
         description="Threads one decision's count may use; unset: the cores this process may "
         "use, or 1 with shards > 1 (both would compete for the cores). 1 with several "
         "workers per host.",
+    )
+    lookup_thread: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="dedup: each item's lookup in the flat index runs on a thread of the "
+        "index's own while the next item is read, parsed and signed (same decisions and "
+        "output). auto: on for a regular input file when this process may use two cores or "
+        "more. The thread polls for the next item instead of sleeping, so the CPU time "
+        "exceeds the wall time.",
     )
     index: IndexKind = Field(
         "auto",
@@ -440,6 +448,19 @@ class Settings(BaseSettings):
             index=self.index,
         )
 
+    def lookup_thread_for(self, path: Path) -> bool:
+        """Whether ``dedup`` of ``path`` looks items up on the index's thread: a pipe or a
+        terminal would hold each decision back until the next item comes."""
+        if self.lookup_thread != "auto":
+            return self.lookup_thread == "on"
+        import stat
+
+        try:
+            regular = stat.S_ISREG(path.stat().st_mode)
+        except OSError:
+            return False  # dedup names the file when it opens it
+        return regular and available_cores() >= 2
+
     def exactly_once(self) -> bool:
         """Whether the worker runs its pieces in Kafka transactions (``guarantee``)."""
         return self.guarantee == "exactly-once"
@@ -495,7 +516,8 @@ SETTING_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Detection", ("threshold", "novelty", "window_hours", "scope", "scope_map", "q",
                    "case_sensitive", "extract", "index_duplicates", "keep")),
     ("Order", ("scope_order", "order_idle_ms", "order_stall_s", "order_buffer_mb")),
-    ("Scaling", ("shards", "gather_memory_mb", "count_threads", "bitmap_filter_bits",
+    ("Scaling", ("shards", "gather_memory_mb", "count_threads", "lookup_thread",
+                 "bitmap_filter_bits",
                  "index", "dense_fraction", "no_kernels")),
     ("Worker", ("data_dir", "web_host", "web_port", "log_level")),
     ("View", ("view_user", "view_password", "view_allowed_hosts")),

@@ -302,3 +302,84 @@ def test_lists_across_a_gap_of_more_than_16_bits(threshold: float) -> None:
     again = add(index, book, fmix64(story), story, 0, threshold)
     index.release_before(again)
     assert best() == (again, 4)
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.8])
+def test_a_submitted_lookup_is_best(threshold: float) -> None:
+    """submit() then collect() on the engine's thread gives what best() gives, with the
+    hours moving on and expiry between lookups; a call that changes the index while a
+    lookup is in flight (add, release) waits for it instead of changing what it reads."""
+    rnd = random.Random(7)
+    index = FlatIndex(threshold)
+    book = FrequencyBook(bits=12)
+    docs: list[tuple[int, int, Codes]] = []
+    hour = matched = 0
+    for i in range(600):
+        if docs and rnd.random() < 0.4:
+            codes = set(rnd.choice(docs[-10:])[2].tolist())
+            codes.add(rnd.randrange(3000))
+        else:
+            codes = set(rnd.sample(range(3000), rnd.randint(4, 150)))
+        sig = np.array(sorted(codes), dtype=np.uint64)
+        mixed = fmix64(sig)
+        hour += rnd.choice([0, 0, 1])
+        query = (min_overlap(sig.size, threshold), 0, (hour - 5, hour),
+                 size_bounds(sig.size, threshold))
+        want = index.best(mixed, sig, *query)
+        matched += want.number >= 0
+        index.submit(mixed, sig, *query)
+        if i % 50 == 49:  # a change while the lookup may run waits for it to end
+            index.release_before(len(docs) - 20)
+        assert tuple(index.collect()) == tuple(want)
+        number = add(index, book, mixed, sig, hour, threshold)
+        docs.append((number, hour, sig))
+    assert matched > 100
+
+
+def test_a_lookup_is_collected_once() -> None:
+    """collect() without a lookup submitted, or a second submit before the first is
+    collected, is an error, not a wrong match; an index dropped with a lookup in flight
+    ends its thread."""
+    index = FlatIndex(0.8)
+    sig = np.arange(1, 40, dtype=np.uint64)
+    mixed = fmix64(sig)
+    args = (min_overlap(39, 0.8), 0, (0, 0), size_bounds(39, 0.8))
+    with pytest.raises(RuntimeError, match="no lookup"):
+        index.collect()
+    index.add_ordered(mixed, sig, 0, min_overlap(39, 0.8), extended_prefix(39, 0.8),
+                      None, None)
+    index.submit(mixed, sig, *args)
+    with pytest.raises(RuntimeError, match="not collected"):
+        index.submit(mixed, sig, *args)
+    found = index.collect()
+    assert (found.number, found.shared) == (0, 39)
+    with pytest.raises(RuntimeError, match="no lookup"):
+        index.collect()
+    index.submit(mixed, sig, *args)
+    del index  # joins the thread (a hang here fails the suite's timeout)
+
+
+def test_a_forked_child_looks_up_without_the_parent_thread() -> None:
+    """A child forked after the index's thread started has the memory, not the thread:
+    its lookups start a thread of its own and still find the match."""
+    import os
+
+    index = FlatIndex(0.8)
+    sig = np.arange(1, 40, dtype=np.uint64)
+    mixed = fmix64(sig)
+    args = (min_overlap(39, 0.8), 0, (0, 0), size_bounds(39, 0.8))
+    index.add_ordered(mixed, sig, 0, min_overlap(39, 0.8), extended_prefix(39, 0.8),
+                      None, None)
+    index.submit(mixed, sig, *args)
+    assert index.collect().number == 0
+    pid = os.fork()
+    if pid == 0:  # the child: exit code 0 when both calls find document 0
+        ok = False
+        try:
+            ok = index.best(mixed, sig, *args).number == 0
+            index.submit(mixed, sig, *args)
+            ok = ok and index.collect().number == 0
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

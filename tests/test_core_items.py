@@ -248,3 +248,55 @@ def test_offline_dedup_gives_an_empty_id_its_line(tmp_path: Path) -> None:
     rows = [jsonio.loads(line) for line in out.read_bytes().splitlines()]
     assert [r["identity"] for r in rows] == ["line:1", "line:2"]
     assert rows[1]["status"] == "near_duplicate" and rows[1]["duplicate_of"] == "line:1"
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.8])
+def test_offline_dedup_writes_the_same_with_the_lookup_thread(tmp_path: Path,
+                                                              threshold: float) -> None:
+    """The lookup thread changes when a record is written, not what: near copies across
+    two scopes, invalid and blank lines between them, a repeated id (replayed), items
+    too late for the window, texts shorter than q and a two-hour window that expires."""
+    import random
+
+    from ndd_stream.core.detector import DetectorConfig
+    from ndd_stream.dedup import dedup_file
+
+    rnd = random.Random(3)
+    vocab = [f"w{i}" for i in range(120)]
+    texts: list[str] = []
+    lines: list[bytes] = []
+    ts = 1_700_000_000
+    for i in range(1500):
+        if texts and rnd.random() < 0.4:
+            words = rnd.choice(texts[-50:]).split()
+            words[rnd.randrange(len(words))] = rnd.choice(vocab)
+        else:
+            words = rnd.choices(vocab, k=rnd.randint(3, 50))
+        text = " ".join(words) if rnd.random() > 0.03 else "ab"
+        texts.append(text)
+        ts += rnd.choice([5, 20, 60, 120])
+        ident = f"d{i}" if rnd.random() > 0.03 else "d7"
+        roll = rnd.random()
+        if roll < 0.03:
+            lines.append(b"{not json")
+        elif roll < 0.05:
+            lines.append(b"")
+        else:
+            lines.append(jsonio.dumps({"id": ident, "channel": rnd.choice("ab"),
+                                       "scope": rnd.choice(["x", "y"]), "text": text,
+                                       "timestamp": ts - 4 * 3600 * (rnd.random() < 0.02)}))
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"\n".join(lines) + b"\n")
+    config = DetectorConfig(threshold=threshold, window_hours=2, index="flat")
+    fmt = ItemFormat(scope="scope")
+    outs = []
+    for thread in (False, True):
+        out = tmp_path / f"out-{thread}.jsonl"
+        summary = dedup_file(source, out, config, fmt, lookup_thread=thread)
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+    rows = [jsonio.loads(line) for line in outs[1].splitlines()]
+    statuses = {r["status"] for r in rows}
+    assert {"invalid", "unique", "near_duplicate", "exact_duplicate"} <= statuses
+    assert {r.get("policy") for r in rows} >= {"late", "short"}
+    assert any(r.get("replayed") for r in rows) and summary.statuses["near_duplicate"] > 100

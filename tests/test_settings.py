@@ -163,3 +163,23 @@ def test_metrics_listen_on_loopback_unless_told() -> None:
     """Outside a container /metrics is not open to the network; the image, compose and the
     chart set NDD_WEB_HOST=0.0.0.0 themselves (tests/test_deploy_*.py)."""
     assert Settings.model_fields["web_host"].default == "127.0.0.1"
+
+
+def test_dedup_looks_up_on_a_thread_for_a_regular_file_only(tmp_path: Path) -> None:
+    """auto: a regular file, with two cores or more; a pipe would hold each record back
+    until the next line comes, so it is decided without the thread; on and off are kept."""
+    import os
+
+    from ndd_stream.core.kernels import available_cores
+
+    regular = tmp_path / "in.jsonl"
+    regular.write_bytes(b"")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    auto = Settings()
+    assert auto.lookup_thread == "auto"
+    assert auto.lookup_thread_for(regular) is (available_cores() >= 2)
+    assert auto.lookup_thread_for(fifo) is False
+    assert auto.lookup_thread_for(tmp_path / "missing") is False
+    assert Settings(lookup_thread="on").lookup_thread_for(fifo) is True
+    assert Settings(lookup_thread="off").lookup_thread_for(regular) is False

@@ -89,7 +89,8 @@ def _cmd_dedup(args: argparse.Namespace, settings: Settings) -> int:
 
     try:
         summary = dedup_file(args.input, args.output, settings.detector_config(),
-                             settings.item_format(), event_order=args.event_order)
+                             settings.item_format(), event_order=args.event_order,
+                             lookup_thread=settings.lookup_thread_for(args.input))
     except OSError as exc:  # the input or the output file (dedup_file names it)
         raise file_error(exc, args.input) from None
     from ndd_stream.jsonio import dumps

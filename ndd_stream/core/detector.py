@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from ndd_stream.core.bitmaps import Bitmap, auto_bits
 from ndd_stream.core.document import Decision, Document, Policy, Status
-from ndd_stream.core.engine import FlatIndex
+from ndd_stream.core.engine import EngineMatch, FlatIndex
 from ndd_stream.core.engine import available as engine_available
 from ndd_stream.core.kernels import DEFAULT_DENSE_FRACTION, available_cores, probe_keys
 from ndd_stream.core.normalize import normal_form
@@ -167,6 +167,35 @@ class _Probe(NamedTuple):
     keys: npt.NDArray[np.uint32] | None  # its prefix keys when the same under every version
 
 
+@dataclass(slots=True)
+class Signed:
+    """What deciding a document computes from the document alone (:meth:`Detector.sign`):
+    its normal form, its facts for the novelty rule (None: the rule is off) and its
+    signature with fmix64 of it (None: a normal form shorter than q)."""
+
+    doc: Document
+    nf: str
+    figs: str | None
+    codes: tuple[Codes, Codes] | None
+
+
+@dataclass(slots=True)
+class Begun:
+    """A decision begun (:meth:`Detector.begin`): where and when, and how far it got: a
+    replayed decision (final), a verdict reached without the index (late, empty, short),
+    or a lookup, in flight (``pending``) or done (``best``)."""
+
+    item: Signed
+    window: ScopeWindow
+    hour: int
+    number: int = -1
+    replayed: Decision | None = None
+    verdict: Decision | None = None
+    best: BestMatch | None = None
+    probe: _Probe | None = None
+    pending: bool = False
+
+
 @dataclass
 class DetectorStats:
     decided: int = 0
@@ -201,20 +230,67 @@ class Detector:
 
     def decide(self, doc: Document) -> Decision:
         """Decide one document and record it (the whole of Fig. 2 for one item)."""
+        return self.finish(self.begin(self.sign(doc)))
+
+    def sign(self, doc: Document) -> Signed:
+        """What deciding ``doc`` computes from it alone; reads no window, so it may run
+        while a lookup :meth:`begin` started for an earlier document is in flight."""
+        nf = self._normal_form(doc.text)
+        figs = figures_of(doc.text) if self.config.novelty != "off" else None
+        return Signed(doc, nf, figs,
+                      signed(nf, self.config.q) if len(nf) >= self.config.q else None)
+
+    def begin(self, item: Signed, ahead: bool = False) -> Begun:
+        """Move the document's window to its hour and start its lookup. ``ahead``: the flat
+        index looks up on the engine's own thread while the caller goes on (preparing the
+        next document, writing the last decision); :meth:`finish` must come before any
+        other call that reads or changes a window."""
+        doc = item.doc
         window = self._window(doc.scope)
         hour = hour_of(doc.timestamp)
         for expired in window.advance(hour):
             self.store.drop_hour(doc.scope, expired)
         hour = window.hour_object(hour)
+        begun = Begun(item, window, hour)
         previous = window.decision(doc.identity)
         if previous is not None:
-            return _replayed(previous)
-        nf = self._normal_form(doc.text)
-        figs = figures_of(doc.text) if self.config.novelty != "off" else None
-        number = window.next_number
+            begun.replayed = _replayed(previous)
+            return begun
+        begun.number = window.next_number
         window.next_number += 1
-        decision, sig, probe = self._judge(window, doc, hour, nf, figs)
-        indexed = self._index(window, doc, hour, nf, sig, probe, decision, figs, number)
+        if window.is_late(hour):
+            begun.verdict = unique(doc, hour, Policy.LATE)
+        elif not item.nf:
+            begun.verdict = unique(doc, hour, Policy.EMPTY)
+        elif item.codes is None:
+            begun.verdict = short_verdict(doc, hour, self._short_match(window, hour, item.nf))
+        else:
+            sig, mixed = item.codes
+            index = window.index
+            if ahead and isinstance(index, FlatIndex) and window.docs:
+                index.submit(mixed, sig, *self._flat_query(window, hour, int(sig.size)))
+                begun.pending, begun.probe = True, _Probe(mixed, {}, None, None)
+            else:
+                begun.best, begun.probe = self._best_match(window, hour, sig, mixed)
+        return begun
+
+    def finish(self, begun: Begun) -> Decision:
+        """The decision :meth:`begin` started, recorded: the document indexed, its story
+        placed, the state stored."""
+        if begun.replayed is not None:
+            return begun.replayed
+        item, window, hour, number = begun.item, begun.window, begun.hour, begun.number
+        doc, nf, figs = item.doc, item.nf, item.figs
+        sig = item.codes[0] if item.codes is not None else None
+        if begun.pending:
+            assert isinstance(window.index, FlatIndex)
+            begun.pending = False
+            begun.best = self._flat_found(window, window.index.collect())
+        decision = begun.verdict
+        if decision is None:
+            assert sig is not None
+            decision = conclude(self.config.novelty, doc, hour, figs, int(sig.size), begun.best)
+        indexed = self._index(window, doc, hour, nf, sig, begun.probe, decision, figs, number)
         if decision.policy is not Policy.LATE:  # a late item is not in the window: not kept
             decision = place(decision, window.stories, doc.channel, hour)
             if self.config.keep == "complete" and sig is not None and indexed:
@@ -304,29 +380,17 @@ class Detector:
 
     # -- the decision -------------------------------------------------------------------
 
-    def _judge(
-        self, window: ScopeWindow, doc: Document, hour: int, nf: str, figs: str | None
-    ) -> tuple[Decision, Codes | None, _Probe | None]:
-        """The decision, the signature (None: not computed) and what the probe computed
-        of it (reused to index the document)."""
-
-        if window.is_late(hour):
-            return unique(doc, hour, Policy.LATE), None, None
-        if not nf:
-            return unique(doc, hour, Policy.EMPTY), None, None
-        if len(nf) < self.config.q:
-            return short_verdict(doc, hour, self._short_match(window, hour, nf)), None, None
-        sig, mixed = signed(nf, self.config.q)
-        best, probe = self._best_match(window, hour, sig, mixed)
-        return conclude(self.config.novelty, doc, hour, figs, int(sig.size), best), sig, probe
-
     def _best_match(
         self, window: ScopeWindow, hour: int, sig: Codes, mixed: Codes
     ) -> tuple[BestMatch | None, _Probe | None]:
         """(shared q-grams, document) of the best match or None, and the probe (None when
         the window is empty)."""
         if isinstance(window.index, FlatIndex):
-            return self._flat_match(window, window.index, hour, sig, mixed)
+            probe = _Probe(mixed, {}, None, None)
+            if not window.docs:
+                return None, probe
+            found = window.index.best(mixed, sig, *self._flat_query(window, hour, int(sig.size)))
+            return self._flat_found(window, found), probe
         t = self.config.threshold
         versions = window.live_versions()
         if not versions:
@@ -369,26 +433,25 @@ class Detector:
                 best, best_sim = (shared, cand), sim
         return best, probe
 
-    def _flat_match(self, window: ScopeWindow, index: FlatIndex, hour: int, sig: Codes,
-                    mixed: Codes) -> tuple[BestMatch | None, _Probe | None]:
-        """As :meth:`_best_match`, in one call into the flat index."""
-        probe = _Probe(mixed, {}, None, None)
-        if not window.docs:
-            return None, probe
+    def _flat_query(self, window: ScopeWindow, hour: int, size: int
+                    ) -> tuple[int, int, tuple[int, int], tuple[int, int]]:
+        """The flat index's lookup arguments after the query's codes: the overlap its
+        matches need, 0 q-grams left out (the whole signature: prefix-mode counts need no
+        order at probe time), the live hours and the sizes a match may have."""
         t = self.config.threshold
-        size = int(sig.size)
         lo_hour = hour - self.config.window_hours
         oldest = window.oldest_live_hour()
         if oldest is not None and oldest > lo_hour:
             lo_hour = oldest
-        # the whole signature: prefix-mode counts need no order at probe time
-        found = index.best(mixed, sig, min_overlap(size, t), 0, (lo_hour, hour),
-                           size_bounds(size, t))
+        return min_overlap(size, t), 0, (lo_hour, hour), size_bounds(size, t)
+
+    def _flat_found(self, window: ScopeWindow, found: EngineMatch) -> BestMatch | None:
+        """(shared q-grams, document) of the flat index's match, or None."""
         self.stats.candidates += found.candidates
         self.stats.verified += found.verified
         if found.number < 0:
-            return None, probe
-        return (found.shared, window.docs[found.number - window.doc_base]), probe
+            return None
+        return found.shared, window.docs[found.number - window.doc_base]
 
     def _short_match(self, window: ScopeWindow, hour: int, nf: str) -> ShortDoc | None:
         for h in range(hour - self.config.window_hours, hour + 1):

@@ -105,6 +105,20 @@ class FlatIndex:
                             np.ascontiguousarray(sig, dtype=np.uint64), needed, unindexed,
                             hours[0], hours[1], sizes[0], hi)
 
+    def submit(self, keys: Codes, sig: Codes, needed: int, unindexed: int,
+               hours: tuple[int, int], sizes: tuple[int, int]) -> None:
+        """Start :meth:`best` on the engine's own thread and return at once; :meth:`collect`
+        returns its match. The lookup holds no GIL, so the caller's Python work overlaps
+        it; any other call of this index first waits for it to end."""
+        hi = sizes[1] if sizes[1] < 2**62 else 2**62
+        self._c.submit(np.ascontiguousarray(keys, dtype=np.uint64),
+                       np.ascontiguousarray(sig, dtype=np.uint64), needed, unindexed,
+                       hours[0], hours[1], sizes[0], hi)
+
+    def collect(self) -> EngineMatch:
+        """The match of the lookup :meth:`submit` started (waiting for it to end)."""
+        return self._c.collect()
+
     def release_before(self, number: int) -> None:
         """Forget the documents numbered below ``number``."""
         self._c.release_before(number)
