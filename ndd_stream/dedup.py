@@ -67,15 +67,16 @@ def run_dedup(
     lookup_thread: bool = False,
 ) -> DedupSummary:
     """Decide every line of ``source``; write records to ``sink``; report bad lines.
-    ``lookup_thread``: each lookup runs on the index's own thread while the next line is
-    read, parsed and signed (the ``lookup_thread`` setting): a record is then written once
-    the next line is read."""
-    detector = Detector(config)
+    ``lookup_thread``: each lookup and indexing runs on the index's own thread while the next
+    line is read, parsed and signed (the ``lookup_thread`` setting): a record is then
+    written once the next line is read."""
+    detector = Detector(config, lookup_thread=lookup_thread)
     summary = DedupSummary()
     start = time.perf_counter()
-    # One decision in flight: its lookup runs on the index's own thread (no GIL) while this
-    # one writes the decision before it and reads, parses and signs the next item; it is
-    # finished before the next begins, so every decision is the one decide() makes.
+    # One decision in flight: with the lookup thread, its lookup (after the last item's
+    # indexing) runs on the index's own thread, holding no GIL, while this one writes the
+    # last decision and reads, parses and signs the next item. Each is finished before the
+    # next begins, so every decision is the one decide() makes.
     pending: tuple[int, Begun] | None = None
     with _progress_bar(progress_total) as progress:
         task = progress.add_task("dedup", total=progress_total) if progress is not None else None
@@ -100,7 +101,7 @@ def run_dedup(
             else:
                 signed = detector.sign(item)
                 done = None if pending is None else (pending[0], detector.finish(pending[1]))
-                pending = number, detector.begin(signed, ahead=lookup_thread)
+                pending = number, detector.begin(signed)
                 if done is not None:
                     _write_decision(sink, summary, *done)
             if progress is not None and task is not None:

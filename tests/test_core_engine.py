@@ -205,16 +205,19 @@ def test_window_text_is_read_back_as_kept(text: str) -> None:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32), threshold=st.sampled_from([0.5, 0.7, 0.9]),
        n=st.integers(1, 200),
-       alphabet=st.sampled_from(["ab", "abc1", "a0z9", "ab_", "abé", "aB1"]))
+       alphabet=st.sampled_from(["ab", "abc1", "a0z9", "ab_", "abé", "aB1"]),
+       ahead=st.booleans())
 def test_best_equals_brute_force_on_text_signatures(seed: int, threshold: float, n: int,
-                                                    alphabet: str) -> None:
+                                                    alphabet: str, ahead: bool) -> None:
     """Signatures of texts (the stored signatures' packed formats: six bits a character
     for 0-9a-z, a byte a character for Latin-1, else the codes; or the packed text itself
-    for 0-9a-z) verify exactly, also after the oldest documents expire."""
+    for 0-9a-z) verify exactly, also after the oldest documents expire; and as much when
+    the engine's thread looks up and indexes (``ahead``: the order's snapshots then read
+    counts the thread wrote)."""
     from ndd_stream.core.qgrams import signature
 
     rng = random.Random(seed)
-    index = FlatIndex(threshold)
+    index = FlatIndex(threshold, ahead=ahead)
     book = FrequencyBook(bits=18, snapshots_at=(4, 16, 64))
     base_text = "".join(rng.choice(alphabet) for _ in range(80))
     docs: list[tuple[int, int, Codes]] = []
@@ -230,8 +233,12 @@ def test_best_equals_brute_force_on_text_signatures(seed: int, threshold: float,
             continue
         hour = len(docs) // 40
         lo, hi = size_bounds(sig.size, threshold)
-        found = index.best(fmix64(sig), sig, min_overlap(sig.size, threshold), 0,
-                           (hour - 1, hour), (lo, hi))
+        query = (min_overlap(sig.size, threshold), 0, (hour - 1, hour), (lo, hi))
+        if ahead:
+            index.submit(fmix64(sig), sig, *query)
+            found = index.collect()
+        else:
+            found = index.best(fmix64(sig), sig, *query)
         in_size = [(num, h, s) if lo <= s.size <= hi else (num, -10**9, s)
                    for num, h, s in docs]
         assert (found.number, found.shared) == brute_best(sig, in_size, first, threshold,

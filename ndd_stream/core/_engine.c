@@ -146,7 +146,7 @@ typedef struct {
     struct lookup *ahead; /* the lookup thread (submit); NULL until the first submit */
 } EngineObject;
 
-static void settle(EngineObject *e);
+static int settle(EngineObject *e);
 static void lookup_stop(EngineObject *e);
 
 static uint32_t SPREAD[256][8]; /* SPREAD[b][i]: bit i of b */
@@ -993,18 +993,31 @@ append(EngineObject *e, eslot_t *s, uint32_t number)
 
 #define ADD_AHEAD 16
 
+/* What add_keys returns instead of a number (it sets no exception: it may run on the
+ * lookup thread); add_error sets it. */
+#define ADD_NOMEM (-1)
+#define ADD_OVERFLOW (-2)
+
+static void
+add_error(int64_t code)
+{
+    if (code == ADD_OVERFLOW)
+        PyErr_SetString(PyExc_OverflowError, "2**32 documents in one window's numbering");
+    else
+        PyErr_NoMemory();
+}
+
 /* Index the next document under the ``m`` keys ``k``, its signature of ``size`` codes;
- * in prefix mode keep its packed normal form ``text`` (text_six holds) or, without one,
- * the ``nsig`` ascending codes ``sig``: all of its signature, or (``suffix``) those
- * outside ``k``. Its number, or -1 with an exception set. */
+ * in prefix mode keep its packed normal form ``text`` (text_six holds; a reference the
+ * caller gives the engine) or, without one, the ``nsig`` ascending codes ``sig``: all of
+ * its signature, or (``suffix``) those outside ``k``. Its number, or ADD_NOMEM or
+ * ADD_OVERFLOW. */
 static int64_t
 add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int nsig,
          int suffix, int size, int hour, int need, int unidx, PyObject *text)
 {
-    if (e->end >= (int64_t)UINT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "2**32 documents in one window's numbering");
-        return -1;
-    }
+    if (e->end >= (int64_t)UINT32_MAX)
+        return ADD_OVERFLOW;
     if ((e->used + m) * 2 > e->mask + 1) {
         size_t cap = e->mask + 1;
         while ((e->used + m) * 2 > cap)
@@ -1087,20 +1100,19 @@ add_keys(EngineObject *e, const uint64_t *k, size_t m, const uint64_t *sig, int 
     d->need = need;
     d->unidx = unidx;
     d->text = e->full ? NULL : text;
-    Py_XINCREF(d->text);
     if (size > e->maxsize)
         e->maxsize = size;
     e->end++;
     return (int64_t)number;
 nomem:
-    PyErr_NoMemory();
-    return -1;
+    return ADD_NOMEM;
 }
 
 static PyObject *
 engine_add(EngineObject *e, PyObject *args)
 {
-    settle(e);
+    if (settle(e) < 0)
+        return NULL;
     Py_buffer kb = {0}, sb = {0};
     PyObject *sigobj;
     int hour, size, need, unidx;
@@ -1121,6 +1133,8 @@ engine_add(EngineObject *e, PyObject *args)
                               unidx, NULL);
     if (number >= 0)
         result = PyLong_FromLongLong((long long)number);
+    else
+        add_error(number);
 done:
     PyBuffer_Release(&kb);
     if (sb.obj)
@@ -1141,128 +1155,174 @@ PyDoc_STRVAR(add_ordered_doc,
 "letters and digits; ignored otherwise. Returns its number. What add, OrderVersion.prefix "
 "and FrequencyBook.count did, in one call.");
 
+/* add_ordered's arguments: the buffers it holds and the numbers. */
+typedef struct {
+    Py_buffer mb, sb, cb, nb; /* mixed, sig, classes (optional), counts (optional) */
+    size_t n;
+    int hour, need, shift;
+    Py_ssize_t length;
+    PyObject *text;
+} eadd_t;
+
+static void
+add_release(eadd_t *a)
+{
+    if (a->mb.obj)
+        PyBuffer_Release(&a->mb);
+    if (a->sb.obj)
+        PyBuffer_Release(&a->sb);
+    if (a->cb.obj)
+        PyBuffer_Release(&a->cb);
+    if (a->nb.obj)
+        PyBuffer_Release(&a->nb);
+}
+
+/* Parse and check add_ordered's arguments into ``a`` (zeroed); 0, or -1 with an exception
+ * set (release ``a`` either way). */
+static int
+add_args(EngineObject *e, PyObject *args, eadd_t *a)
+{
+    PyObject *clobj, *cntobj;
+    a->text = Py_None;
+    if (!PyArg_ParseTuple(args, "y*y*iinOiO|O", &a->mb, &a->sb, &a->hour, &a->need, &a->length,
+                          &clobj, &a->shift, &cntobj, &a->text))
+        return -1;
+    if (ndd_check(&a->mb, 8, "mixed") || ndd_check(&a->sb, 8, "sig"))
+        return -1;
+    a->n = (size_t)a->mb.len / 8;
+    if ((size_t)a->sb.len / 8 != a->n || a->n > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "mixed and sig must hold as many codes");
+        return -1;
+    }
+    if (a->shift < 17 || a->shift > 63) {
+        PyErr_SetString(PyExc_ValueError, "shift must be in 17..63");
+        return -1;
+    }
+    size_t slots = (size_t)1 << (64 - a->shift);
+    if (clobj != Py_None && (PyObject_GetBuffer(clobj, &a->cb, PyBUF_SIMPLE) < 0
+                             || (size_t)a->cb.len != slots)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "classes must have 2**(64 - shift) bytes");
+        return -1;
+    }
+    if (cntobj != Py_None && (PyObject_GetBuffer(cntobj, &a->nb, PyBUF_WRITABLE) < 0
+                              || (size_t)a->nb.len != slots * 4)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "counts must have 2**(64 - shift) uint32");
+        return -1;
+    }
+    (void)e;
+    return 0;
+}
+
+/* The text the index holds for a document of signature ``sig``: ``text`` when every code is
+ * a q = 4 gram of it (prefix mode), else NULL. */
+static PyObject *
+held_text(const EngineObject *e, PyObject *text, const uint64_t *sig, size_t n)
+{
+    if (e->full || text == Py_None || !text_six(text))
+        return NULL;
+    uint64_t v;
+    for (size_t i = 0; i < n; i++)
+        if (!six(sig[i], &v))
+            return NULL;
+    return text;
+}
+
+/* add_ordered's work, without the GIL's help (the lookup thread runs it too): ``keep`` is
+ * the text to hold (a reference given to the engine) or NULL. The number, or ADD_NOMEM or
+ * ADD_OVERFLOW. */
+static int64_t
+add_ordered_core(EngineObject *e, const uint64_t *mixed, const uint64_t *sig, size_t n, int hour,
+                 int need, Py_ssize_t length, const uint8_t *cl, int shift, uint32_t *cnt,
+                 PyObject *keep)
+{
+    const uint64_t *keys = mixed, *rest = sig;
+    size_t m = n, nrest = 0;
+    int unidx = (int)((Py_ssize_t)n - length);
+    if (!e->full && length < (Py_ssize_t)n) {
+        size_t len = length < 0 ? 0 : (size_t)length;
+        if (grow((void **)&e->pfx, &e->pcap, 3 * n + 1, 8))
+            return ADD_NOMEM;
+        uint64_t *o = e->pfx, *tie = o + n;
+        uint8_t *c = (uint8_t *)(o + 2 * n);
+        nrest = n;
+        if (len)
+            ndd_prefix_under(mixed, (Py_ssize_t)n, cl, shift, (Py_ssize_t)len, o, tie, c);
+        if (keep != NULL) { /* the held text verifies the whole overlap: no codes kept */
+            nrest = 0;
+        } else if (len) {
+            /* The codes outside the prefix, in signature order (mixed[i] is fmix64 of
+             * sig[i]): the prefix is every code of a class below ``last`` and those of
+             * class ``last`` up to ``kth`` (c[i]: the class of mixed[i]). */
+            int last = 256;
+            size_t below = 0;
+            if (cl != NULL) {
+                size_t hist[256] = {0};
+                for (size_t i = 0; i < n; i++)
+                    hist[c[i]]++;
+                last = 0;
+                while (last < 255 && below + hist[last] < len)
+                    below += hist[last++];
+            }
+            uint64_t kth = 0;
+            for (size_t j = below; j < len; j++)
+                kth = o[j] > kth ? o[j] : kth;
+            nrest = 0;
+            for (size_t i = 0; i < n; i++) {
+                int cls = cl != NULL ? c[i] : 256;
+                int in = cls < last || (cls == last && mixed[i] <= kth);
+                if (!in)
+                    tie[nrest++] = sig[i];
+            }
+        } else {
+            memcpy(tie, sig, n * 8);
+        }
+        keys = o;
+        m = len;
+        rest = tie;
+    }
+    int64_t number = add_keys(e, keys, m, rest, (int)nrest, !e->full, (int)n, hour, need, unidx,
+                              keep);
+    if (number < 0 || cnt == NULL)
+        return number;
+    /* each slot once: mark its top bit, then count the marked (4 MB: fetched ahead) */
+    for (size_t i = 0; i < n && i < 16; i++)
+        PREFETCH(&cnt[mixed[i] >> shift]);
+    for (size_t i = 0; i < n; i++) {
+        if (i + 16 < n)
+            PREFETCH(&cnt[mixed[i + 16] >> shift]);
+        cnt[mixed[i] >> shift] |= 0x80000000u;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t *x = &cnt[mixed[i] >> shift];
+        if (*x & 0x80000000u)
+            *x = (*x & 0x7fffffffu) + 1;
+    }
+    return number;
+}
+
 static PyObject *
 engine_add_ordered(EngineObject *e, PyObject *args)
 {
-    settle(e);
-    Py_buffer mb = {0}, sb = {0}, cb = {0}, nb = {0};
-    PyObject *clobj, *cntobj, *textobj = Py_None;
-    int hour, need, shift;
-    Py_ssize_t length;
-    if (!PyArg_ParseTuple(args, "y*y*iinOiO|O", &mb, &sb, &hour, &need, &length, &clobj, &shift,
-                          &cntobj, &textobj))
+    if (settle(e) < 0)
         return NULL;
+    eadd_t a = {0};
     PyObject *result = NULL;
-    if (ndd_check(&mb, 8, "mixed") || ndd_check(&sb, 8, "sig"))
-        goto done;
-    size_t n = (size_t)mb.len / 8;
-    if ((size_t)sb.len / 8 != n || n > INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "mixed and sig must hold as many codes");
-        goto done;
-    }
-    if (shift < 17 || shift > 63) {
-        PyErr_SetString(PyExc_ValueError, "shift must be in 17..63");
-        goto done;
-    }
-    size_t slots = (size_t)1 << (64 - shift);
-    if (clobj != Py_None && (PyObject_GetBuffer(clobj, &cb, PyBUF_SIMPLE) < 0
-                             || (size_t)cb.len != slots)) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "classes must have 2**(64 - shift) bytes");
-        goto done;
-    }
-    if (cntobj != Py_None && (PyObject_GetBuffer(cntobj, &nb, PyBUF_WRITABLE) < 0
-                              || (size_t)nb.len != slots * 4)) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "counts must have 2**(64 - shift) uint32");
-        goto done;
-    }
-    {
-        const uint64_t *mixed = mb.buf, *sig = sb.buf;
-        const uint64_t *keys = mixed, *rest = sig;
-        size_t m = n, nrest = 0;
-        int unidx = (int)((Py_ssize_t)n - length);
-        PyObject *keep = NULL; /* the text, when every code is a q = 4 gram of it */
-        if (!e->full && textobj != Py_None && text_six(textobj)) {
-            keep = textobj;
-            uint64_t v;
-            for (size_t i = 0; i < n && keep != NULL; i++)
-                if (!six(sig[i], &v))
-                    keep = NULL;
+    if (add_args(e, args, &a) == 0) {
+        PyObject *keep = held_text(e, a.text, a.sb.buf, a.n);
+        Py_XINCREF(keep);
+        int64_t number = add_ordered_core(e, a.mb.buf, a.sb.buf, a.n, a.hour, a.need, a.length,
+                                          a.cb.obj ? a.cb.buf : NULL, a.shift,
+                                          a.nb.obj ? a.nb.buf : NULL, keep);
+        if (number >= 0) {
+            result = PyLong_FromLongLong((long long)number);
+        } else {
+            Py_XDECREF(keep);
+            add_error(number);
         }
-        if (!e->full && length < (Py_ssize_t)n) {
-            size_t len = length < 0 ? 0 : (size_t)length;
-            if (grow((void **)&e->pfx, &e->pcap, 3 * n + 1, 8)) {
-                PyErr_NoMemory();
-                goto done;
-            }
-            uint64_t *o = e->pfx, *tie = o + n;
-            uint8_t *c = (uint8_t *)(o + 2 * n);
-            nrest = n;
-            const uint8_t *cl = cb.obj ? cb.buf : NULL;
-            if (len)
-                ndd_prefix_under(mixed, (Py_ssize_t)n, cl, shift, (Py_ssize_t)len, o, tie, c);
-            if (keep != NULL) { /* the held text verifies the whole overlap: no codes kept */
-                nrest = 0;
-            } else if (len) {
-                /* The codes outside the prefix, in signature order (mixed[i] is fmix64 of
-                 * sig[i]): the prefix is every code of a class below ``last`` and those of
-                 * class ``last`` up to ``kth`` (c[i]: the class of mixed[i]). */
-                int last = 256;
-                size_t below = 0;
-                if (cl != NULL) {
-                    size_t hist[256] = {0};
-                    for (size_t i = 0; i < n; i++)
-                        hist[c[i]]++;
-                    last = 0;
-                    while (last < 255 && below + hist[last] < len)
-                        below += hist[last++];
-                }
-                uint64_t kth = 0;
-                for (size_t j = below; j < len; j++)
-                    kth = o[j] > kth ? o[j] : kth;
-                nrest = 0;
-                for (size_t i = 0; i < n; i++) {
-                    int cls = cl != NULL ? c[i] : 256;
-                    int in = cls < last || (cls == last && mixed[i] <= kth);
-                    if (!in)
-                        tie[nrest++] = sig[i];
-                }
-            } else {
-                memcpy(tie, sig, n * 8);
-            }
-            keys = o;
-            m = len;
-            rest = tie;
-        }
-        int64_t number = add_keys(e, keys, m, rest, (int)nrest, !e->full, (int)n, hour, need,
-                                  unidx, keep);
-        if (number < 0)
-            goto done;
-        if (nb.obj) { /* each slot once: mark its top bit, then count the marked */
-            uint32_t *cnt = nb.buf; /* 4 MB: fetched ahead */
-            for (size_t i = 0; i < n && i < 16; i++)
-                PREFETCH(&cnt[mixed[i] >> shift]);
-            for (size_t i = 0; i < n; i++) {
-                if (i + 16 < n)
-                    PREFETCH(&cnt[mixed[i + 16] >> shift]);
-                cnt[mixed[i] >> shift] |= 0x80000000u;
-            }
-            for (size_t i = 0; i < n; i++) {
-                uint32_t *x = &cnt[mixed[i] >> shift];
-                if (*x & 0x80000000u)
-                    *x = (*x & 0x7fffffffu) + 1;
-            }
-        }
-        result = PyLong_FromLongLong((long long)number);
     }
-done:
-    PyBuffer_Release(&mb);
-    PyBuffer_Release(&sb);
-    if (cb.obj)
-        PyBuffer_Release(&cb);
-    if (nb.obj)
-        PyBuffer_Release(&nb);
+    add_release(&a);
     return result;
 }
 
@@ -1272,7 +1332,8 @@ PyDoc_STRVAR(release_doc,
 static PyObject *
 engine_release(EngineObject *e, PyObject *args)
 {
-    settle(e);
+    if (settle(e) < 0)
+        return NULL;
     long long number;
     if (!PyArg_ParseTuple(args, "L", &number))
         return NULL;
@@ -1849,46 +1910,53 @@ query_args(EngineObject *e, PyObject *args, Py_buffer *kb, Py_buffer *sb, equery
     return 0;
 }
 
-/* -- the lookup thread ----------------------------------------------------------------- */
+/* -- the engine's thread ---------------------------------------------------------------- */
 
 /* submit() hands a lookup to a thread of the engine's own and returns at once; collect()
- * waits for its Match. Meanwhile the caller does what the next decision needs before its
- * own lookup (reading, parsing and signing the next item: Python work, under the GIL),
- * which the lookup, holding no GIL, overlaps. The thread touches no Python object but the
- * bytes of the held texts; every other call of the engine settles a lookup in flight
- * first, so nothing the lookup reads changes or is freed under it. */
-enum { LK_IDLE, LK_RUNNING, LK_DONE };
+ * waits for its Match. add_ahead() hands it the indexing of a document likewise. Meanwhile
+ * the caller does what needs neither (reading, parsing and signing the next item, writing
+ * the last decision: Python work under the GIL), which the thread, holding no GIL,
+ * overlaps. The thread runs the jobs in the order given (at most two wait: a document's
+ * indexing, then the next item's lookup) and touches no Python object but the bytes of
+ * held texts and the buffers a job holds, released by the caller's thread. Every other call
+ * of the engine first waits for the jobs to end (settle), so nothing a job reads changes
+ * or is freed under it. */
+enum { JOB_LOOKUP, JOB_ADD };
+
+typedef struct {
+    int kind;
+    equery_t q; /* a lookup's query (its arrays in buf) and outcome */
+    eresult_t r;
+    eadd_t a;   /* an indexing's arguments (the classes and counts held; mixed and sig in
+                 * buf), the text it keeps and its outcome (a number or ADD_*) */
+    PyObject *keep;
+    int64_t added;
+    uint64_t *buf;
+    size_t cap;
+} ejob_t;
 
 struct lookup {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
-    atomic_int state;
-    atomic_int sleeping, waiting; /* the thread waits for a lookup, collect for its end */
+    atomic_long given, ended;     /* jobs given to the thread, jobs it ended */
+    long reaped;                  /* jobs whose outcome the caller's thread took */
+    atomic_int sleeping, waiting; /* the thread waits for a job, the caller for an end */
     atomic_int stop;
-    equery_t q;
-    eresult_t r;
-    uint64_t *buf; /* the query's keys, then its codes */
-    size_t cap;
-    pid_t pid;     /* the process the thread runs in (a forked child has none) */
+    ejob_t jobs[2];               /* job k is jobs[k % 2] */
+    long lookup;                  /* the submitted lookup's job, -1: none */
+    eresult_t result;             /* its outcome, once reaped */
+    int collected;                /* 1: no outcome waits for collect */
+    int64_t error;                /* an indexing's failure not yet raised (ADD_*), or 0 */
+    int64_t promised;             /* the number the next add_ahead gets */
+    pid_t pid;                    /* the process the thread runs in */
 };
 
-/* The engine's lookup thread, NULL when it has none in this process: a child forked
- * while it ran inherits the memory, not the thread, which is then forgotten (its lock may
- * be held: nothing of it is touched). */
-static struct lookup *
-lk_mine(EngineObject *e)
-{
-    if (e->ahead != NULL && e->ahead->pid != getpid())
-        e->ahead = NULL;
-    return e->ahead;
-}
-
-/* Each side polls before it sleeps: the thread for the next lookup (LK_IDLE_SPIN seconds:
- * a file's items come closer than that), collect for the end of one (LK_SPIN). A wake-up
+/* Each side polls before it sleeps: the thread for the next job (LK_IDLE_SPIN seconds: a
+ * file's items come closer than that), the caller for the end of one (LK_SPIN). A wake-up
  * costs a system call on each side and, on a virtual machine, tens of microseconds before
- * the woken thread runs, as long as a lookup: with wake-ups instead of polling, dedup of
- * the Reuters day took longer than without the thread (2.3 s against 1.85 s at 0.8). */
+ * the woken thread runs, as long as a lookup: with wake-ups instead of polling, dedup of the
+ * Reuters day took longer than without the thread (2.3 s against 1.85 s at 0.8). */
 #define LK_SPIN 0.001
 #define LK_IDLE_SPIN 0.002
 
@@ -1908,24 +1976,32 @@ lk_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Poll ``flag`` until it differs from (want 0) or equals (want 1) ``v``, for ``limit``
- * seconds at most; whether it did. */
-static int
-lk_poll(atomic_int *flag, int v, int want, atomic_int *stop, double limit)
+/* The engine's thread, NULL when it has none in this process: a child forked while it ran
+ * inherits the memory, not the thread, which is then forgotten (its lock may be held:
+ * nothing of it is touched). */
+static struct lookup *
+lk_mine(EngineObject *e)
 {
-    double until = 0;
-    for (unsigned i = 0;; i++) {
-        if ((atomic_load(flag) == v) == want || (stop != NULL && atomic_load(stop)))
-            return 1;
-        if ((i & 63) == 0) {
-            double now = lk_now();
-            if (until == 0)
-                until = now + limit;
-            else if (now > until)
-                return 0;
+    if (e->ahead != NULL && e->ahead->pid != getpid())
+        e->ahead = NULL;
+    return e->ahead;
+}
+
+static void
+job_run(EngineObject *e, ejob_t *j)
+{
+    if (j->kind == JOB_LOOKUP) {
+        if (best_room(e, j->q.m, (size_t)j->q.qsize)) {
+            j->r = (eresult_t){-1, 0, 0, 0, 0, 1};
+            return;
         }
-        lk_pause();
+        best_core(e, &j->q, &j->r);
+        return;
     }
+    const eadd_t *a = &j->a;
+    j->added = add_ordered_core(e, j->buf, j->buf + a->n, a->n, a->hour, a->need, a->length,
+                                a->cb.obj ? a->cb.buf : NULL, a->shift,
+                                a->nb.obj ? a->nb.buf : NULL, j->keep);
 }
 
 static void *
@@ -1934,18 +2010,29 @@ lookup_main(void *arg)
     EngineObject *e = arg;
     struct lookup *lk = e->ahead;
     for (;;) {
-        if (!lk_poll(&lk->state, LK_RUNNING, 1, &lk->stop, LK_IDLE_SPIN)) {
-            pthread_mutex_lock(&lk->mu);
-            atomic_store(&lk->sleeping, 1);
-            while (atomic_load(&lk->state) != LK_RUNNING && !atomic_load(&lk->stop))
-                pthread_cond_wait(&lk->wake, &lk->mu);
-            atomic_store(&lk->sleeping, 0);
-            pthread_mutex_unlock(&lk->mu);
+        long k = atomic_load(&lk->ended);
+        double until = 0;
+        for (unsigned i = 0; atomic_load(&lk->given) == k && !atomic_load(&lk->stop); i++) {
+            if ((i & 63) == 0) {
+                double now = lk_now();
+                if (until == 0) {
+                    until = now + LK_IDLE_SPIN;
+                } else if (now > until) {
+                    pthread_mutex_lock(&lk->mu);
+                    atomic_store(&lk->sleeping, 1);
+                    while (atomic_load(&lk->given) == k && !atomic_load(&lk->stop))
+                        pthread_cond_wait(&lk->wake, &lk->mu);
+                    atomic_store(&lk->sleeping, 0);
+                    pthread_mutex_unlock(&lk->mu);
+                    break;
+                }
+            }
+            lk_pause();
         }
-        if (atomic_load(&lk->stop))
+        if (atomic_load(&lk->given) == k) /* stopped, every job ended */
             break;
-        best_core(e, &lk->q, &lk->r);
-        atomic_store(&lk->state, LK_DONE);
+        job_run(e, &lk->jobs[k % 2]);
+        atomic_store(&lk->ended, k + 1);
         if (atomic_load(&lk->waiting)) {
             pthread_mutex_lock(&lk->mu);
             pthread_cond_signal(&lk->done);
@@ -1955,41 +2042,89 @@ lookup_main(void *arg)
     return NULL;
 }
 
-/* Until the lookup in flight is done (its result kept for collect). */
+/* Until the thread has ended job ``k`` (polling, then sleeping): without the GIL. */
 static void
-lookup_wait(struct lookup *lk)
+lk_wait(struct lookup *lk, long k)
 {
-    if (lk_poll(&lk->state, LK_RUNNING, 0, NULL, LK_SPIN))
-        return;
-    pthread_mutex_lock(&lk->mu);
-    atomic_store(&lk->waiting, 1);
-    while (atomic_load(&lk->state) == LK_RUNNING)
-        pthread_cond_wait(&lk->done, &lk->mu);
-    atomic_store(&lk->waiting, 0);
-    pthread_mutex_unlock(&lk->mu);
+    double until = 0;
+    for (unsigned i = 0; atomic_load(&lk->ended) <= k; i++) {
+        if ((i & 63) == 0) {
+            double now = lk_now();
+            if (until == 0) {
+                until = now + LK_SPIN;
+            } else if (now > until) {
+                pthread_mutex_lock(&lk->mu);
+                atomic_store(&lk->waiting, 1);
+                while (atomic_load(&lk->ended) <= k)
+                    pthread_cond_wait(&lk->done, &lk->mu);
+                atomic_store(&lk->waiting, 0);
+                pthread_mutex_unlock(&lk->mu);
+                return;
+            }
+        }
+        lk_pause();
+    }
 }
 
+/* Take the outcomes of the ended jobs (under the GIL): release what an indexing held, keep
+ * a lookup's result for collect, note an indexing's failure. */
 static void
+lk_reap(struct lookup *lk)
+{
+    long ended = atomic_load(&lk->ended);
+    for (; lk->reaped < ended; lk->reaped++) {
+        ejob_t *j = &lk->jobs[lk->reaped % 2];
+        if (j->kind == JOB_LOOKUP) {
+            lk->result = j->r;
+            continue;
+        }
+        if (j->added < 0) {
+            Py_XDECREF(j->keep);
+            if (lk->error == 0)
+                lk->error = j->added;
+        }
+        j->keep = NULL;
+        add_release(&j->a);
+    }
+}
+
+/* Wait for every job given to end and take their outcomes; -1 with the exception of an
+ * indexing that failed (the index is then unusable, as after any MemoryError). */
+static int
 settle(EngineObject *e)
 {
-    if (lk_mine(e) == NULL || atomic_load(&e->ahead->state) != LK_RUNNING)
-        return;
-    Py_BEGIN_ALLOW_THREADS
-    lookup_wait(e->ahead);
-    Py_END_ALLOW_THREADS
+    struct lookup *lk = lk_mine(e);
+    if (lk == NULL)
+        return 0;
+    long last = atomic_load(&lk->given) - 1;
+    if (atomic_load(&lk->ended) <= last) {
+        Py_BEGIN_ALLOW_THREADS
+        lk_wait(lk, last);
+        Py_END_ALLOW_THREADS
+    }
+    lk_reap(lk);
+    if (lk->error != 0) {
+        add_error(lk->error);
+        lk->error = 0;
+        return -1;
+    }
+    return 0;
 }
 
-/* The thread, started on the first submit; -1 when it cannot be. */
+/* The thread, started on the first job; -1 when it cannot be. */
 static int
 lookup_start(EngineObject *e)
 {
     struct lookup *lk = calloc(1, sizeof(struct lookup));
     if (lk == NULL)
         return -1;
-    atomic_init(&lk->state, LK_IDLE);
+    atomic_init(&lk->given, 0);
+    atomic_init(&lk->ended, 0);
     atomic_init(&lk->sleeping, 0);
     atomic_init(&lk->waiting, 0);
     atomic_init(&lk->stop, 0);
+    lk->lookup = -1;
+    lk->collected = 1;
     if (pthread_mutex_init(&lk->mu, NULL) != 0) {
         free(lk);
         return -1;
@@ -2012,6 +2147,7 @@ lookup_start(EngineObject *e)
     return 0;
 }
 
+/* The thread ended after its jobs; what they held released. */
 static void
 lookup_stop(EngineObject *e)
 {
@@ -2022,19 +2158,58 @@ lookup_stop(EngineObject *e)
     atomic_store(&lk->stop, 1);
     pthread_cond_signal(&lk->wake);
     pthread_mutex_unlock(&lk->mu);
-    pthread_join(lk->thread, NULL); /* after the lookup in flight, if any */
+    pthread_join(lk->thread, NULL);
+    lk_reap(lk);
     pthread_cond_destroy(&lk->wake);
     pthread_cond_destroy(&lk->done);
     pthread_mutex_destroy(&lk->mu);
-    free(lk->buf);
+    free(lk->jobs[0].buf);
+    free(lk->jobs[1].buf);
     free(lk);
     e->ahead = NULL;
 }
 
+/* A free job slot for the caller to fill (at most two jobs wait), the thread started; NULL
+ * with an exception set. */
+static ejob_t *
+lk_slot(EngineObject *e, size_t words)
+{
+    if (lk_mine(e) == NULL && lookup_start(e) < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "the engine's thread could not start");
+        return NULL;
+    }
+    struct lookup *lk = e->ahead;
+    long k = atomic_load(&lk->given);
+    if (atomic_load(&lk->ended) <= k - 2) {
+        Py_BEGIN_ALLOW_THREADS
+        lk_wait(lk, k - 2);
+        Py_END_ALLOW_THREADS
+    }
+    lk_reap(lk);
+    ejob_t *j = &lk->jobs[k % 2];
+    if (grow((void **)&j->buf, &j->cap, words + 1, 8)) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    return j;
+}
+
+/* Give the filled slot to the thread. */
+static void
+lk_give(struct lookup *lk)
+{
+    atomic_fetch_add(&lk->given, 1);
+    if (atomic_load(&lk->sleeping)) {
+        pthread_mutex_lock(&lk->mu);
+        pthread_cond_signal(&lk->wake);
+        pthread_mutex_unlock(&lk->mu);
+    }
+}
+
 PyDoc_STRVAR(submit_doc,
 "submit(keys, sig, need, unindexed, hour_lo, hour_hi, size_lo, size_hi)\n\nStart best() "
-"with these arguments on the engine's lookup thread and return at once; collect() returns "
-"its Match. Any other call first waits for it to end.");
+"with these arguments on the engine's thread (after the indexing given it before) and "
+"return at once; collect() returns its Match. Any other call first waits for it to end.");
 
 static PyObject *
 engine_submit(EngineObject *e, PyObject *args)
@@ -2042,42 +2217,28 @@ engine_submit(EngineObject *e, PyObject *args)
     Py_buffer kb = {0}, sb = {0};
     equery_t q;
     PyObject *result = NULL;
-    settle(e);
-    if (lk_mine(e) != NULL && atomic_load(&e->ahead->state) != LK_IDLE) {
+    struct lookup *lk = lk_mine(e);
+    if (lk != NULL && !lk->collected) {
         PyErr_SetString(PyExc_RuntimeError, "the lookup submitted before was not collected");
         return NULL;
     }
-    if (query_args(e, args, &kb, &sb, &q) < 0)
-        goto done;
-    if (best_room(e, q.m, (size_t)q.qsize)) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (e->ahead == NULL && lookup_start(e) < 0) {
-        PyErr_SetString(PyExc_RuntimeError, "the engine's lookup thread could not start");
-        goto done;
-    }
-    {
-        struct lookup *lk = e->ahead;
-        if (grow((void **)&lk->buf, &lk->cap, q.m + (size_t)q.qsize + 1, 8)) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        memcpy(lk->buf, q.k, q.m * 8);
-        memcpy(lk->buf + q.m, q.qs, (size_t)q.qsize * 8);
-        q.k = lk->buf;
-        q.qs = lk->buf + q.m;
-        lk->q = q;
-        atomic_store(&lk->state, LK_RUNNING);
-        if (atomic_load(&lk->sleeping)) {
-            pthread_mutex_lock(&lk->mu);
-            pthread_cond_signal(&lk->wake);
-            pthread_mutex_unlock(&lk->mu);
+    if (query_args(e, args, &kb, &sb, &q) == 0) {
+        ejob_t *j = lk_slot(e, q.m + (size_t)q.qsize);
+        if (j != NULL) {
+            lk = e->ahead;
+            memcpy(j->buf, q.k, q.m * 8);
+            memcpy(j->buf + q.m, q.qs, (size_t)q.qsize * 8);
+            q.k = j->buf;
+            q.qs = j->buf + q.m;
+            j->kind = JOB_LOOKUP;
+            j->q = q;
+            lk->lookup = atomic_load(&lk->given);
+            lk->collected = 0;
+            lk_give(lk);
+            Py_INCREF(Py_None);
+            result = Py_None;
         }
     }
-    Py_INCREF(Py_None);
-    result = Py_None;
-done:
     PyBuffer_Release(&kb);
     PyBuffer_Release(&sb);
     return result;
@@ -2090,13 +2251,68 @@ engine_collect(EngineObject *e, PyObject *unused)
 {
     (void)unused;
     struct lookup *lk = lk_mine(e);
-    if (lk == NULL || atomic_load(&lk->state) == LK_IDLE) {
+    if (lk == NULL || lk->collected) {
         PyErr_SetString(PyExc_RuntimeError, "no lookup was submitted");
         return NULL;
     }
-    settle(e);
-    atomic_store(&lk->state, LK_IDLE);
-    return match_of(&lk->r);
+    if (atomic_load(&lk->ended) <= lk->lookup) {
+        Py_BEGIN_ALLOW_THREADS
+        lk_wait(lk, lk->lookup);
+        Py_END_ALLOW_THREADS
+    }
+    lk_reap(lk);
+    lk->collected = 1;
+    if (lk->error != 0) { /* an indexing before it failed */
+        add_error(lk->error);
+        lk->error = 0;
+        return NULL;
+    }
+    return match_of(&lk->result);
+}
+
+PyDoc_STRVAR(add_ahead_doc,
+"add_ahead(mixed, sig, hour, need, length, classes, shift, counts, text=None) -> int\n\n"
+"add_ordered() on the engine's thread: returns the document's number at once. ``classes`` "
+"and ``counts`` are held until it ends (counts is written then: read it after settle()).");
+
+static PyObject *
+engine_add_ahead(EngineObject *e, PyObject *args)
+{
+    eadd_t a = {0};
+    if (add_args(e, args, &a) < 0) {
+        add_release(&a);
+        return NULL;
+    }
+    ejob_t *j = lk_slot(e, 2 * a.n);
+    if (j == NULL) {
+        add_release(&a);
+        return NULL;
+    }
+    struct lookup *lk = e->ahead;
+    if (atomic_load(&lk->ended) == atomic_load(&lk->given))
+        lk->promised = e->end; /* the thread is idle: the index's own count is current */
+    int64_t number = lk->promised++;
+    memcpy(j->buf, a.mb.buf, a.n * 8);
+    memcpy(j->buf + a.n, a.sb.buf, a.n * 8);
+    j->keep = held_text(e, a.text, a.sb.buf, a.n);
+    Py_XINCREF(j->keep);
+    PyBuffer_Release(&a.mb); /* copied: only the classes and counts stay held */
+    PyBuffer_Release(&a.sb);
+    j->a = a;
+    j->kind = JOB_ADD;
+    lk_give(lk);
+    return PyLong_FromLongLong((long long)number);
+}
+
+PyDoc_STRVAR(settle_doc, "settle()\n\nWait for the jobs given to the engine's thread to end.");
+
+static PyObject *
+engine_settle(EngineObject *e, PyObject *unused)
+{
+    (void)unused;
+    if (settle(e) < 0)
+        return NULL;
+    Py_RETURN_NONE;
 }
 
 static PyObject *
@@ -2106,7 +2322,8 @@ engine_best(EngineObject *e, PyObject *args)
     equery_t q;
     eresult_t r;
     PyObject *result = NULL;
-    settle(e);
+    if (settle(e) < 0)
+        return NULL;
     if (query_args(e, args, &kb, &sb, &q) == 0) {
         if (best_room(e, q.m, (size_t)q.qsize)) {
             PyErr_NoMemory();
@@ -2125,7 +2342,8 @@ engine_best(EngineObject *e, PyObject *args)
 static PyObject *
 engine_nbytes(EngineObject *e, void *closure)
 {
-    settle(e);
+    if (settle(e) < 0)
+        return NULL;
     (void)closure;
     size_t n = (e->mask + 1) * sizeof(eslot_t) + (size_t)e->listbytes
                + e->dcap * sizeof(edoc_t) + e->gcap * 2
@@ -2139,7 +2357,8 @@ engine_nbytes(EngineObject *e, void *closure)
 static PyObject *
 engine_layout(EngineObject *e, void *closure)
 {
-    settle(e);
+    if (settle(e) < 0)
+        return NULL;
     (void)closure;
     size_t rows = e->nrows * e->stride * 8, nrow = 0; /* free rows' places included */
     for (size_t i = 0; i < e->nrows; i++)
@@ -2162,22 +2381,36 @@ static PyMethodDef engine_methods[] = {
     {"best", (PyCFunction)engine_best, METH_VARARGS, best_doc},
     {"submit", (PyCFunction)engine_submit, METH_VARARGS, submit_doc},
     {"collect", (PyCFunction)engine_collect, METH_NOARGS, collect_doc},
+    {"add_ahead", (PyCFunction)engine_add_ahead, METH_VARARGS, add_ahead_doc},
+    {"settle", (PyCFunction)engine_settle, METH_NOARGS, settle_doc},
     {"release_before", (PyCFunction)engine_release, METH_VARARGS, release_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static PyMemberDef engine_members[] = {
-    {"base", T_LONGLONG, offsetof(EngineObject, base), READONLY, "first live number"},
-    {"end", T_LONGLONG, offsetof(EngineObject, end), READONLY, "the next document's number"},
-    {"postings", T_LONGLONG, offsetof(EngineObject, postings), READONLY,
-     "postings held in lists (dense keys' rows aside; expired ones not yet trimmed included)"},
     {"full", T_INT, offsetof(EngineObject, full), READONLY, "every q-gram indexed"},
     {NULL, 0, 0, 0, NULL},
 };
 
+/* The counters the engine's thread may be changing: read once its jobs have ended. */
+static PyObject *
+engine_counter(EngineObject *e, void *closure)
+{
+    if (settle(e) < 0)
+        return NULL;
+    return PyLong_FromLongLong(*(long long *)((char *)e + (size_t)closure));
+}
+
 static PyGetSetDef engine_getset[] = {
     {"nbytes", (getter)engine_nbytes, NULL, "bytes allocated", NULL},
     {"layout", (getter)engine_layout, NULL, "bytes allocated, by part", NULL},
+    {"base", (getter)engine_counter, NULL, "first live number",
+     (void *)offsetof(EngineObject, base)},
+    {"end", (getter)engine_counter, NULL, "the next document's number",
+     (void *)offsetof(EngineObject, end)},
+    {"postings", (getter)engine_counter, NULL,
+     "postings held in lists (dense keys' rows aside; expired ones not yet trimmed included)",
+     (void *)offsetof(EngineObject, postings)},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

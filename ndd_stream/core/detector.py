@@ -213,8 +213,13 @@ class Detector:
         config: DetectorConfig | None = None,
         store: StateStore | None = None,
         normalizer: Callable[[str], str] | None = None,
+        lookup_thread: bool = False,
     ) -> None:
+        """``lookup_thread``: each window's flat index looks documents up and indexes them
+        on a thread of its own (:meth:`begin`); for a caller that overlaps them with the
+        next document's :meth:`sign`."""
         self.config = config or DetectorConfig()
+        self._lookup_thread = lookup_thread
         self.store: StateStore = store if store is not None else NullStore()
         self._persists = not isinstance(self.store, NullStore)  # no record to build
         self._normal_form = normalizer or (
@@ -240,11 +245,11 @@ class Detector:
         return Signed(doc, nf, figs,
                       signed(nf, self.config.q) if len(nf) >= self.config.q else None)
 
-    def begin(self, item: Signed, ahead: bool = False) -> Begun:
-        """Move the document's window to its hour and start its lookup. ``ahead``: the flat
-        index looks up on the engine's own thread while the caller goes on (preparing the
-        next document, writing the last decision); :meth:`finish` must come before any
-        other call that reads or changes a window."""
+    def begin(self, item: Signed) -> Begun:
+        """Move the document's window to its hour and start its lookup. With the lookup
+        thread the flat index looks up on a thread of its own while the caller goes on
+        (signing the next document, writing the last decision); :meth:`finish` must come
+        before any other call that reads or changes a window."""
         doc = item.doc
         window = self._window(doc.scope)
         hour = hour_of(doc.timestamp)
@@ -267,7 +272,7 @@ class Detector:
         else:
             sig, mixed = item.codes
             index = window.index
-            if ahead and isinstance(index, FlatIndex) and window.docs:
+            if isinstance(index, FlatIndex) and index.ahead and window.docs:
                 index.submit(mixed, sig, *self._flat_query(window, hour, int(sig.size)))
                 begun.pending, begun.probe = True, _Probe(mixed, {}, None, None)
             else:
@@ -600,7 +605,7 @@ class Detector:
             index: PostingIndex | FlatIndex
             if self.config.flat_index:
                 index = FlatIndex(self.config.threshold, self.config.dense_fraction,
-                                  self.config.q)
+                                  self.config.q, ahead=self._lookup_thread)
             else:
                 threads = self.config.count_threads or available_cores()
                 index = PostingIndex(threads, self.config.dense_fraction)

@@ -45,17 +45,21 @@ class FlatIndex:
     """Document numbers from 0 in :meth:`add` order; ``release_before`` expires a front."""
 
     def __init__(self, threshold: float,
-                 dense_fraction: float = kernels.DEFAULT_DENSE_FRACTION, q: int = 4) -> None:
+                 dense_fraction: float = kernels.DEFAULT_DENSE_FRACTION, q: int = 4,
+                 ahead: bool = False) -> None:
         """``dense_fraction``: a q-gram held by at least this share of the window's
         documents (and 1/32 at least in prefix mode, where a row is at most twice its
         list there) is also counted as a bitmap row (0: never). Speed and memory only. ``q``: the
-        signatures' q (at 4 a document's packed normal form can stand for its codes)."""
+        signatures' q (at 4 a document's packed normal form can stand for its codes).
+        ``ahead``: :meth:`add_ordered` runs on the engine's own thread, as :meth:`submit`
+        does (returning at once), for a caller that overlaps them with its own work."""
         if not available():
             raise RuntimeError("the C engine is not built (ndd_stream.core.kernels)")
         self.threshold = threshold
         self.full = threshold < FULL_PREFIX_BELOW
         self.q = q
         self._c = kernels._C.Engine(threshold, self.full, dense_fraction)  # type: ignore[attr-defined]
+        self.ahead = ahead
 
     def add(self, keys: Codes, sig: Codes, hour: int, needed: int, unindexed: int) -> int:
         """Index the next document under ``keys`` (its distinct mixed codes: all of them in
@@ -80,12 +84,15 @@ class FlatIndex:
         keeping the codes outside the prefix. Returns the number."""
         classes = None if order is None else order.classes
         shift = order.shift if order is not None else book.shift if book is not None else 42
-        number = int(self._c.add_ordered(
+        add = self._c.add_ahead if self.ahead else self._c.add_ordered
+        number = int(add(
             np.ascontiguousarray(mixed, dtype=np.uint64),
             np.ascontiguousarray(sig, dtype=np.uint64), hour, needed, length, classes, shift,
             None if book is None else book.counts,
             text if self.q == 4 and not self.full else None))
         if book is not None:
+            if self.ahead and book.snapshot_due:
+                self._c.settle()  # the new version reads the counts the thread updates
             book.tally()
         return number
 

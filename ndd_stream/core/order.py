@@ -123,6 +123,11 @@ class FrequencyBook:
         top_bits_count(self._counts, mixed, self._shift)
         self.tally()
 
+    @property
+    def snapshot_due(self) -> bool:
+        """Whether the next :meth:`tally` freezes a new version (it reads :attr:`counts`)."""
+        return self._documents + 1 >= self._next_snapshot
+
     def tally(self) -> None:
         """One more document counted into :attr:`counts`; may freeze a new version."""
         self._documents += 1
