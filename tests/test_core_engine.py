@@ -254,14 +254,16 @@ def test_best_equals_brute_force_on_text_signatures(seed: int, threshold: float,
         docs.append((len(docs), hour, sig))
 
 
-def test_packed_texts_are_held_until_their_documents_expire() -> None:
+@pytest.mark.parametrize("ahead", [False, True])
+def test_packed_texts_are_held_until_their_documents_expire(ahead: bool) -> None:
     """In prefix mode the index holds a reference to each packed normal form it verifies
-    from, and drops it when the document expires (or the index goes), no sooner."""
+    from, and drops it when the document expires (or the index goes), no sooner; also when
+    its own thread indexes them (a text it does not keep is given back: the last one)."""
     import sys
 
     from ndd_stream.core.qgrams import signature
 
-    index = FlatIndex(0.8)
+    index = FlatIndex(0.8, ahead=ahead)
     book = FrequencyBook(bits=18, snapshots_at=(4, 16, 64))
     words = [f"report{i}onthemarkettoday" for i in range(6)]  # lower-case letters and digits
     texts = [kernels._C.pack_text(w) for w in words]  # type: ignore[union-attr]
@@ -271,6 +273,13 @@ def test_packed_texts_are_held_until_their_documents_expire() -> None:
         index.add_ordered(fmix64(sig), sig, 0, min_overlap(sig.size, 0.8),
                           extended_prefix(sig.size, 0.8), book.current, book, packed)
     del packed
+    other = kernels._C.pack_text("Capitals are not held")  # type: ignore[union-attr]
+    held = sys.getrefcount(other)
+    sig = signature("Capitals are not held", 4)
+    index.add_ordered(fmix64(sig), sig, 0, min_overlap(sig.size, 0.8),
+                      extended_prefix(sig.size, 0.8), book.current, book, other)
+    assert index.postings > 0  # every job ended
+    assert sys.getrefcount(other) == held
     assert [sys.getrefcount(t) for t in texts] == [n + 1 for n in before]
     index.release_before(4)
     assert [sys.getrefcount(t) for t in texts] == before[:4] + [n + 1 for n in before[4:]]

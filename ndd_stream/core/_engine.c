@@ -1216,7 +1216,8 @@ add_args(EngineObject *e, PyObject *args, eadd_t *a)
 }
 
 /* The text the index holds for a document of signature ``sig``: ``text`` when every code is
- * a q = 4 gram of it (prefix mode), else NULL. */
+ * a q = 4 gram of it (prefix mode), else NULL. It reads the text's bytes and type only, no
+ * reference count: the engine's thread calls it too. */
 static PyObject *
 held_text(const EngineObject *e, PyObject *text, const uint64_t *sig, size_t n)
 {
@@ -1928,8 +1929,10 @@ typedef struct {
     equery_t q; /* a lookup's query (its arrays in buf) and outcome */
     eresult_t r;
     eadd_t a;   /* an indexing's arguments (the classes and counts held; mixed and sig in
-                 * buf), the text it keeps and its outcome (a number or ADD_*) */
-    PyObject *keep;
+                 * buf), its text (a reference), whether the index kept it, and its outcome
+                 * (a number or ADD_*) */
+    PyObject *text;
+    int kept;
     int64_t added;
     uint64_t *buf;
     size_t cap;
@@ -1999,9 +2002,11 @@ job_run(EngineObject *e, ejob_t *j)
         return;
     }
     const eadd_t *a = &j->a;
+    PyObject *keep = j->text != NULL ? held_text(e, j->text, j->buf + a->n, a->n) : NULL;
     j->added = add_ordered_core(e, j->buf, j->buf + a->n, a->n, a->hour, a->need, a->length,
                                 a->cb.obj ? a->cb.buf : NULL, a->shift,
-                                a->nb.obj ? a->nb.buf : NULL, j->keep);
+                                a->nb.obj ? a->nb.buf : NULL, keep);
+    j->kept = keep != NULL && j->added >= 0;
 }
 
 static void *
@@ -2078,12 +2083,11 @@ lk_reap(struct lookup *lk)
             lk->result = j->r;
             continue;
         }
-        if (j->added < 0) {
-            Py_XDECREF(j->keep);
-            if (lk->error == 0)
-                lk->error = j->added;
-        }
-        j->keep = NULL;
+        if (j->added < 0 && lk->error == 0)
+            lk->error = j->added;
+        if (!j->kept)
+            Py_XDECREF(j->text);
+        j->text = NULL;
         add_release(&j->a);
     }
 }
@@ -2294,8 +2298,10 @@ engine_add_ahead(EngineObject *e, PyObject *args)
     int64_t number = lk->promised++;
     memcpy(j->buf, a.mb.buf, a.n * 8);
     memcpy(j->buf + a.n, a.sb.buf, a.n * 8);
-    j->keep = held_text(e, a.text, a.sb.buf, a.n);
-    Py_XINCREF(j->keep);
+    /* the thread decides whether the index keeps it (held_text reads only its bytes) */
+    j->text = e->full || a.text == Py_None ? NULL : a.text;
+    j->kept = 0;
+    Py_XINCREF(j->text);
     PyBuffer_Release(&a.mb); /* copied: only the classes and counts stay held */
     PyBuffer_Release(&a.sb);
     j->a = a;
