@@ -141,6 +141,8 @@ def run_floor(path: Path, threshold: float) -> int:
 
     FlatIndex.add_ordered = add_ordered  # type: ignore[method-assign]
     FlatIndex.best = best  # type: ignore[method-assign]
+    FlatIndex.submit = lambda self, *args: None  # type: ignore[method-assign]
+    FlatIndex.collect = best  # type: ignore[method-assign]
     FlatIndex.release_before = lambda self, number: None  # type: ignore[method-assign]
     return cli(["dedup", str(path), "-o", os.devnull, "--scope", "global",
                 "--threshold", str(threshold)])
