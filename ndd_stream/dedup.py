@@ -104,6 +104,9 @@ def run_dedup(
                 pending = number, detector.begin(signed)
                 if done is not None:
                     _write_decision(sink, summary, *done)
+                if not lookup_thread:  # nothing to overlap: its record now, not after the next line
+                    _write_decision(sink, summary, number, detector.finish(pending[1]))
+                    pending = None
             if progress is not None and task is not None:
                 progress.update(task, advance=len(raw) + 1)
         if pending is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -300,3 +301,26 @@ def test_offline_dedup_writes_the_same_with_the_lookup_thread(tmp_path: Path,
     assert {"invalid", "unique", "near_duplicate", "exact_duplicate"} <= statuses
     assert {r.get("policy") for r in rows} >= {"late", "short"}
     assert any(r.get("replayed") for r in rows) and summary.statuses["near_duplicate"] > 100
+
+
+@pytest.mark.parametrize("thread", [False, True])
+def test_offline_dedup_writes_each_record_before_the_next_line_is_needed(thread: bool) -> None:
+    """Read from a pipe, a record must not wait for the next line to arrive: without the
+    lookup thread each is written before the next line is read; with it, at most the last
+    one waits (its lookup runs while the next line is read)."""
+    import io
+
+    from ndd_stream.core.detector import DetectorConfig
+    from ndd_stream.dedup import run_dedup
+
+    sink = io.BytesIO()
+
+    def lines() -> Iterator[bytes]:
+        for i in range(40):
+            written = sink.getvalue().count(b"\n")
+            assert written >= i - (1 if thread else 0), (i, written)
+            yield jsonio.dumps({"id": f"d{i}", "text": f"{STORY} {i % 7}",
+                                "timestamp": 1_700_000_000 + i}) + b"\n"
+
+    summary = run_dedup(lines(), sink, DetectorConfig(index="flat"), FMT, lookup_thread=thread)
+    assert sink.getvalue().count(b"\n") == 40 and summary.statuses["unique"] < 40
