@@ -4,6 +4,7 @@ the same with it (C) as with the numpy index (a machine without a compiler)."""
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -371,6 +372,9 @@ def test_a_lookup_is_collected_once() -> None:
     assert (found.number, found.shared) == (0, 39)
     with pytest.raises(RuntimeError, match="no lookup"):
         index.collect()
+    time.sleep(0.02)  # the thread sleeps after 2 ms without a job: a submit wakes it
+    index.submit(mixed, sig, *args)
+    assert index.collect().number == 0
     index.submit(mixed, sig, *args)
     del index  # joins the thread (a hang here fails the suite's timeout)
 

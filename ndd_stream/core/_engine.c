@@ -2009,6 +2009,46 @@ job_run(EngineObject *e, ejob_t *j)
     j->kept = keep != NULL && j->added >= 0;
 }
 
+/* Until ``ready(lk, k)``: polling for ``limit`` seconds, then asleep on ``cv`` with ``flag``
+ * set (the other side signals ``cv`` when it sees the flag after its change). */
+static void
+lk_await(struct lookup *lk, int (*ready)(struct lookup *, long), long k, double limit,
+         atomic_int *flag, pthread_cond_t *cv)
+{
+    double until = 0;
+    for (unsigned i = 0; !ready(lk, k); i++) {
+        if ((i & 63) == 0) {
+            double now = lk_now();
+            if (until == 0) {
+                until = now + limit;
+            } else if (now > until) {
+                pthread_mutex_lock(&lk->mu);
+                atomic_store(flag, 1);
+                while (!ready(lk, k))
+                    pthread_cond_wait(cv, &lk->mu);
+                atomic_store(flag, 0);
+                pthread_mutex_unlock(&lk->mu);
+                return;
+            }
+        }
+        lk_pause();
+    }
+}
+
+/* A job after the ``k`` first was given (or the thread is to stop). */
+static int
+lk_given(struct lookup *lk, long k)
+{
+    return atomic_load(&lk->given) != k || atomic_load(&lk->stop);
+}
+
+/* Job ``k`` ended. */
+static int
+lk_ended(struct lookup *lk, long k)
+{
+    return atomic_load(&lk->ended) > k;
+}
+
 static void *
 lookup_main(void *arg)
 {
@@ -2016,24 +2056,7 @@ lookup_main(void *arg)
     struct lookup *lk = e->ahead;
     for (;;) {
         long k = atomic_load(&lk->ended);
-        double until = 0;
-        for (unsigned i = 0; atomic_load(&lk->given) == k && !atomic_load(&lk->stop); i++) {
-            if ((i & 63) == 0) {
-                double now = lk_now();
-                if (until == 0) {
-                    until = now + LK_IDLE_SPIN;
-                } else if (now > until) {
-                    pthread_mutex_lock(&lk->mu);
-                    atomic_store(&lk->sleeping, 1);
-                    while (atomic_load(&lk->given) == k && !atomic_load(&lk->stop))
-                        pthread_cond_wait(&lk->wake, &lk->mu);
-                    atomic_store(&lk->sleeping, 0);
-                    pthread_mutex_unlock(&lk->mu);
-                    break;
-                }
-            }
-            lk_pause();
-        }
+        lk_await(lk, lk_given, k, LK_IDLE_SPIN, &lk->sleeping, &lk->wake);
         if (atomic_load(&lk->given) == k) /* stopped, every job ended */
             break;
         job_run(e, &lk->jobs[k % 2]);
@@ -2047,28 +2070,11 @@ lookup_main(void *arg)
     return NULL;
 }
 
-/* Until the thread has ended job ``k`` (polling, then sleeping): without the GIL. */
+/* Until the thread has ended job ``k``: without the GIL. */
 static void
 lk_wait(struct lookup *lk, long k)
 {
-    double until = 0;
-    for (unsigned i = 0; atomic_load(&lk->ended) <= k; i++) {
-        if ((i & 63) == 0) {
-            double now = lk_now();
-            if (until == 0) {
-                until = now + LK_SPIN;
-            } else if (now > until) {
-                pthread_mutex_lock(&lk->mu);
-                atomic_store(&lk->waiting, 1);
-                while (atomic_load(&lk->ended) <= k)
-                    pthread_cond_wait(&lk->done, &lk->mu);
-                atomic_store(&lk->waiting, 0);
-                pthread_mutex_unlock(&lk->mu);
-                return;
-            }
-        }
-        lk_pause();
-    }
+    lk_await(lk, lk_ended, k, LK_SPIN, &lk->waiting, &lk->done);
 }
 
 /* Take the outcomes of the ended jobs (under the GIL): release what an indexing held, keep
