@@ -22,7 +22,8 @@ from ndd_stream.worker.runtime import INBOXES, Inbox, _Consumer, agent_input, in
 def _stream(maxsize: int | None = None) -> tuple[Any, Any, Inbox]:
     app = faust.App("taken-test", broker="kafka://127.0.0.1:1", web_enabled=False)
     topic = agent_input(app, "raw", pattern=None, maxsize=maxsize, acks=False)
-    inbox, = getattr(app, INBOXES)
+    (registered, inbox), = getattr(app, INBOXES)
+    assert registered is topic
     return app, app.stream(topic), inbox
 
 
@@ -48,7 +49,7 @@ def test_only_unacknowledged_inputs_have_an_inbox() -> None:
     agent_input(app, "acked", pattern=None, maxsize=None, acks=True)
     assert getattr(app, INBOXES, []) == []
     agent_input(app, pattern="^raw-.*", maxsize=7, acks=False)
-    inbox, = getattr(app, INBOXES)
+    (_, inbox), = getattr(app, INBOXES)
     assert inbox.limit == 7
 
 
@@ -56,7 +57,7 @@ def test_the_consumer_finds_each_topics_inbox_by_name_or_pattern() -> None:
     app = faust.App("taken-test", broker="kafka://127.0.0.1:1", web_enabled=False)
     agent_input(app, "scoped", pattern=None, maxsize=None, acks=False)
     agent_input(app, pattern="^raw-.*", maxsize=None, acks=False)
-    scoped, raw = inboxes = getattr(app, INBOXES)
+    (_, scoped), (_, raw) = inboxes = getattr(app, INBOXES)
     consumer = object.__new__(_Consumer)  # no transport: only the lookup is under test
     consumer._inbox_of = {}
     assert consumer._inbox("scoped", inboxes) is scoped
@@ -68,10 +69,10 @@ def test_the_consumer_finds_each_topics_inbox_by_name_or_pattern() -> None:
 def test_an_agents_stream_reads_its_topics_inbox() -> None:
     """An agent's stream reads a clone of its topic: the inbox is found by the names."""
     app = faust.App("taken-test", broker="kafka://127.0.0.1:1", web_enabled=False)
-    scoped_topic = agent_input(app, "scoped", pattern=None, maxsize=None, acks=False)
-    raw_topic = agent_input(app, pattern="^raw-.*", maxsize=None, acks=False)
+    agent_input(app, "scoped", pattern=None, maxsize=None, acks=False)
+    agent_input(app, pattern="^raw-.*", maxsize=None, acks=False)
     acked = agent_input(app, "acked", pattern=None, maxsize=None, acks=True)
-    scoped, raw = getattr(app, INBOXES)
+    (scoped_topic, scoped), (raw_topic, raw) = getattr(app, INBOXES)
 
     async def handle(stream: Any) -> None:
         async for _ in stream:

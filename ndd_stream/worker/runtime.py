@@ -152,20 +152,20 @@ def agent_input(app: faust.App, *names: str, pattern: str | None, maxsize: int |
     topic = app.topic(*names, pattern=pattern, schema=_Bytes(), allow_empty=True,
                       maxsize=maxsize, acks=acks)
     if not acks:
-        inboxes: list[Inbox] = getattr(app, INBOXES, [])
-        inboxes.append(Inbox(topic, maxsize or app.conf.stream_buffer_maxsize))
+        inboxes: list[tuple[faust.TopicT, Inbox]] = getattr(app, INBOXES, [])
+        inboxes.append((topic, Inbox(topic, maxsize or app.conf.stream_buffer_maxsize)))
         setattr(app, INBOXES, inboxes)
     return topic
 
 
-INBOXES = "ndd_inboxes"  # the app's attribute: the Inbox of each unacknowledged input
+INBOXES = "ndd_inboxes"  # the app's attribute: (topic, Inbox) of each unacknowledged input
 
 
 def inbox_of(stream: faust.StreamT) -> Inbox | None:
     """The inbox of the input ``stream`` reads, if any. The stream reads its agent's clone
     of the topic, not the topic: the inbox is the one subscribed as the clone is."""
     subscribed = _subscription(stream.channel)
-    return next((inbox for inbox in getattr(stream.app, INBOXES, [])
+    return next((inbox for _, inbox in getattr(stream.app, INBOXES, [])
                  if inbox.subscribed == subscribed), None)
 
 
@@ -289,7 +289,7 @@ class _Consumer(faust_aiokafka.Consumer):
     async def getmany(self, timeout: float) -> AsyncIterator[tuple[Any, Any]]:
         """Faust's fetch, each record of an input with an :class:`Inbox` put there, a
         fetch at a time; the others go on to Faust's conductor one by one, as Faust's."""
-        inboxes: list[Inbox] = getattr(self.app, INBOXES, [])
+        inboxes: list[tuple[faust.TopicT, Inbox]] = getattr(self.app, INBOXES, [])
         if not inboxes:
             async for pair in super().getmany(timeout):
                 yield pair
@@ -307,10 +307,10 @@ class _Consumer(faust_aiokafka.Consumer):
             while inbox.full() and self.flow_active and not self.should_stop:
                 await inbox.wait_room(0.1)
 
-    def _inbox(self, topic: str, inboxes: list[Inbox]) -> Inbox | None:
+    def _inbox(self, topic: str, inboxes: list[tuple[faust.TopicT, Inbox]]) -> Inbox | None:
         if topic not in self._inbox_of:
-            self._inbox_of[topic] = next((inbox for inbox in inboxes if inbox.takes(topic)),
-                                         None)
+            self._inbox_of[topic] = next(
+                (inbox for _, inbox in inboxes if inbox.takes(topic)), None)
         return self._inbox_of[topic]
 
     def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
