@@ -143,11 +143,11 @@ typedef struct {
     uint32_t *qset;     /* the query's six-packed codes + 1 in an open-addressing set, and */
     uint32_t *qstamp;   /* per slot the last verification that met it (scratch) */
     size_t qscap;
-    struct lookup *ahead; /* the lookup thread (submit); NULL until the first submit */
+    struct ahead *ahead; /* its part in the engine thread (submit); NULL until a job */
 } EngineObject;
 
 static int settle(EngineObject *e);
-static void lookup_stop(EngineObject *e);
+static void ahead_drop(EngineObject *e);
 
 static uint32_t SPREAD[256][8]; /* SPREAD[b][i]: bit i of b */
 static uint64_t LANES[256][2];  /* bit i of b in 16-bit lane i % 4 of word i / 4 */
@@ -937,7 +937,7 @@ engine_init(EngineObject *e, PyObject *args, PyObject *kw)
 static void
 engine_dealloc(EngineObject *e)
 {
-    lookup_stop(e);
+    ahead_drop(e);
     for (size_t i = 0; i < e->dn; i++)
         Py_XDECREF(e->docs[i].text);
     free(e->slab);
@@ -1911,20 +1911,26 @@ query_args(EngineObject *e, PyObject *args, Py_buffer *kb, Py_buffer *sb, equery
     return 0;
 }
 
-/* -- the engine's thread ---------------------------------------------------------------- */
+/* -- the engine thread ----------------------------------------------------------------- */
 
-/* submit() hands a lookup to a thread of the engine's own and returns at once; collect()
+/* submit() hands a lookup to the process's engine thread and returns at once; collect()
  * waits for its Match. add_ahead() hands it the indexing of a document likewise. Meanwhile
  * the caller does what needs neither (reading, parsing and signing the next item, writing
  * the last decision: Python work under the GIL), which the thread, holding no GIL,
- * overlaps. The thread runs the jobs in the order given (at most two wait: a document's
- * indexing, then the next item's lookup) and touches no Python object but the bytes of
- * held texts and the buffers a job holds, released by the caller's thread. Every other call
- * of the engine first waits for the jobs to end (settle), so nothing a job reads changes
- * or is freed under it. */
+ * overlaps. One thread (the lane) serves every engine of the process, one per scope's
+ * window: with a thread per engine, each polling for its next job, dedup of the Reuters
+ * day in its 66 channel scopes took ten times as long as with none. The lane runs the jobs
+ * in the order given, whatever their engine (at most two wait: a document's indexing, then
+ * the next item's lookup), and touches no Python object but the bytes of held texts and
+ * the buffers a job holds, released by a caller's thread. Every other call of an engine
+ * first waits for that engine's jobs to end (settle), so nothing a job reads changes or is
+ * freed under it. The lane starts with the first job and ends when the last engine that
+ * gave it one is freed. The lane and each engine's part of it (struct ahead) are touched
+ * only under the GIL, the jobs' counters aside. */
 enum { JOB_LOOKUP, JOB_ADD };
 
 typedef struct {
+    EngineObject *e; /* whose job it is */
     int kind;
     equery_t q; /* a lookup's query (its arrays in buf) and outcome */
     eresult_t r;
@@ -1938,28 +1944,39 @@ typedef struct {
     size_t cap;
 } ejob_t;
 
-struct lookup {
+struct lane {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
     atomic_long given, ended;     /* jobs given to the thread, jobs it ended */
-    long reaped;                  /* jobs whose outcome the caller's thread took */
-    atomic_int sleeping, waiting; /* the thread waits for a job, the caller for an end */
+    long reaped;                  /* jobs whose outcome a caller's thread took */
+    atomic_int sleeping, waiting; /* the thread waits for a job; callers wait for an end */
     atomic_int stop;
     ejob_t jobs[2];               /* job k is jobs[k % 2] */
-    long lookup;                  /* the submitted lookup's job, -1: none */
-    eresult_t result;             /* its outcome, once reaped */
-    int collected;                /* 1: no outcome waits for collect */
-    int64_t error;                /* an indexing's failure not yet raised (ADD_*), or 0 */
-    int64_t promised;             /* the number the next add_ahead gets */
+    long users;                   /* engines with a part in it, not yet freed */
     pid_t pid;                    /* the process the thread runs in */
 };
 
+/* An engine's part of the lane. */
+struct ahead {
+    struct lane *lane;  /* the lane its jobs went to */
+    long last;          /* its last job, -1: none */
+    long lookup;        /* its submitted lookup's job */
+    eresult_t result;   /* that lookup's outcome, once reaped */
+    int collected;      /* 1: no outcome waits for collect */
+    int64_t error;      /* an indexing's failure not yet raised (ADD_*), or 0 */
+    int64_t promised;   /* the number its next add_ahead gets */
+};
+
+static struct lane *LANE; /* the process's lane, NULL without one */
+
 /* Each side polls before it sleeps: the thread for the next job (LK_IDLE_SPIN seconds: a
- * file's items come closer than that), the caller for the end of one (LK_SPIN). A wake-up
+ * file's items come closer than that), a caller for the end of one (LK_SPIN). A wake-up
  * costs a system call on each side and, on a virtual machine, tens of microseconds before
  * the woken thread runs, as long as a lookup: with wake-ups instead of polling, dedup of the
- * Reuters day took longer than without the thread (2.3 s against 1.85 s at 0.8). */
+ * Reuters day took longer than without the thread (2.3 s against 1.85 s at 0.8). Sleeping
+ * in short naps instead costs as much: a 10 us nanosleep there takes ~36 us and ~22 us of
+ * CPU. */
 #define LK_SPIN 0.001
 #define LK_IDLE_SPIN 0.002
 
@@ -1979,15 +1996,28 @@ lk_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The engine's thread, NULL when it has none in this process: a child forked while it ran
- * inherits the memory, not the thread, which is then forgotten (its lock may be held:
- * nothing of it is touched). */
-static struct lookup *
-lk_mine(EngineObject *e)
+/* The process's lane: a child forked while it ran inherits the memory, not the thread,
+ * which is then forgotten (its lock may be held: nothing of it is touched). */
+static struct lane *
+lane_current(void)
 {
-    if (e->ahead != NULL && e->ahead->pid != getpid())
+    if (LANE != NULL && LANE->pid != getpid())
+        LANE = NULL;
+    return LANE;
+}
+
+/* The engine's part of the current lane, NULL when it gave it no job (in a forked child
+ * the parent's jobs are not its to wait for). */
+static struct ahead *
+ahead_mine(EngineObject *e)
+{
+    struct ahead *a = e->ahead;
+    if (a != NULL && a->lane != lane_current()) {
+        free(a);
         e->ahead = NULL;
-    return e->ahead;
+        return NULL;
+    }
+    return a;
 }
 
 static void
@@ -2009,25 +2039,25 @@ job_run(EngineObject *e, ejob_t *j)
     j->kept = keep != NULL && j->added >= 0;
 }
 
-/* Until ``ready(lk, k)``: polling for ``limit`` seconds, then asleep on ``cv`` with ``flag``
- * set (the other side signals ``cv`` when it sees the flag after its change). */
+/* Until ``ready(l, k)``: polling for ``limit`` seconds, then asleep on ``cv`` counted in
+ * ``sleepers`` (the other side signals ``cv`` when it sees one after its change). */
 static void
-lk_await(struct lookup *lk, int (*ready)(struct lookup *, long), long k, double limit,
-         atomic_int *flag, pthread_cond_t *cv)
+lk_await(struct lane *l, int (*ready)(struct lane *, long), long k, double limit,
+         atomic_int *sleepers, pthread_cond_t *cv)
 {
     double until = 0;
-    for (unsigned i = 0; !ready(lk, k); i++) {
+    for (unsigned i = 0; !ready(l, k); i++) {
         if ((i & 63) == 0) {
             double now = lk_now();
             if (until == 0) {
                 until = now + limit;
             } else if (now > until) {
-                pthread_mutex_lock(&lk->mu);
-                atomic_store(flag, 1);
-                while (!ready(lk, k))
-                    pthread_cond_wait(cv, &lk->mu);
-                atomic_store(flag, 0);
-                pthread_mutex_unlock(&lk->mu);
+                pthread_mutex_lock(&l->mu);
+                atomic_fetch_add(sleepers, 1);
+                while (!ready(l, k))
+                    pthread_cond_wait(cv, &l->mu);
+                atomic_fetch_sub(sleepers, 1);
+                pthread_mutex_unlock(&l->mu);
                 return;
             }
         }
@@ -2037,60 +2067,62 @@ lk_await(struct lookup *lk, int (*ready)(struct lookup *, long), long k, double 
 
 /* A job after the ``k`` first was given (or the thread is to stop). */
 static int
-lk_given(struct lookup *lk, long k)
+lk_given(struct lane *l, long k)
 {
-    return atomic_load(&lk->given) != k || atomic_load(&lk->stop);
+    return atomic_load(&l->given) != k || atomic_load(&l->stop);
 }
 
 /* Job ``k`` ended. */
 static int
-lk_ended(struct lookup *lk, long k)
+lk_ended(struct lane *l, long k)
 {
-    return atomic_load(&lk->ended) > k;
+    return atomic_load(&l->ended) > k;
 }
 
 static void *
-lookup_main(void *arg)
+lane_main(void *arg)
 {
-    EngineObject *e = arg;
-    struct lookup *lk = e->ahead;
+    struct lane *l = arg;
     for (;;) {
-        long k = atomic_load(&lk->ended);
-        lk_await(lk, lk_given, k, LK_IDLE_SPIN, &lk->sleeping, &lk->wake);
-        if (atomic_load(&lk->given) == k) /* stopped, every job ended */
+        long k = atomic_load(&l->ended);
+        lk_await(l, lk_given, k, LK_IDLE_SPIN, &l->sleeping, &l->wake);
+        if (atomic_load(&l->given) == k) /* stopped, every job ended */
             break;
-        job_run(e, &lk->jobs[k % 2]);
-        atomic_store(&lk->ended, k + 1);
-        if (atomic_load(&lk->waiting)) {
-            pthread_mutex_lock(&lk->mu);
-            pthread_cond_signal(&lk->done);
-            pthread_mutex_unlock(&lk->mu);
+        ejob_t *j = &l->jobs[k % 2];
+        job_run(j->e, j);
+        atomic_store(&l->ended, k + 1);
+        if (atomic_load(&l->waiting)) {
+            pthread_mutex_lock(&l->mu);
+            pthread_cond_broadcast(&l->done);
+            pthread_mutex_unlock(&l->mu);
         }
     }
     return NULL;
 }
 
-/* Until the thread has ended job ``k``: without the GIL. */
+/* Until the thread has ended job ``k``: call without the GIL (or where no other Python
+ * thread may need it meanwhile). */
 static void
-lk_wait(struct lookup *lk, long k)
+lk_wait(struct lane *l, long k)
 {
-    lk_await(lk, lk_ended, k, LK_SPIN, &lk->waiting, &lk->done);
+    lk_await(l, lk_ended, k, LK_SPIN, &l->waiting, &l->done);
 }
 
-/* Take the outcomes of the ended jobs (under the GIL): release what an indexing held, keep
- * a lookup's result for collect, note an indexing's failure. */
+/* Take the outcomes of the ended jobs (under the GIL), each for its engine: release what an
+ * indexing held, keep a lookup's result for collect, note an indexing's failure. */
 static void
-lk_reap(struct lookup *lk)
+lk_reap(struct lane *l)
 {
-    long ended = atomic_load(&lk->ended);
-    for (; lk->reaped < ended; lk->reaped++) {
-        ejob_t *j = &lk->jobs[lk->reaped % 2];
+    long ended = atomic_load(&l->ended);
+    for (; l->reaped < ended; l->reaped++) {
+        ejob_t *j = &l->jobs[l->reaped % 2];
+        struct ahead *a = j->e->ahead;
         if (j->kind == JOB_LOOKUP) {
-            lk->result = j->r;
+            a->result = j->r;
             continue;
         }
-        if (j->added < 0 && lk->error == 0)
-            lk->error = j->added;
+        if (j->added < 0 && a->error == 0)
+            a->error = j->added;
         if (!j->kept)
             Py_XDECREF(j->text);
         j->text = NULL;
@@ -2098,128 +2130,177 @@ lk_reap(struct lookup *lk)
     }
 }
 
-/* Wait for every job given to end and take their outcomes; -1 with the exception of an
- * indexing that failed (the index is then unusable, as after any MemoryError). */
+/* Until job ``k`` has ended, the GIL released, then the ended jobs reaped. */
+static void
+lk_settle_to(struct lane *l, long k)
+{
+    if (atomic_load(&l->ended) <= k) {
+        Py_BEGIN_ALLOW_THREADS
+        lk_wait(l, k);
+        Py_END_ALLOW_THREADS
+    }
+    lk_reap(l);
+}
+
+/* Wait for every job the engine gave to end and take their outcomes; -1 with the exception
+ * of an indexing that failed (the index is then unusable, as after any MemoryError). */
 static int
 settle(EngineObject *e)
 {
-    struct lookup *lk = lk_mine(e);
-    if (lk == NULL)
+    struct ahead *a = ahead_mine(e);
+    if (a == NULL)
         return 0;
-    long last = atomic_load(&lk->given) - 1;
-    if (atomic_load(&lk->ended) <= last) {
-        Py_BEGIN_ALLOW_THREADS
-        lk_wait(lk, last);
-        Py_END_ALLOW_THREADS
-    }
-    lk_reap(lk);
-    if (lk->error != 0) {
-        add_error(lk->error);
-        lk->error = 0;
+    lk_settle_to(a->lane, a->last);
+    if (a->error != 0) {
+        add_error(a->error);
+        a->error = 0;
         return -1;
     }
     return 0;
 }
 
-/* The thread, started on the first job; -1 when it cannot be. */
-static int
-lookup_start(EngineObject *e)
+/* The lane, its thread started; NULL when it cannot be. */
+static struct lane *
+lane_start(void)
 {
-    struct lookup *lk = calloc(1, sizeof(struct lookup));
-    if (lk == NULL)
-        return -1;
-    atomic_init(&lk->given, 0);
-    atomic_init(&lk->ended, 0);
-    atomic_init(&lk->sleeping, 0);
-    atomic_init(&lk->waiting, 0);
-    atomic_init(&lk->stop, 0);
-    lk->lookup = -1;
-    lk->collected = 1;
-    if (pthread_mutex_init(&lk->mu, NULL) != 0) {
-        free(lk);
-        return -1;
+    struct lane *l = calloc(1, sizeof(struct lane));
+    if (l == NULL)
+        return NULL;
+    atomic_init(&l->given, 0);
+    atomic_init(&l->ended, 0);
+    atomic_init(&l->sleeping, 0);
+    atomic_init(&l->waiting, 0);
+    atomic_init(&l->stop, 0);
+    if (pthread_mutex_init(&l->mu, NULL) != 0) {
+        free(l);
+        return NULL;
     }
-    if (pthread_cond_init(&lk->wake, NULL) != 0 || pthread_cond_init(&lk->done, NULL) != 0) {
-        pthread_mutex_destroy(&lk->mu);
-        free(lk);
-        return -1;
+    if (pthread_cond_init(&l->wake, NULL) != 0 || pthread_cond_init(&l->done, NULL) != 0) {
+        pthread_mutex_destroy(&l->mu);
+        free(l);
+        return NULL;
     }
-    lk->pid = getpid();
-    e->ahead = lk;
-    if (pthread_create(&lk->thread, NULL, lookup_main, e) != 0) {
-        e->ahead = NULL;
-        pthread_cond_destroy(&lk->wake);
-        pthread_cond_destroy(&lk->done);
-        pthread_mutex_destroy(&lk->mu);
-        free(lk);
-        return -1;
+    l->pid = getpid();
+    if (pthread_create(&l->thread, NULL, lane_main, l) != 0) {
+        pthread_cond_destroy(&l->wake);
+        pthread_cond_destroy(&l->done);
+        pthread_mutex_destroy(&l->mu);
+        free(l);
+        return NULL;
     }
-    return 0;
+    LANE = l;
+    return l;
 }
 
-/* The thread ended after its jobs; what they held released. */
+/* The lane's thread ended (no engine has a job in it any more) and the lane freed. */
 static void
-lookup_stop(EngineObject *e)
+lane_stop(struct lane *l)
 {
-    struct lookup *lk = lk_mine(e);
-    if (lk == NULL)
-        return;
-    pthread_mutex_lock(&lk->mu);
-    atomic_store(&lk->stop, 1);
-    pthread_cond_signal(&lk->wake);
-    pthread_mutex_unlock(&lk->mu);
-    pthread_join(lk->thread, NULL);
-    lk_reap(lk);
-    pthread_cond_destroy(&lk->wake);
-    pthread_cond_destroy(&lk->done);
-    pthread_mutex_destroy(&lk->mu);
-    free(lk->jobs[0].buf);
-    free(lk->jobs[1].buf);
-    free(lk);
-    e->ahead = NULL;
+    pthread_mutex_lock(&l->mu);
+    atomic_store(&l->stop, 1);
+    pthread_cond_signal(&l->wake);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->thread, NULL);
+    lk_reap(l);
+    pthread_cond_destroy(&l->wake);
+    pthread_cond_destroy(&l->done);
+    pthread_mutex_destroy(&l->mu);
+    free(l->jobs[0].buf);
+    free(l->jobs[1].buf);
+    free(l);
+    if (LANE == l)
+        LANE = NULL;
 }
 
-/* A free job slot for the caller to fill (at most two jobs wait), the thread started; NULL
- * with an exception set. */
+/* The engine given a part in the lane, which starts if there is none; NULL with an
+ * exception set. */
+static struct ahead *
+ahead_join(EngineObject *e)
+{
+    struct lane *l = lane_current();
+    if (l == NULL && (l = lane_start()) == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the engine thread could not start");
+        return NULL;
+    }
+    struct ahead *a = calloc(1, sizeof(struct ahead));
+    if (a == NULL) {
+        if (l->users == 0)
+            lane_stop(l);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    a->lane = l;
+    a->last = -1;
+    a->lookup = -1;
+    a->collected = 1;
+    l->users++;
+    e->ahead = a;
+    return a;
+}
+
+/* A freed engine's jobs waited for (holding the GIL: the thread never takes it) and its
+ * part in the lane dropped; the lane ends with its last engine. */
+static void
+ahead_drop(EngineObject *e)
+{
+    struct ahead *a = ahead_mine(e);
+    if (a == NULL)
+        return;
+    struct lane *l = a->lane;
+    if (atomic_load(&l->ended) <= a->last)
+        lk_wait(l, a->last);
+    lk_reap(l);
+    free(a);
+    e->ahead = NULL;
+    if (--l->users == 0)
+        lane_stop(l);
+}
+
+/* A free job slot for the engine to fill (at most two jobs wait), with the lane started;
+ * NULL with an exception set. The slot is filled and given without releasing the GIL, so
+ * no other thread takes it meanwhile. */
 static ejob_t *
 lk_slot(EngineObject *e, size_t words)
 {
-    if (lk_mine(e) == NULL && lookup_start(e) < 0) {
-        PyErr_SetString(PyExc_RuntimeError, "the engine's thread could not start");
+    struct ahead *a = ahead_mine(e);
+    if (a == NULL && (a = ahead_join(e)) == NULL)
         return NULL;
-    }
-    struct lookup *lk = e->ahead;
-    long k = atomic_load(&lk->given);
-    if (atomic_load(&lk->ended) <= k - 2) {
+    struct lane *l = a->lane;
+    long k;
+    while (atomic_load(&l->ended) <= (k = atomic_load(&l->given)) - 2) {
         Py_BEGIN_ALLOW_THREADS
-        lk_wait(lk, k - 2);
+        lk_wait(l, k - 2);
         Py_END_ALLOW_THREADS
     }
-    lk_reap(lk);
-    ejob_t *j = &lk->jobs[k % 2];
+    lk_reap(l);
+    ejob_t *j = &l->jobs[k % 2];
     if (grow((void **)&j->buf, &j->cap, words + 1, 8)) {
         PyErr_NoMemory();
         return NULL;
     }
+    j->e = e;
     return j;
 }
 
-/* Give the filled slot to the thread. */
-static void
-lk_give(struct lookup *lk)
+/* Give the filled slot to the thread: the engine's last job. */
+static long
+lk_give(struct ahead *a)
 {
-    atomic_fetch_add(&lk->given, 1);
-    if (atomic_load(&lk->sleeping)) {
-        pthread_mutex_lock(&lk->mu);
-        pthread_cond_signal(&lk->wake);
-        pthread_mutex_unlock(&lk->mu);
+    struct lane *l = a->lane;
+    long k = atomic_fetch_add(&l->given, 1);
+    a->last = k;
+    if (atomic_load(&l->sleeping)) {
+        pthread_mutex_lock(&l->mu);
+        pthread_cond_signal(&l->wake);
+        pthread_mutex_unlock(&l->mu);
     }
+    return k;
 }
 
 PyDoc_STRVAR(submit_doc,
 "submit(keys, sig, need, unindexed, hour_lo, hour_hi, size_lo, size_hi)\n\nStart best() "
-"with these arguments on the engine's thread (after the indexing given it before) and "
-"return at once; collect() returns its Match. Any other call first waits for it to end.");
+"with these arguments on the engine thread (after the jobs given it before) and return at "
+"once; collect() returns its Match. Any other call first waits for it to end.");
 
 static PyObject *
 engine_submit(EngineObject *e, PyObject *args)
@@ -2227,24 +2308,23 @@ engine_submit(EngineObject *e, PyObject *args)
     Py_buffer kb = {0}, sb = {0};
     equery_t q;
     PyObject *result = NULL;
-    struct lookup *lk = lk_mine(e);
-    if (lk != NULL && !lk->collected) {
+    struct ahead *a = ahead_mine(e);
+    if (a != NULL && !a->collected) {
         PyErr_SetString(PyExc_RuntimeError, "the lookup submitted before was not collected");
         return NULL;
     }
     if (query_args(e, args, &kb, &sb, &q) == 0) {
         ejob_t *j = lk_slot(e, q.m + (size_t)q.qsize);
         if (j != NULL) {
-            lk = e->ahead;
+            a = e->ahead;
             memcpy(j->buf, q.k, q.m * 8);
             memcpy(j->buf + q.m, q.qs, (size_t)q.qsize * 8);
             q.k = j->buf;
             q.qs = j->buf + q.m;
             j->kind = JOB_LOOKUP;
             j->q = q;
-            lk->lookup = atomic_load(&lk->given);
-            lk->collected = 0;
-            lk_give(lk);
+            a->collected = 0;
+            a->lookup = lk_give(a);
             Py_INCREF(Py_None);
             result = Py_None;
         }
@@ -2260,29 +2340,24 @@ static PyObject *
 engine_collect(EngineObject *e, PyObject *unused)
 {
     (void)unused;
-    struct lookup *lk = lk_mine(e);
-    if (lk == NULL || lk->collected) {
+    struct ahead *a = ahead_mine(e);
+    if (a == NULL || a->collected) {
         PyErr_SetString(PyExc_RuntimeError, "no lookup was submitted");
         return NULL;
     }
-    if (atomic_load(&lk->ended) <= lk->lookup) {
-        Py_BEGIN_ALLOW_THREADS
-        lk_wait(lk, lk->lookup);
-        Py_END_ALLOW_THREADS
-    }
-    lk_reap(lk);
-    lk->collected = 1;
-    if (lk->error != 0) { /* an indexing before it failed */
-        add_error(lk->error);
-        lk->error = 0;
+    lk_settle_to(a->lane, a->lookup);
+    a->collected = 1;
+    if (a->error != 0) { /* an indexing before it failed */
+        add_error(a->error);
+        a->error = 0;
         return NULL;
     }
-    return match_of(&lk->result);
+    return match_of(&a->result);
 }
 
 PyDoc_STRVAR(add_ahead_doc,
 "add_ahead(mixed, sig, hour, need, length, classes, shift, counts, text=None) -> int\n\n"
-"add_ordered() on the engine's thread: returns the document's number at once. ``classes`` "
+"add_ordered() on the engine thread: returns the document's number at once. ``classes`` "
 "and ``counts`` are held until it ends (counts is written then: read it after settle()).");
 
 static PyObject *
@@ -2298,10 +2373,10 @@ engine_add_ahead(EngineObject *e, PyObject *args)
         add_release(&a);
         return NULL;
     }
-    struct lookup *lk = e->ahead;
-    if (atomic_load(&lk->ended) == atomic_load(&lk->given))
-        lk->promised = e->end; /* the thread is idle: the index's own count is current */
-    int64_t number = lk->promised++;
+    struct ahead *ah = e->ahead;
+    if (atomic_load(&ah->lane->ended) > ah->last)
+        ah->promised = e->end; /* none of its jobs waits: the index's own count is current */
+    int64_t number = ah->promised++;
     memcpy(j->buf, a.mb.buf, a.n * 8);
     memcpy(j->buf + a.n, a.sb.buf, a.n * 8);
     /* the thread decides whether the index keeps it (held_text reads only its bytes) */
@@ -2312,11 +2387,11 @@ engine_add_ahead(EngineObject *e, PyObject *args)
     PyBuffer_Release(&a.sb);
     j->a = a;
     j->kind = JOB_ADD;
-    lk_give(lk);
+    lk_give(ah);
     return PyLong_FromLongLong((long long)number);
 }
 
-PyDoc_STRVAR(settle_doc, "settle()\n\nWait for the jobs given to the engine's thread to end.");
+PyDoc_STRVAR(settle_doc, "settle()\n\nWait for the jobs the engine gave the engine thread to end.");
 
 static PyObject *
 engine_settle(EngineObject *e, PyObject *unused)

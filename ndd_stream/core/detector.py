@@ -215,9 +215,9 @@ class Detector:
         normalizer: Callable[[str], str] | None = None,
         lookup_thread: bool = False,
     ) -> None:
-        """``lookup_thread``: each window's flat index looks documents up and indexes them
-        on a thread of its own (:meth:`begin`); for a caller that overlaps them with the
-        next document's :meth:`sign`."""
+        """``lookup_thread``: the windows' flat indexes look documents up and index them on
+        the engine thread (:meth:`begin`), one for every window of the process; for a
+        caller that overlaps them with the next document's :meth:`sign`."""
         self.config = config or DetectorConfig()
         self._lookup_thread = lookup_thread
         self.store: StateStore = store if store is not None else NullStore()
@@ -247,7 +247,7 @@ class Detector:
 
     def begin(self, item: Signed) -> Begun:
         """Move the document's window to its hour and start its lookup. With the lookup
-        thread the flat index looks up on a thread of its own while the caller goes on
+        thread the flat index looks up on the engine thread while the caller goes on
         (signing the next document, writing the last decision); :meth:`finish` must come
         before any other call that reads or changes a window."""
         doc = item.doc

@@ -51,8 +51,9 @@ class FlatIndex:
         documents (and 1/32 at least in prefix mode, where a row is at most twice its
         list there) is also counted as a bitmap row (0: never). Speed and memory only. ``q``: the
         signatures' q (at 4 a document's packed normal form can stand for its codes).
-        ``ahead``: :meth:`add_ordered` runs on the engine's own thread, as :meth:`submit`
-        does (returning at once), for a caller that overlaps them with its own work."""
+        ``ahead``: :meth:`add_ordered` runs on the engine thread, as :meth:`submit` does
+        (returning at once), for a caller that overlaps them with its own work. One engine
+        thread serves every index of the process, their jobs in the order given."""
         if not available():
             raise RuntimeError("the C engine is not built (ndd_stream.core.kernels)")
         self.threshold = threshold
@@ -114,7 +115,7 @@ class FlatIndex:
 
     def submit(self, keys: Codes, sig: Codes, needed: int, unindexed: int,
                hours: tuple[int, int], sizes: tuple[int, int]) -> None:
-        """Start :meth:`best` on the engine's own thread and return at once; :meth:`collect`
+        """Start :meth:`best` on the engine thread and return at once; :meth:`collect`
         returns its match. The lookup holds no GIL, so the caller's Python work overlaps
         it; any other call of this index first waits for it to end."""
         hi = sizes[1] if sizes[1] < 2**62 else 2**62
