@@ -324,3 +324,34 @@ def test_offline_dedup_writes_each_record_before_the_next_line_is_needed(thread:
 
     summary = run_dedup(lines(), sink, DetectorConfig(index="flat"), FMT, lookup_thread=thread)
     assert sink.getvalue().count(b"\n") == 40 and summary.statuses["unique"] < 40
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="Linux: /proc lists threads")
+def test_offline_dedup_keeps_one_engine_thread_for_every_scope() -> None:
+    """Thirty scopes, each with a window and its flat index, share one engine thread: a
+    thread per window, each polling for its next job, made dedup of many channels ten times
+    slower than without the thread."""
+    import io
+    import os
+
+    from ndd_stream.core.detector import DetectorConfig
+    from ndd_stream.dedup import run_dedup
+
+    def threads() -> int:
+        return len(os.listdir("/proc/self/task"))
+
+    before = threads()
+    seen: list[int] = []
+
+    def lines() -> Iterator[bytes]:
+        for i in range(300):
+            seen.append(threads())
+            yield jsonio.dumps({"id": f"d{i}", "channel": f"c{i % 30}",
+                                "text": f"{STORY} {words[i % 5]}",
+                                "timestamp": 1_700_000_000 + i}) + b"\n"
+
+    words = ["again", "today", "quickly", "there", "anyway"]
+    summary = run_dedup(lines(), io.BytesIO(), DetectorConfig(index="flat"), FMT,
+                        lookup_thread=True)
+    assert max(seen) == before + 1
+    assert summary.statuses["near_duplicate"] + summary.statuses["exact_duplicate"] > 200
