@@ -7,7 +7,8 @@ Why whole processes: a user compares what they would run, start-up, JSON parsing
 extraction and output included, not an in-process loop. The file is Reuters-21578
 squeezed into one day (bench/corpora.py), one JSON item a line. Each round runs, one
 process at a time and in alternating order, ``ndd-stream dedup FILE --scope global
---threshold T`` at every other default (main-content extraction, the novelty rule) of
+--threshold T`` (``--scope channel``: a window per channel, dedup's default, and the peers an
+LSH per channel) at every other default (main-content extraction, the novelty rule) of
 the working tree (and of ``--base REV``, checked out and built as bench.compare does) and
 two peers, each a process reading the same file with the same JSON parser, taking the
 core's normal form and feeding its 4-grams to MinHash(128) + LSH(0.8) over the same
@@ -51,15 +52,24 @@ RESULTS = ROOT / "bench" / "results"
 PEER_THRESHOLD = 0.8  # MinHashLSH's own threshold whatever the exact side's
 
 
-def write_items(path: Path) -> int:
-    """The Reuters-in-one-day stream as JSONL; returns how many items."""
-    from bench.corpora import reuters_stream
-    from ndd_stream.jsonio import dumps_line
+def write_items(path: Path, scope: str = "global") -> int:
+    """The Reuters-in-one-day stream as JSONL; returns how many items. With ``scope``
+    "channel" each item's channel is its first ``<TOPICS>`` label (as bench.order's)."""
+    from bench.corpora import REUTERS, reuters_stream
+    from ndd_stream.jsonio import dumps_line, loads
 
     docs = reuters_stream()
+    channels: dict[str, str] = {}
+    if scope == "channel":
+        from bench.order import reuters_items
+
+        for line in reuters_items(REUTERS, True, None):
+            obj = loads(line)
+            channels[obj["id"]] = obj["channel"]
     with path.open("wb") as out:
         for d in docs:
-            out.write(dumps_line({"id": d.identity, "channel": d.channel,
+            out.write(dumps_line({"id": d.identity,
+                                  "channel": channels.get(d.identity, d.channel),
                                   "timestamp": d.timestamp, "text": d.text}))
     return len(docs)
 
@@ -96,27 +106,36 @@ class RensaWindow:
         return found
 
 
-def run_peer(path: Path, which: str = "datasketch") -> int:
-    """A peer's process: parse every line, decide it with the peer's LSH; items decided."""
+def run_peer(path: Path, which: str = "datasketch", scope: str = "global") -> int:
+    """A peer's process: parse every line, decide it with the peer's LSH (one per channel
+    with ``scope`` "channel", as dedup keeps a window per channel); items decided."""
     from ndd_stream.core.normalize import normal_form
     from ndd_stream.jsonio import loads
 
     flagged = n = 0
     if which == "rensa":
-        rensa = RensaWindow(PEER_THRESHOLD)
+        windows: dict[str, RensaWindow] = {}
         with path.open("rb") as fh:
             for line in fh:
                 obj = loads(line)
+                key = obj["channel"] if scope == "channel" else ""
+                rensa = windows.get(key)
+                if rensa is None:
+                    rensa = windows[key] = RensaWindow(PEER_THRESHOLD)
                 flagged += rensa.decide(normal_form(obj["text"]), float(obj["timestamp"]))
                 n += 1
     else:
         from bench.measure import MinHashWindow
         from ndd_stream.core.document import Document
 
-        peer = MinHashWindow(PEER_THRESHOLD)
+        peers: dict[str, MinHashWindow] = {}
         with path.open("rb") as fh:
             for line in fh:
                 obj = loads(line)
+                key = obj["channel"] if scope == "channel" else ""
+                peer = peers.get(key)
+                if peer is None:
+                    peer = peers[key] = MinHashWindow(PEER_THRESHOLD)
                 doc = Document(str(obj["id"]), "global", obj["channel"],
                                float(obj["timestamp"]), obj["text"])
                 flagged += peer.decide(doc)
@@ -125,7 +144,7 @@ def run_peer(path: Path, which: str = "datasketch") -> int:
     return n
 
 
-def run_floor(path: Path, threshold: float) -> int:
+def run_floor(path: Path, threshold: float, scope: str = "global") -> int:
     """``ndd-stream dedup`` at the defaults with the flat index stubbed out (see --floor)."""
     from ndd_stream.cli.main import main as cli
     from ndd_stream.core.engine import EngineMatch, FlatIndex
@@ -144,7 +163,7 @@ def run_floor(path: Path, threshold: float) -> int:
     FlatIndex.submit = lambda self, *args: None  # type: ignore[method-assign]
     FlatIndex.collect = best  # type: ignore[method-assign]
     FlatIndex.release_before = lambda self, number: None  # type: ignore[method-assign]
-    return cli(["dedup", str(path), "-o", os.devnull, "--scope", "global",
+    return cli(["dedup", str(path), "-o", os.devnull, "--scope", scope,
                 "--threshold", str(threshold)])
 
 
@@ -168,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--base", default=None, help="also run this revision's ndd-stream dedup")
     ap.add_argument("--out", default="peer", help="results file name in bench/results (.md)")
     ap.add_argument("--peers", nargs="+", choices=sorted(PEERS), default=sorted(PEERS))
+    ap.add_argument("--scope", choices=["global", "channel"], default="global",
+                    help="dedup's scope (the peers then keep one LSH per channel)")
     ap.add_argument("--floor", action="store_true",
                     help="also run dedup with its index stubbed out (the path around it)")
     ap.add_argument("--run-peer", type=Path, default=None, help=argparse.SUPPRESS)
@@ -176,10 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peer", choices=sorted(PEERS), default="datasketch", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.run_peer is not None:
-        run_peer(args.run_peer, args.peer)
+        run_peer(args.run_peer, args.peer, args.scope)
         return 0
     if args.run_floor is not None:
-        return run_floor(args.run_floor, args.floor_threshold)
+        return run_floor(args.run_floor, args.floor_threshold, args.scope)
     from bench.compare import checkout
 
     work = Path(tempfile.mkdtemp(prefix="ndd-peer-"))
@@ -187,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[tuple[float, str], list[tuple[float, float]]] = {}
     try:
         items = work / "reuters-one-day.jsonl"
-        n = write_items(items)
+        n = write_items(items, args.scope)
         trees = [("new", ROOT)]
         if args.base:
             trees.insert(0, (f"base {args.base}", checkout(args.base, work)))
@@ -198,15 +219,16 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.rounds):
             for t in args.thresholds:
                 sides = [(name, [sys.executable, "-m", "ndd_stream.cli", "dedup", str(items),
-                                 "-o", os.devnull, "--scope", "global",
+                                 "-o", os.devnull, "--scope", args.scope,
                                  "--threshold", str(t)], tree) for name, tree in trees]
                 if args.floor:
                     sides.append(("new, index stubbed", [
                         sys.executable, "-m", "bench.peer", "--run-floor", str(items),
-                        "--floor-threshold", str(t)], ROOT))
+                        "--floor-threshold", str(t), "--scope", args.scope], ROOT))
                 sides += [(f"{peer} {PEERS[peer]}",
                            [sys.executable, "-m", "bench.peer", "--run-peer", str(items),
-                            "--peer", peer], ROOT) for peer in args.peers]
+                            "--peer", peer, "--scope", args.scope], ROOT)
+                           for peer in args.peers]
                 if r % 2:
                     sides.reverse()
                 for name, cmd, tree in sides:
@@ -221,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
                             str(work / "base")], check=False)
         shutil.rmtree(work, ignore_errors=True)
-    lines = [f"Whole processes, Reuters-21578 in one day ({n} items, one JSON file), run "
+    lines = [f"Whole processes, Reuters-21578 in one day ({n} items, one JSON file), "
+             f"{'one window per channel' if args.scope == 'channel' else 'one global scope'}, run "
              f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(started))} on "
              f"{platform.processor() or platform.machine()} ({os.cpu_count()} CPUs), Python "
              f"{platform.python_version()}; {args.rounds} rounds, sides alternating; load "
