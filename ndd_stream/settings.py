@@ -190,11 +190,11 @@ class Settings(BaseSettings):
     )
     lookup_thread: Literal["auto", "on", "off"] = Field(
         "auto",
-        description="dedup: each item's lookup in the flat index runs on a thread of the "
-        "index's own while the next item is read, parsed and signed (same decisions and "
-        "output). auto: on for a regular input file when this process may use two cores or "
-        "more. The thread polls for the next item instead of sleeping, so the CPU time "
-        "exceeds the wall time.",
+        description="dedup: each item's lookup and indexing in the flat index run on one "
+        "engine thread (for every scope's window) while the next item is read, parsed and "
+        "signed (same decisions and output). auto: on for a regular input file when this "
+        "process may use two cores or more. The thread polls for the next item instead of "
+        "sleeping, so the CPU time exceeds the wall time.",
     )
     index: IndexKind = Field(
         "auto",
@@ -449,7 +449,7 @@ class Settings(BaseSettings):
         )
 
     def lookup_thread_for(self, path: Path) -> bool:
-        """Whether ``dedup`` of ``path`` looks items up on the index's thread: a pipe or a
+        """Whether ``dedup`` of ``path`` looks items up on the engine thread: a pipe or a
         terminal would hold each decision back until the next item comes."""
         if self.lookup_thread != "auto":
             return self.lookup_thread == "on"
