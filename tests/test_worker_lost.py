@@ -274,3 +274,26 @@ def test_a_position_past_the_end_of_a_truncated_log_is_not_a_loss() -> None:
     lost.fetch_reset("t", 0, 50)
     asyncio.run(lost.delivered([_Msg("t", 0, 40)]))
     assert sent == []
+
+
+def test_a_reset_after_a_seek_back_reports_nothing_handed_out() -> None:
+    """The consumer sent back to a position already passed resets again, and a batch fetched
+    before the seek (offsets 40-44) comes first: the range closes at the agents' cursor, not
+    at offset 40 (which would name 35-39, handed out and decided, as lost)."""
+    lost, sent, _ = _reporter()
+    handed: dict[tuple[str, int], int] = {("t", 0): 20}
+    lost.handed = handed.get
+
+    async def run() -> None:
+        lost.fetch_reset("t", 0, 20)
+        await lost.delivered([_Msg("t", 0, 35), _Msg("t", 0, 36)])
+        handed[("t", 0)] = 40  # 35-39 handed out
+        lost.fetch_reset("t", 0, 20)  # the seek back to 20, out of range again
+        await lost.delivered([_Msg("t", 0, 40), _Msg("t", 0, 41)])
+        lost.fetch_reset("t", 0, 20)  # and once more, the log now starting at 47
+        await lost.delivered([_Msg("t", 0, 47)])
+
+    asyncio.run(run())
+    assert [(jsonio.loads(r.value)["lost"]["first"], jsonio.loads(r.value)["lost"]["last"])
+            for r in sent] == [(20, 34), (40, 46)]
+    assert lost.metrics.lost.labels("t", "0")._value.get() == 15 + 7

@@ -102,6 +102,7 @@ class Service:
         self.app = make_app(settings, limits, self.web_port, self.guarantee)
         self.send = partial(send, self.app)  # Faust's producer, delivery awaitable
         self.lost.send = self.send
+        self.lost.handed = lambda tp: self.positions().get(tp)
         self.metadata = self.guarantee.metadata(self.reads)
         self.watch = BrokerWatch(settings, self.metadata)
         self.ordered = settings.event_time_order()

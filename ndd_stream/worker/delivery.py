@@ -247,6 +247,8 @@ class LostRecords:
         self.stop = stop
         self.on_stop = on_stop
         self.send: Send | None = None  # set once the producer exists
+        # the first offset not handed out yet in a partition open here (the agents' cursors)
+        self.handed: Callable[[TP], int | None] = lambda tp: None
         self._lock = threading.Lock()  # aiokafka's fetcher may log from Faust's thread
         self._reset_from: dict[TP, int] = {}  # out of range at this offset; range still open
         self._reported: dict[TP, int] = {}  # the last offset reported lost, per partition
@@ -259,13 +261,20 @@ class LostRecords:
             self._reset_from[tp] = min(offset, self._reset_from.get(tp, offset))
 
     async def delivered(self, messages: Iterable[Any]) -> None:
-        """Close the ranges that the first record after a reset ends (cheap when none)."""
+        """Close the ranges that the first record after a reset ends (cheap when none).
+
+        A range starts where the agents' cursor is if that is past the reset's offset: a
+        seek back to a position already passed (the consumer sent to the worker's position
+        after a rebalance) can reset again and be followed by records fetched before it, and
+        what was handed out is not lost (gaps past the cursor are read back by ``InOrder``)."""
         if self._reset_from:
             for m in messages:
+                tp = (m.topic, m.partition)
                 with self._lock:
-                    start = self._reset_from.pop((m.topic, m.partition), None)
+                    start = self._reset_from.pop(tp, None)
                 if start is None:
                     continue
+                start = max(start, self.handed(tp) or 0)
                 if m.offset > start:
                     await self.lost(m.topic, m.partition, start, m.offset - 1,
                                     "the consumer's position went out of range")
