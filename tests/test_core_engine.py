@@ -3,6 +3,7 @@ the same with it (C) as with the numpy index (a machine without a compiler)."""
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import time
@@ -11,6 +12,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import pytest
+from harness.threads import engine_threads
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -380,20 +382,14 @@ def test_a_lookup_is_collected_once() -> None:
     del index  # joins the thread (a hang here fails the suite's timeout)
 
 
-def _threads() -> int:
-    """The process's threads (Linux): the engine thread is not a Python thread."""
-    import os
-
-    return len(os.listdir("/proc/self/task"))
-
-
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux: /proc lists threads")
 def test_every_index_shares_one_engine_thread() -> None:
     """Forty indexes (a window per scope, as ``dedup`` keeps per channel) give their jobs to
     one thread, interleaved as items of different scopes come, and each lookup still finds
     its own index's match; the thread ends with the last index. (A thread per index, each
     polling for its next job, made dedup of 66 channel scopes ten times slower.)"""
-    before = _threads()
+    gc.collect()  # indexes of earlier tests
+    before = engine_threads()  # 1 while an index elsewhere has given it a job
     indexes = [FlatIndex(0.8) for _ in range(40)]
     books = [FrequencyBook(bits=12) for _ in indexes]
     sigs = [np.array(range(100 * i + 1, 100 * i + 41), dtype=np.uint64) for i in range(40)]
@@ -402,7 +398,7 @@ def test_every_index_shares_one_engine_thread() -> None:
         index.submit(fmix64(sig), sig, min_overlap(40, 0.8), 0, (0, 0), size_bounds(40, 0.8))
         assert index.collect().number == -1  # empty
         numbers.append(add(index, book, fmix64(sig), sig, 0, 0.8))
-    assert _threads() == before + 1
+    assert engine_threads() == 1
     for round_ in range(3):
         for i in random.Random(round_).sample(range(40), 40):
             sig = sigs[i]
@@ -412,12 +408,10 @@ def test_every_index_shares_one_engine_thread() -> None:
                 assert indexes[(i + 1) % 40].postings > 0
             found = indexes[i].collect()
             assert (found.number, found.shared) == (numbers[i], 40)
-    assert _threads() == before + 1
+    assert engine_threads() == 1
     del indexes, books, index, book  # the loop's names held the last index too
-    deadline = time.monotonic() + 5
-    while _threads() != before and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert _threads() == before
+    gc.collect()
+    assert engine_threads() == before
 
 
 def test_a_forked_child_looks_up_without_the_parent_thread() -> None:

@@ -1180,7 +1180,7 @@ add_release(eadd_t *a)
 /* Parse and check add_ordered's arguments into ``a`` (zeroed); 0, or -1 with an exception
  * set (release ``a`` either way). */
 static int
-add_args(EngineObject *e, PyObject *args, eadd_t *a)
+add_args(PyObject *args, eadd_t *a)
 {
     PyObject *clobj, *cntobj;
     a->text = Py_None;
@@ -1211,13 +1211,12 @@ add_args(EngineObject *e, PyObject *args, eadd_t *a)
             PyErr_SetString(PyExc_ValueError, "counts must have 2**(64 - shift) uint32");
         return -1;
     }
-    (void)e;
     return 0;
 }
 
 /* The text the index holds for a document of signature ``sig``: ``text`` when every code is
  * a q = 4 gram of it (prefix mode), else NULL. It reads the text's bytes and type only, no
- * reference count: the engine's thread calls it too. */
+ * reference count: the engine thread calls it too. */
 static PyObject *
 held_text(const EngineObject *e, PyObject *text, const uint64_t *sig, size_t n)
 {
@@ -1310,7 +1309,7 @@ engine_add_ordered(EngineObject *e, PyObject *args)
         return NULL;
     eadd_t a = {0};
     PyObject *result = NULL;
-    if (add_args(e, args, &a) == 0) {
+    if (add_args(args, &a) == 0) {
         PyObject *keep = held_text(e, a.text, a.sb.buf, a.n);
         Py_XINCREF(keep);
         int64_t number = add_ordered_core(e, a.mb.buf, a.sb.buf, a.n, a.hour, a.need, a.length,
@@ -2188,6 +2187,9 @@ lane_start(void)
         free(l);
         return NULL;
     }
+#if defined(__linux__)
+    pthread_setname_np(l->thread, "ndd-engine"); /* as top -H and /proc name it */
+#endif
     LANE = l;
     return l;
 }
@@ -2364,7 +2366,7 @@ static PyObject *
 engine_add_ahead(EngineObject *e, PyObject *args)
 {
     eadd_t a = {0};
-    if (add_args(e, args, &a) < 0) {
+    if (add_args(args, &a) < 0) {
         add_release(&a);
         return NULL;
     }
@@ -2479,7 +2481,7 @@ static PyMemberDef engine_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
-/* The counters the engine's thread may be changing: read once its jobs have ended. */
+/* The counters the engine thread may be changing: read once its jobs have ended. */
 static PyObject *
 engine_counter(EngineObject *e, void *closure)
 {
