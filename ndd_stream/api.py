@@ -12,6 +12,7 @@ decisions are theirs (tests/test_api.py compares every field with ``dedup``'s).
 from __future__ import annotations
 
 import os
+import stat
 import struct
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -40,7 +41,7 @@ from ndd_stream.core.extract import (
     looks_like_markup,
 )
 from ndd_stream.core.items import Invalid, ItemFormat, parse_item, parse_object
-from ndd_stream.core.kernels import DEFAULT_DENSE_FRACTION
+from ndd_stream.core.kernels import DEFAULT_DENSE_FRACTION, available_cores
 from ndd_stream.core.normalize import normal_form
 from ndd_stream.core.novelty import figures
 from ndd_stream.core.qgrams import signature
@@ -369,12 +370,75 @@ class Filter:
         Reads a file's lines as ``ndd-stream dedup`` does: blank lines are counted and
         skipped, an item without an id is ``line:N``. Invalid items raise
         :class:`InvalidItem` (the items before it are decided), or with
-        ``on_invalid="return"`` come back with status ``invalid``."""
+        ``on_invalid="return"`` come back with status ``invalid``.
+
+        Given a list, a tuple or a regular file, and two usable cores or more, each item's
+        lookup runs on the engine thread while the next item is parsed (as ``dedup`` runs a
+        file); any other iterable is decided an item at a time, so that a live feed's
+        decision never waits for the next item. The decisions are the same either way."""
         _check_on_invalid(on_invalid)
         return self._decide_many(items, on_invalid == "raise")
 
     def _decide_many(self, items: Iterable[_Item], raise_invalid: bool) -> Iterator[Decision]:
-        fmt, config, decide = self._format, self._config, self._detector.decide
+        if _at_hand(items) and available_cores() >= 2:
+            yield from self._decide_ahead(items, raise_invalid)
+            return
+        config, decide = self._config, self._detector.decide
+        for line, parsed in self._parsed(items):
+            if type(parsed) is Invalid:
+                if raise_invalid:
+                    raise InvalidItem(parsed.reason, parsed.detail, line)
+                yield Decision(None, line, config, parsed)
+            else:
+                yield Decision(decide(parsed), line, config)  # type: ignore[arg-type]
+
+    def _decide_ahead(self, items: Iterable[_Item], raise_invalid: bool) -> Iterator[Decision]:
+        """``_decide_many`` with each item's lookup on the engine thread while the next item
+        is parsed and signed (as ``ndd-stream dedup`` does a file): the same decisions.
+        Nothing is begun while a decision is yielded, and a generator closed early forgets
+        the item it read ahead (its line number too), so what it leaves is what one item at
+        a time leaves; an error reading or parsing the next item comes after the decision
+        before it."""
+        config, detector = self._config, self._detector
+        pending: tuple[int, Any] | None = None  # an item begun: its lookup runs
+        shown = self._items  # the last line given back
+        detector.lookup_thread = True
+        try:
+            parsed_items = self._parsed(items)
+            while True:
+                try:
+                    line, parsed = next(parsed_items)
+                    signed = None if type(parsed) is Invalid else detector.sign(parsed)  # type: ignore[arg-type]
+                except StopIteration:
+                    break
+                except BaseException:
+                    if pending is not None:
+                        (shown, begun), pending = pending, None
+                        yield Decision(detector.finish(begun), shown, config)
+                    raise
+                if pending is not None:
+                    (shown, begun), pending = pending, None
+                    yield Decision(detector.finish(begun), shown, config)
+                if signed is None:
+                    assert isinstance(parsed, Invalid)
+                    if raise_invalid:
+                        raise InvalidItem(parsed.reason, parsed.detail, line)
+                    shown = line
+                    yield Decision(None, line, config, parsed)
+                else:
+                    pending = line, detector.begin(signed)
+            if pending is not None:
+                (shown, begun), pending = pending, None
+                yield Decision(detector.finish(begun), shown, config)
+        except GeneratorExit:
+            self._items = shown  # the item read ahead was never decided
+            raise
+        finally:
+            detector.lookup_thread = False
+
+    def _parsed(self, items: Iterable[_Item]) -> Iterator[tuple[int, Document | Invalid]]:
+        """Each item's line number and parse, blank lines counted and skipped."""
+        fmt = self._format
         for item in items:
             self._items += 1
             line = self._items
@@ -382,17 +446,11 @@ class Filter:
                 raw = item.rstrip(b"\r\n")
                 if not raw.strip():
                     continue
-                parsed = parse_item(raw, fmt, f"line:{line}")
+                yield line, parse_item(raw, fmt, f"line:{line}")
             elif isinstance(item, str) and not item.strip():
                 continue
             else:
-                parsed = self._parse(item, f"line:{line}", None)
-            if type(parsed) is Invalid:
-                if raise_invalid:
-                    raise InvalidItem(parsed.reason, parsed.detail, line)
-                yield Decision(None, line, config, parsed)
-            else:
-                yield Decision(decide(parsed), line, config)  # type: ignore[arg-type]
+                yield line, self._parse(item, f"line:{line}", None)
 
     def _parse(self, item: _Item, position: str, fallback: float | None) -> Document | Invalid:
         if isinstance(item, Mapping):
@@ -500,6 +558,20 @@ class Filter:
                               isinstance(defaults[k], tuple) and v == list(defaults[k]))
                           and not (defaults[k] is None and v == {}))
         return f"Filter({given})"
+
+
+def _at_hand(items: Iterable[Any]) -> bool:
+    """Whether reading one item ahead holds no decision back: a list or tuple, or a file
+    whose lines are all there (a regular file; not a pipe, a socket or a terminal)."""
+    if isinstance(items, (list, tuple)):
+        return True
+    fileno = getattr(items, "fileno", None)
+    if fileno is None:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fileno()).st_mode)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return False
 
 
 def _names(value: str | Sequence[str]) -> list[str]:

@@ -321,6 +321,49 @@ def test_decide_many_raises_at_the_bad_item_after_deciding_the_ones_before() -> 
     assert [d.line for d in rest] == [5, 6]
 
 
+def test_decide_many_over_a_list_uses_the_engine_thread_and_decides_the_same() -> None:
+    """A list is at hand: each item's lookup runs on the engine thread while the next is
+    parsed and signed (two cores or more), with the same decisions as one at a time; a loop
+    left early leaves nothing half decided, so the rest decides as if never interrupted."""
+    from harness.threads import engine_threads
+
+    from ndd_stream.core.engine import available
+    from ndd_stream.core.kernels import available_cores
+
+    items = newsgen.items(300, seed=5, channels=3, step_s=120.0)
+    one = Filter(threshold=0.8)
+    want = [one.decide(item).as_dict() for item in items]
+    f = Filter(threshold=0.8)
+    threads: list[int] = []
+    got = []
+    for d in f.decide_many(items):
+        threads.append(engine_threads())
+        got.append(d.as_dict())
+        if len(got) == 120:
+            break
+    got += [d.as_dict() for d in f.decide_many(items[120:])]
+    assert got == want
+    assert {r["status"] for r in want} >= {"unique", "near_duplicate"}
+    if available() and available_cores() >= 2 and os.path.isdir("/proc/self/task"):
+        assert max(threads) == 1
+    assert not f._detector.lookup_thread  # the filter's own decide() is as before
+
+
+def test_decide_many_over_a_live_iterator_holds_no_decision_back() -> None:
+    """From a generator (a live feed) each decision comes before the next item is read."""
+    items = newsgen.items(30, seed=2)
+    yielded: list[int] = []
+
+    def feed() -> Any:
+        for i, item in enumerate(items):
+            assert len(yielded) == i, (i, len(yielded))
+            yield item
+
+    for d in Filter().decide_many(feed()):
+        yielded.append(d.line)
+    assert yielded == list(range(1, 31))
+
+
 # -- explanations, pairs and stories ---------------------------------------------------
 
 DAY = 1764633600

@@ -233,6 +233,22 @@ class Detector:
 
     # -- public API ---------------------------------------------------------------------
 
+    @property
+    def lookup_thread(self) -> bool:
+        """Whether the windows' flat indexes look up and index on the engine thread."""
+        return self._lookup_thread
+
+    @lookup_thread.setter
+    def lookup_thread(self, on: bool) -> None:
+        """Between decisions (none begun and not finished): the windows' indexes and those
+        made later use the engine thread, or look up in the caller's thread."""
+        self._lookup_thread = on
+        for window in self._windows.values():
+            if isinstance(window.index, FlatIndex):
+                window.index.ahead = on
+                if not on:  # the order's counts, shared by every window, settled too
+                    window.index.settle()
+
     def decide(self, doc: Document) -> Decision:
         """Decide one document and record it (the whole of Fig. 2 for one item)."""
         return self.finish(self.begin(self.sign(doc)))

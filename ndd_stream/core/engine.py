@@ -131,6 +131,10 @@ class FlatIndex:
         """Forget the documents numbered below ``number``."""
         self._c.release_before(number)
 
+    def settle(self) -> None:
+        """Wait for the jobs this index gave the engine thread (its indexing) to end."""
+        self._c.settle()
+
     # The LSM index's housekeeping calls, nothing to do here.
     def prepare(self) -> None:
         """Nothing to prepare: the table is ready after every add."""
