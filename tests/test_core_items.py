@@ -326,6 +326,40 @@ def test_offline_dedup_writes_each_record_before_the_next_line_is_needed(thread:
     assert sink.getvalue().count(b"\n") == 40 and summary.statuses["unique"] < 40
 
 
+def test_offline_dedup_begins_the_next_windows_items_before_finishing_the_last() -> None:
+    """With the lookup thread, an item of another window is begun before the items pending
+    are finished (at most AHEAD stay begun; one of a pending item's window waits for it):
+    the records are those of one item at a time, each at most AHEAD lines late."""
+    import io
+
+    from ndd_stream.core.detector import DetectorConfig
+    from ndd_stream.dedup import AHEAD, run_dedup
+
+    channels = ["a", "b", "c", "a", "a", "b", "c", "c", "b"]
+    words = ["again", "today", "quickly", "there"]
+    outs, lags = [], []
+    for thread in (False, True):
+        sink = io.BytesIO()
+
+        def lines(sink: io.BytesIO = sink) -> Iterator[bytes]:
+            for i in range(270):
+                lags.append(i - sink.getvalue().count(b"\n"))
+                if i % 50 == 49:
+                    yield b"{not json\n"
+                    continue
+                yield jsonio.dumps({"id": f"d{i}", "channel": channels[i % len(channels)],
+                                    "text": f"{STORY} {words[i % 4]} {i % 3}",
+                                    "timestamp": 1_700_000_000 + i}) + b"\n"
+
+        for threshold in (0.3, 0.8):
+            run_dedup(lines(), sink, DetectorConfig(threshold=threshold, index="flat"), FMT,
+                      lookup_thread=thread)
+        outs.append(sink.getvalue())
+    assert outs[0] == outs[1] and outs[0].count(b"\n") == 540
+    assert b"near_duplicate" in outs[0] and b"invalid" in outs[0]
+    assert max(lags[:540]) == 0 and max(lags[540:]) == AHEAD >= 2
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="Linux: /proc lists threads")
 def test_offline_dedup_keeps_one_engine_thread_for_every_scope() -> None:
     """Thirty scopes, each with a window and its flat index, share one engine thread: a

@@ -1919,14 +1919,16 @@ query_args(EngineObject *e, PyObject *args, Py_buffer *kb, Py_buffer *sb, equery
  * overlaps. One thread (the lane) serves every engine of the process, one per scope's
  * window: with a thread per engine, each polling for its next job, dedup of the Reuters
  * day in its 66 channel scopes took ten times as long as with none. The lane runs the jobs
- * in the order given, whatever their engine (at most two wait: a document's indexing, then
- * the next item's lookup), and touches no Python object but the bytes of held texts and
+ * in the order given, whatever their engine (at most LK_SLOTS wait: dedup keeps lookups of
+ * several windows begun, each queued behind a document's indexing; with two slots its
+ * caller waited for a free one), and touches no Python object but the bytes of held texts and
  * the buffers a job holds, released by a caller's thread. Every other call of an engine
  * first waits for that engine's jobs to end (settle), so nothing a job reads changes or is
  * freed under it. The lane starts with the first job and ends when the last engine that
  * gave it one is freed. The lane and each engine's part of it (struct ahead) are touched
  * only under the GIL, the jobs' counters aside. */
 enum { JOB_LOOKUP, JOB_ADD };
+#define LK_SLOTS 8 /* jobs that may wait */
 
 typedef struct {
     EngineObject *e; /* whose job it is */
@@ -1951,7 +1953,7 @@ struct lane {
     long reaped;                  /* jobs whose outcome a caller's thread took */
     atomic_int sleeping, waiting; /* the thread waits for a job; callers wait for an end */
     atomic_int stop;
-    ejob_t jobs[2];               /* job k is jobs[k % 2] */
+    ejob_t jobs[LK_SLOTS];        /* job k is jobs[k % LK_SLOTS] */
     long users;                   /* engines with a part in it, not yet freed */
     pid_t pid;                    /* the process the thread runs in */
 };
@@ -2087,7 +2089,7 @@ lane_main(void *arg)
         lk_await(l, lk_given, k, LK_IDLE_SPIN, &l->sleeping, &l->wake);
         if (atomic_load(&l->given) == k) /* stopped, every job ended */
             break;
-        ejob_t *j = &l->jobs[k % 2];
+        ejob_t *j = &l->jobs[k % LK_SLOTS];
         job_run(j->e, j);
         atomic_store(&l->ended, k + 1);
         if (atomic_load(&l->waiting)) {
@@ -2114,7 +2116,7 @@ lk_reap(struct lane *l)
 {
     long ended = atomic_load(&l->ended);
     for (; l->reaped < ended; l->reaped++) {
-        ejob_t *j = &l->jobs[l->reaped % 2];
+        ejob_t *j = &l->jobs[l->reaped % LK_SLOTS];
         struct ahead *a = j->e->ahead;
         if (j->kind == JOB_LOOKUP) {
             a->result = j->r;
@@ -2207,8 +2209,8 @@ lane_stop(struct lane *l)
     pthread_cond_destroy(&l->wake);
     pthread_cond_destroy(&l->done);
     pthread_mutex_destroy(&l->mu);
-    free(l->jobs[0].buf);
-    free(l->jobs[1].buf);
+    for (int i = 0; i < LK_SLOTS; i++)
+        free(l->jobs[i].buf);
     free(l);
     if (LANE == l)
         LANE = NULL;
@@ -2258,7 +2260,7 @@ ahead_drop(EngineObject *e)
         lane_stop(l);
 }
 
-/* A free job slot for the engine to fill (at most two jobs wait), with the lane started;
+/* A free job slot for the engine to fill (at most LK_SLOTS jobs wait), with the lane started;
  * NULL with an exception set. The slot is filled and given without releasing the GIL, so
  * no other thread takes it meanwhile. */
 static ejob_t *
@@ -2269,13 +2271,13 @@ lk_slot(EngineObject *e, size_t words)
         return NULL;
     struct lane *l = a->lane;
     long k;
-    while (atomic_load(&l->ended) <= (k = atomic_load(&l->given)) - 2) {
+    while (atomic_load(&l->ended) <= (k = atomic_load(&l->given)) - LK_SLOTS) {
         Py_BEGIN_ALLOW_THREADS
-        lk_wait(l, k - 2);
+        lk_wait(l, k - LK_SLOTS);
         Py_END_ALLOW_THREADS
     }
     lk_reap(l);
-    ejob_t *j = &l->jobs[k % 2];
+    ejob_t *j = &l->jobs[k % LK_SLOTS];
     if (grow((void **)&j->buf, &j->cap, words + 1, 8)) {
         PyErr_NoMemory();
         return NULL;

@@ -253,6 +253,10 @@ class Detector:
         """Decide one document and record it (the whole of Fig. 2 for one item)."""
         return self.finish(self.begin(self.sign(doc)))
 
+    def window_of(self, doc: Document) -> ScopeWindow | None:
+        """The window ``doc`` is decided in, None before its scope's first document."""
+        return self._windows.get(doc.scope)
+
     def sign(self, doc: Document) -> Signed:
         """What deciding ``doc`` computes from it alone; reads no window, so it may run
         while a lookup :meth:`begin` started for an earlier document is in flight."""
