@@ -112,7 +112,7 @@ def run_dedup(
                                        "reason": item.reason, "detail": item.detail}))
             else:
                 signed = detector.sign(item)
-                window = detector.window_of(item)
+                window = detector.existing_window(item)
                 while any(begun.window is window for _, begun in pending):
                     finish_oldest()
                 pending.append((number, detector.begin(signed)))

@@ -253,7 +253,7 @@ class Detector:
         """Decide one document and record it (the whole of Fig. 2 for one item)."""
         return self.finish(self.begin(self.sign(doc)))
 
-    def window_of(self, doc: Document) -> ScopeWindow | None:
+    def existing_window(self, doc: Document) -> ScopeWindow | None:
         """The window ``doc`` is decided in, None before its scope's first document."""
         return self._windows.get(doc.scope)
 
