@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Iterable
 from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import dataclass, field
@@ -56,12 +56,6 @@ class Sink(Protocol):
     def write(self, data: bytes, /) -> int: ...
 
 
-AHEAD = 2
-"""Decisions ``dedup`` keeps begun with the lookup thread: their lookups queue on the
-engine thread while the next item is parsed and signed (two absorb an item's uneven cost;
-one lookup at a time made the caller wait for it ~15% of the time per channel at 0.8)."""
-
-
 def run_dedup(
     source: Iterable[bytes],
     sink: Sink,
@@ -79,18 +73,13 @@ def run_dedup(
     detector = Detector(config, lookup_thread=lookup_thread)
     summary = DedupSummary()
     start = time.perf_counter()
-    # With the lookup thread, up to AHEAD decisions are begun and not finished: their
-    # lookups run on the engine thread, holding no GIL, while this one writes the last
-    # decision and reads, parses and signs the next items. An item is begun before the ones
-    # pending are finished only when none of them is in its window (windows share nothing
-    # a lookup reads), so every decision is the one decide() makes.
-    ahead = AHEAD if lookup_thread else 0
-    pending: deque[tuple[int, Begun]] = deque()
-
-    def finish_oldest() -> None:
-        number, begun = pending.popleft()
-        _write_decision(sink, summary, number, detector.finish(begun))
-
+    # One decision in flight: with the lookup thread, its lookup runs on the engine thread,
+    # holding no GIL, while this one writes the last decision and reads, parses and signs
+    # the next item. An item of another window is begun before the one in flight is
+    # finished (windows share nothing a lookup reads: its lookup then waits for no indexing
+    # of the other), one of the same window after it, so every decision is the one
+    # decide() makes.
+    pending: tuple[int, Begun] | None = None
     with _progress_bar(progress_total) as progress:
         task = progress.add_task("dedup", total=progress_total) if progress is not None else None
         lines: Iterable[tuple[int, bytes]] = enumerate(source, start=1)
@@ -103,8 +92,9 @@ def run_dedup(
                 continue
             item = parse_item(raw, fmt, position=f"line:{number}")
             if isinstance(item, Invalid):
-                while pending:  # records in the order of the lines
-                    finish_oldest()
+                if pending is not None:  # records in the order of the lines
+                    _write_decision(sink, summary, pending[0], detector.finish(pending[1]))
+                    pending = None
                 summary.invalid[item.reason] += 1
                 if errors is not None:
                     errors.write(f"line {number}: {item.reason}: {item.detail}\n")
@@ -112,16 +102,22 @@ def run_dedup(
                                        "reason": item.reason, "detail": item.detail}))
             else:
                 signed = detector.sign(item)
-                window = detector.existing_window(item)
-                while any(begun.window is window for _, begun in pending):
-                    finish_oldest()
-                pending.append((number, detector.begin(signed)))
-                while len(pending) > ahead:
-                    finish_oldest()
+                done = None
+                if pending is not None and pending[1].item.doc.scope == item.scope:
+                    done, pending = (pending[0], detector.finish(pending[1])), None
+                begun = detector.begin(signed)
+                if pending is not None:  # another window's: finished once this one is begun
+                    done = pending[0], detector.finish(pending[1])
+                pending = number, begun
+                if done is not None:
+                    _write_decision(sink, summary, *done)
+                if not lookup_thread:  # nothing to overlap: its record now, not after the next line
+                    _write_decision(sink, summary, number, detector.finish(pending[1]))
+                    pending = None
             if progress is not None and task is not None:
                 progress.update(task, advance=len(raw) + 1)
-        while pending:
-            finish_oldest()
+        if pending is not None:
+            _write_decision(sink, summary, pending[0], detector.finish(pending[1]))
     summary.seconds = time.perf_counter() - start
     return summary
 

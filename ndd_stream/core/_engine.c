@@ -503,12 +503,30 @@ find(const EngineObject *e, uint64_t key)
     }
 }
 
+/* A zeroed table of ``cap`` slots, every page of it written once. Fresh pages that calloc
+ * leaves untouched are first read by the probes of a rehash: the kernel maps them to the
+ * shared zero page, and the write that follows copies it and flushes every CPU's TLB (an
+ * interprocessor interrupt a page while the caller's thread runs on the other core: on a
+ * virtual machine most of a large rehash's time, during which the engine thread's queue
+ * waits). A page written first is allocated zeroed, once. */
+static eslot_t *
+table_new(size_t cap)
+{
+    eslot_t *tab = calloc(cap, sizeof(eslot_t));
+    if (tab != NULL) {
+        volatile char *p = (volatile char *)tab, *end = p + cap * sizeof(eslot_t);
+        for (; p < end; p += 4096)
+            *p = 0;
+    }
+    return tab;
+}
+
 static int
 rehash(EngineObject *e, size_t cap)
 {
     eslot_t *old = e->tab;
     size_t oldcap = old ? e->mask + 1 : 0;
-    eslot_t *tab = calloc(cap, sizeof(eslot_t));
+    eslot_t *tab = table_new(cap);
     if (tab == NULL)
         return -1;
     e->tab = tab;
@@ -1928,7 +1946,7 @@ query_args(EngineObject *e, PyObject *args, Py_buffer *kb, Py_buffer *sb, equery
  * gave it one is freed. The lane and each engine's part of it (struct ahead) are touched
  * only under the GIL, the jobs' counters aside. */
 enum { JOB_LOOKUP, JOB_ADD };
-#define LK_SLOTS 8 /* jobs that may wait */
+#define LK_SLOTS 4 /* jobs that may wait */
 
 typedef struct {
     EngineObject *e; /* whose job it is */

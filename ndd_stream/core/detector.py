@@ -253,10 +253,6 @@ class Detector:
         """Decide one document and record it (the whole of Fig. 2 for one item)."""
         return self.finish(self.begin(self.sign(doc)))
 
-    def existing_window(self, doc: Document) -> ScopeWindow | None:
-        """The window ``doc`` is decided in, None before its scope's first document."""
-        return self._windows.get(doc.scope)
-
     def sign(self, doc: Document) -> Signed:
         """What deciding ``doc`` computes from it alone; reads no window, so it may run
         while a lookup :meth:`begin` started for an earlier document is in flight."""
