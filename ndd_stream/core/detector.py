@@ -308,10 +308,18 @@ class Detector:
             begun.pending = False
             begun.best = self._flat_found(window, window.index.collect())
         decision = begun.verdict
+        # every document that gets a verdict here is indexed, whatever the verdict, when
+        # duplicates are: indexed first, the engine thread's indexing overlaps the verdict
+        early = decision is None and self.config.index_duplicates
+        if early:
+            assert sig is not None
+            self._add_to_window(window, doc.identity, doc.channel, doc.timestamp, hour, nf,
+                                sig, figs, begun.probe, number)
         if decision is None:
             assert sig is not None
             decision = conclude(self.config.novelty, doc, hour, figs, int(sig.size), begun.best)
-        indexed = self._index(window, doc, hour, nf, sig, begun.probe, decision, figs, number)
+        indexed = early or self._index(window, doc, hour, nf, sig, begun.probe, decision, figs,
+                                       number)
         if decision.policy is not Policy.LATE:  # a late item is not in the window: not kept
             decision = place(decision, window.stories, doc.channel, hour)
             if self.config.keep == "complete" and sig is not None and indexed:
