@@ -42,7 +42,7 @@ from typing import Any
 
 from ndd_stream import Filter, api
 from ndd_stream import dedup as dedup_module
-from ndd_stream.core.detector import Detector, DetectorConfig
+from ndd_stream.core.detector import Begun, Detector, DetectorConfig, Signed
 from ndd_stream.core.document import Decision, Document
 from ndd_stream.core.kernels import available_cores
 from ndd_stream.core.store import NullStore, StateStore, StoredDocument
@@ -67,27 +67,15 @@ class _KeepSink:
         return len(data)
 
 
-class _Recorder:
-    """Keeps what the detector stores (not a NullStore: the detector builds no state
-    record for one)."""
+class _Recorder(NullStore):
+    """Keeps what the detector stores (a NullStore's subclass: the detector builds the
+    records for it)."""
 
     def __init__(self) -> None:
         self.added: list[StoredDocument] = []
 
     def add(self, doc: StoredDocument) -> None:
         self.added.append(doc)
-
-    def drop_hour(self, scope: str, hour: int) -> None:
-        return None
-
-    def load(self) -> Iterator[StoredDocument]:
-        return iter(())
-
-    def commit(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
 
 
 def _record_decisions(lines: list[bytes], scope: str) -> list[tuple[Decision, StoredDocument]]:
@@ -121,14 +109,14 @@ def _replaying(recorded: list[tuple[Decision, StoredDocument]]) -> type[Any]:
             return decision
 
         # the three steps the loops call with the engine thread: nothing to overlap here
-        def sign(self, doc: Document) -> Document:
-            return doc
+        def sign(self, doc: Document) -> Signed:
+            return Signed(doc, "", None, None)
 
-        def begin(self, doc: Document) -> Document:
-            return doc
+        def begin(self, item: Signed) -> Begun:
+            return Begun(item, None, 0)  # type: ignore[arg-type]
 
-        def finish(self, doc: Document) -> Decision:
-            return self.decide(doc)
+        def finish(self, begun: Begun) -> Decision:
+            return self.decide(begun.item.doc)
 
     return Replay
 

@@ -12,7 +12,6 @@ decisions are theirs (tests/test_api.py compares every field with ``dedup``'s).
 from __future__ import annotations
 
 import os
-import stat
 import struct
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -50,6 +49,7 @@ from ndd_stream.core.store import StoredDocument
 from ndd_stream.core.stories import KEEP_POLICIES, KeepPolicy
 from ndd_stream.core.verdict import conclude
 from ndd_stream.core.window import WindowDoc
+from ndd_stream.files import regular_file
 
 __all__ = ["Decision", "Filter", "InvalidItem", "Similarity", "Story", "similarity", "stories"]
 
@@ -402,6 +402,14 @@ class Filter:
         config, detector = self._config, self._detector
         pending: tuple[int, Any] | None = None  # an item begun: its lookup runs
         shown = self._items  # the last line given back
+
+        def finished() -> Iterator[Decision]:
+            """The item begun, finished and given back (nothing begun while it is)."""
+            nonlocal pending, shown
+            if pending is not None:
+                (shown, begun), pending = pending, None
+                yield Decision(detector.finish(begun), shown, config)
+
         detector.lookup_thread = True
         try:
             parsed_items = self._parsed(items)
@@ -412,13 +420,9 @@ class Filter:
                 except StopIteration:
                     break
                 except BaseException:
-                    if pending is not None:
-                        (shown, begun), pending = pending, None
-                        yield Decision(detector.finish(begun), shown, config)
+                    yield from finished()
                     raise
-                if pending is not None:
-                    (shown, begun), pending = pending, None
-                    yield Decision(detector.finish(begun), shown, config)
+                yield from finished()
                 if signed is None:
                     assert isinstance(parsed, Invalid)
                     if raise_invalid:
@@ -427,9 +431,7 @@ class Filter:
                     yield Decision(None, line, config, parsed)
                 else:
                     pending = line, detector.begin(signed)
-            if pending is not None:
-                (shown, begun), pending = pending, None
-                yield Decision(detector.finish(begun), shown, config)
+            yield from finished()
         except GeneratorExit:
             self._items = shown  # the item read ahead was never decided
             raise
@@ -566,11 +568,9 @@ def _at_hand(items: Iterable[Any]) -> bool:
     if isinstance(items, (list, tuple)):
         return True
     fileno = getattr(items, "fileno", None)
-    if fileno is None:
-        return False
     try:
-        return stat.S_ISREG(os.fstat(fileno()).st_mode)
-    except (OSError, ValueError, TypeError, AttributeError):
+        return fileno is not None and regular_file(fileno())
+    except (OSError, ValueError, TypeError, AttributeError):  # a file-like without one
         return False
 
 

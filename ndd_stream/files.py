@@ -8,6 +8,8 @@ so the command line (``ndd_stream.cli.errors.file_error``) can say which file in
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
@@ -18,6 +20,17 @@ def named(exc: OSError, name: object) -> OSError:
     if exc.filename is not None:
         return exc
     return OSError(exc.errno, exc.strerror or str(exc), str(name))
+
+
+def regular_file(source: Path | int) -> bool:
+    """Whether ``source`` (a path, or an open file's descriptor) is a regular file, whose
+    lines are all there: reading one ahead holds no record back, as it would from a pipe, a
+    socket or a terminal. False when it cannot be told."""
+    try:
+        mode = os.fstat(source).st_mode if isinstance(source, int) else source.stat().st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(mode)
 
 
 def named_lines(lines: Iterable[bytes], name: object) -> Iterator[bytes]:

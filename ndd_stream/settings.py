@@ -453,13 +453,10 @@ class Settings(BaseSettings):
         terminal would hold each decision back until the next item comes."""
         if self.lookup_thread != "auto":
             return self.lookup_thread == "on"
-        import stat
+        from ndd_stream.files import regular_file
 
-        try:
-            regular = stat.S_ISREG(path.stat().st_mode)
-        except OSError:
-            return False  # dedup names the file when it opens it
-        return regular and available_cores() >= 2
+        # a path that cannot be read: dedup names the file when it opens it
+        return regular_file(path) and available_cores() >= 2
 
     def exactly_once(self) -> bool:
         """Whether the worker runs its pieces in Kafka transactions (``guarantee``)."""

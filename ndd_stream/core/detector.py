@@ -221,7 +221,8 @@ class Detector:
         self.config = config or DetectorConfig()
         self._lookup_thread = lookup_thread
         self.store: StateStore = store if store is not None else NullStore()
-        self._persists = not isinstance(self.store, NullStore)  # no record to build
+        # a NullStore keeps nothing: no record to build (a subclass that keeps them gets them)
+        self._persists = type(self.store) is not NullStore
         self._normal_form = normalizer or (
             lambda text: normal_form(text, case_sensitive=self.config.case_sensitive)
         )
