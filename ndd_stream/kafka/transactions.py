@@ -378,6 +378,27 @@ class Transactions:
                 self._producer, self._ready = None, False
 
 
+TRANSACTION_RETRY_BACKOFF_MS = 10
+"""The transactional producers' first retry backoff (librdkafka's default: 100 ms). A
+partition's next transaction starts as soon as its last one commits, while the broker is
+still writing that one's markers: the broker answers the new transaction's first requests
+(adding partitions, adding offsets) "concurrent transactions", and each is retried after
+this backoff. At 100 ms that retry was most of a commit: pieces of 130 records back to
+back took 90-103 ms each on Apache Kafka 4.3.1 on one node, 14-19 ms at 10
+(bench/txn_latency.py, docs/BENCHMARK.md). Later retries of a
+request still back off exponentially, up to ``retry.backoff.max.ms`` (1 s)."""
+
+TRANSACTIONAL = {"retry.backoff.ms": TRANSACTION_RETRY_BACKOFF_MS,
+                 "enable.sparse.connections": False}
+"""librdkafka settings of every transactional producer. Connections to every broker at
+once: with librdkafka's default (sparse, a broker connected when first needed) a new
+producer knows only its bootstrap connection when it looks for its transaction
+coordinator, finds "no brokers available for transactions", and asks again on its
+coordinator timer, 500 ms later; ``init_transactions`` then took ~0.51 s instead of
+~0.01 s (Apache Kafka 4.3.1, one node), in the worker's start twice (the pre-flight
+probe and the worker's producer)."""
+
+
 def check_transactions(conf: Mapping[str, Any], app_id: str, topic: str,
                        timeout_s: float = 30.0) -> None:
     """Raise :class:`TransactionsUnsupported` unless the broker runs transactions for real
@@ -388,7 +409,8 @@ def check_transactions(conf: Mapping[str, Any], app_id: str, topic: str,
     record goes to partition 0 of ``topic`` (the changelog, whose readers skip its key)
     and, aborted, is never read. Blocking."""
     # an id of its own: workers that start together must not fence each other's probe
-    producer = Producer({**conf, "transactional.id": f"{app_id}-probe-{uuid.uuid4().hex}",
+    producer = Producer({**conf, **TRANSACTIONAL,
+                         "transactional.id": f"{app_id}-probe-{uuid.uuid4().hex}",
                          "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS})
     offsets: list[int] = []
     try:

@@ -32,6 +32,7 @@ from ndd_stream.kafka.limits import (
     read_write_limits,
 )
 from ndd_stream.kafka.probe import unreachable_message, wait_for_broker
+from ndd_stream.kafka.transactions import TRANSACTIONAL
 from ndd_stream.settings import Settings
 from ndd_stream.worker.cluster import ClusterChanged, check_cluster
 from ndd_stream.worker.deciding import OutputTopics
@@ -184,26 +185,14 @@ def free_port(host: str) -> int:
         return int(sock.getsockname()[1])
 
 
-TRANSACTION_RETRY_BACKOFF_MS = 10
-"""The transactional producers' first retry backoff (librdkafka's default: 100 ms). A
-partition's next transaction starts as soon as its last one commits, while the broker is
-still writing that one's markers: the broker answers the new transaction's first requests
-(adding partitions, adding offsets) "concurrent transactions", and each is retried after
-this backoff. At 100 ms that retry was most of a commit: pieces of 130 records back to
-back took 90-103 ms each on Apache Kafka 4.3.1 on one node, 14-19 ms at 10
-(bench/txn_latency.py, docs/BENCHMARK.md). Later retries of a
-request still back off exponentially, up to ``retry.backoff.max.ms`` (1 s)."""
-
-
 def transaction_conf(settings: Settings) -> dict[str, Any]:
     """librdkafka settings of the transactional producers (exactly-once): as Faust's
     producer (``producer_kwargs``), with a short linger so a piece's records batch, and a
-    short first retry (:data:`TRANSACTION_RETRY_BACKOFF_MS`)."""
+    short first retry and every broker connected at once (``kafka.transactions.TRANSACTIONAL``)."""
     request = producer_request_limit(settings.max_item_bytes)
     return librdkafka_config(settings, {
         "acks": "all", "linger.ms": 5, "message.max.bytes": request,
-        "batch.size": min(settings.producer_batch_kb << 10, request),
-        "retry.backoff.ms": TRANSACTION_RETRY_BACKOFF_MS})
+        "batch.size": min(settings.producer_batch_kb << 10, request), **TRANSACTIONAL})
 
 
 WORKER_ID_FILE = "worker-id"
