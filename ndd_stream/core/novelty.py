@@ -244,7 +244,7 @@ def _differing(new: str, old: str,
                     quantities.unmatched(old_set, new_set, limit))
 
 
-@lru_cache(maxsize=4096)  # by the facts string: a window document's meet many items
+@lru_cache(maxsize=1024)  # by the facts string: a window document's meet many items
 def _parsed(joined: str) -> tuple[str, list[str], quantities.FigureSet]:
     """The subject, headline words and figures of a :func:`figures` string (shared: read
     only)."""

@@ -231,7 +231,7 @@ rounding), scaled, its points (its own and its roundings at each coarser exponen
 (compared by :func:`same`)."""
 
 
-@lru_cache(maxsize=1 << 14)  # pure; most of an item's tokens were seen in earlier items
+@lru_cache(maxsize=1 << 12)  # pure; most of an item's tokens were seen in earlier items
 def figure(token: str) -> Figure:
     """``token`` as :func:`differing_sets` compares it. A quantity ``m * 10**e`` written
     to that digit is the point ``m * _SPAN + e + _TOP``: one int for each pair (cheaper to
