@@ -2571,10 +2571,16 @@ pack_text(PyObject *self, PyObject *arg)
         Py_RETURN_NONE;
     const uint8_t *a = PyUnicode_1BYTE_DATA(arg);
     size_t n = (size_t)PyUnicode_GET_LENGTH(arg);
-    PyObject *res = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(10 + (n * 13 + 7) / 8 + 1));
-    if (res == NULL)
-        return NULL;
-    bitw_t w = {(uint8_t *)PyBytes_AS_STRING(res), 0, 0, 0};
+    /* Packed into a scratch buffer (the GIL guards it), then copied into bytes of the
+     * packed size: a kept text allocated at its bound and shrunk in place left that bound's
+     * tail (~60% of it) as a hole behind every window document, which later texts filled
+     * only in part (~1 KiB a document at 12,000, once indexing went to the engine thread's
+     * malloc arena). */
+    static uint8_t *scratch;
+    static size_t scratch_cap;
+    if (grow((void **)&scratch, &scratch_cap, 10 + (n * 13 + 7) / 8 + 1 + 8, 1) < 0)
+        return PyErr_NoMemory();
+    bitw_t w = {scratch, 0, 0, 0};
     size_t m = n;
     while (m >= 0x80) {
         w.out[w.k++] = (uint8_t)(m | 0x80);
@@ -2596,9 +2602,7 @@ pack_text(PyObject *self, PyObject *arg)
         w.acc >>= 8;
         w.nbits -= 8;
     }
-    if (_PyBytes_Resize(&res, (Py_ssize_t)w.k) < 0)
-        return NULL;
-    return res;
+    return PyBytes_FromStringAndSize((const char *)w.out, (Py_ssize_t)w.k);
 }
 
 PyDoc_STRVAR(unpack_text_doc, "unpack_text(packed) -> str\n\nThe text pack_text packed.");
