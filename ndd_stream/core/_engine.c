@@ -1467,8 +1467,11 @@ ripple(uint64_t *restrict S, size_t W, size_t w0, size_t w1, int from, int B,
 
 /* Add the k rows ``x`` (W words each) into the bit-sliced counter S (B >= 5 slices of W
  * words, S[b * W + w]: bit b of the counts of word w); ``carry``: W words of scratch. A
- * chunk of words at a time, so that its slices stay in the first-level cache. */
-#define ROW_CHUNK 256
+ * chunk of words at a time: each pass over the rows reads sixteen runs of ROW_CHUNK words,
+ * long enough for the hardware prefetchers, and the chunk's slices stay in the second-level
+ * cache. Chunks of 256 words (slices in the first-level cache, runs of 2 KiB) made a 200k
+ * window's count at 0.3 1.27x slower (11.6-11.9 against 9.0-9.6 ms a decision). */
+#define ROW_CHUNK 2048
 static void
 count_rows(const uint64_t *const *x, size_t k, size_t W, uint64_t *S, int B, uint64_t *carry)
 {
