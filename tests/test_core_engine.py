@@ -438,3 +438,31 @@ def test_a_forked_child_looks_up_without_the_parent_thread() -> None:
             os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_dense_rows_counted_over_several_chunks_equal_brute_force() -> None:
+    """A window wider than one chunk of the rows' count (2,048 words: 131,072 documents)
+    and not a multiple of it, every key a bitmap row: best() is the brute-force best match
+    for queries that share most with a document in the first chunk, the second, and none."""
+    rnd = np.random.default_rng(7)
+    n, universe, size, threshold = 140_000, 96, 10, 0.3
+    codes = np.argsort(rnd.random((n, universe)), axis=1)[:, :size].astype(np.uint64)
+    codes.sort(axis=1)
+    index = FlatIndex(threshold, 1 / 64)
+    need = min_overlap(size, threshold)
+    for number in range(n):
+        sig = codes[number]
+        assert index.add(fmix64(sig), sig, 0, need, 0) == number
+    for target in (5, 70_000, 139_999, None):
+        if target is None:
+            sig = np.arange(universe, universe + size, dtype=np.uint64)  # shares nothing
+        else:
+            kept = codes[target][:7]
+            other = np.setdiff1d(np.arange(universe, dtype=np.uint64), codes[target])
+            sig = np.sort(np.concatenate([kept, other[:3]]))
+        shared = np.isin(codes, sig).sum(axis=1)
+        hits = np.flatnonzero(shared >= need)
+        want = (int(hits[np.argmax(shared[hits])]), int(shared[hits].max())) if hits.size \
+            else (-1, 0)
+        found = index.best(fmix64(sig), sig, need, 0, (0, 0), size_bounds(size, threshold))
+        assert (found.number, found.shared) == want

@@ -2574,11 +2574,11 @@ pack_text(PyObject *self, PyObject *arg)
         Py_RETURN_NONE;
     const uint8_t *a = PyUnicode_1BYTE_DATA(arg);
     size_t n = (size_t)PyUnicode_GET_LENGTH(arg);
-    /* Packed into a scratch buffer (the GIL guards it), then copied into bytes of the
-     * packed size: a kept text allocated at its bound and shrunk in place left that bound's
-     * tail (~60% of it) as a hole behind every window document, which later texts filled
-     * only in part (~1 KiB a document at 12,000, once indexing went to the engine thread's
-     * malloc arena). */
+    /* Packed into a scratch buffer (the GIL guards it; as large as the longest text
+     * packed), then copied into bytes of the packed size: bytes allocated at the bound and
+     * shrunk in place leave the bound's tail (~60% of it) as a hole behind each window
+     * document, which the engine thread's indexing, allocating from a malloc arena of its
+     * own, never fills (~1 KiB a document). */
     static uint8_t *scratch;
     static size_t scratch_cap;
     if (grow((void **)&scratch, &scratch_cap, 10 + (n * 13 + 7) / 8 + 1 + 8, 1) < 0)
