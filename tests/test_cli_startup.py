@@ -1,7 +1,8 @@
 """``ndd-stream dedup`` loads only what deciding a file needs: no Kafka or Faust clients,
 no other subcommand's modules, no HTML parser for plain text, no terminal library for a
 pipe, no asyncio (which pydantic-settings imports, unused). A regression here costs every
-run of ``dedup`` its start-up time."""
+run of ``dedup`` its start-up time. The service's commands (worker, topics, ...) do not
+load the demo, the web view or the evaluation: a worker's start would pay for them."""
 
 from __future__ import annotations
 
@@ -67,3 +68,33 @@ def test_asyncio_deferred_until_used_and_collector_state_kept() -> None:
     on = subprocess.run([sys.executable, "-c", "import gc, ndd_stream.cli; print(gc.isenabled())"],
                         capture_output=True, text=True, timeout=120, check=True)
     assert on.stdout.strip() == "True", on.stderr
+
+
+SERVICE_PROBE = """
+import sys
+from ndd_stream.cli.main import main
+try:
+    main([sys.argv[1], "--help"])
+except SystemExit as exc:
+    loaded = sorted({name for name in sys.modules for prefix in sys.argv[2].split(",")
+                     if name == prefix or name.startswith(prefix + ".")})
+    print(exc.code, ",".join(loaded))
+"""
+SERVICE_NOT_LOADED = ("rich", "ndd_stream.cli.eval", "ndd_stream.eval", "ndd_stream.cli.demo",
+                      "ndd_stream.cli.web_view", "ndd_stream.view")
+
+
+def test_the_service_commands_parse_without_the_demo_view_or_evaluation() -> None:
+    for command in ("worker", "topics", "produce", "tail", "settings"):
+        out = subprocess.run([sys.executable, "-c", SERVICE_PROBE, command,
+                              ",".join(SERVICE_NOT_LOADED)], capture_output=True, text=True,
+                             timeout=120, check=True)
+        code, _, loaded = out.stdout.strip().rpartition("\n")[2].partition(" ")
+        assert code == "0", out.stderr
+        assert loaded == "", f"{command} loaded {loaded}"
+        assert f"usage: ndd-stream {command}" in out.stdout
+    # every subcommand is still there when none is named (ndd-stream --help)
+    from ndd_stream.cli.main import make_parser
+
+    choices = make_parser()[0]._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert {"dedup", "worker", "eval", "demo", "view"} <= set(choices)

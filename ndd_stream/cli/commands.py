@@ -97,8 +97,14 @@ def _cmd_tail(args: argparse.Namespace, settings: Settings) -> int:
     return code
 
 
-def register_all(sub: Any, handlers: dict[str, Any]) -> None:
-    """Add the subcommands to the ``ndd-stream`` parser."""
+LIGHT_COMMANDS = frozenset({"worker", "settings", "topics", "produce", "tail"})
+"""The subcommands registered here whose parsers import nothing of their own."""
+
+
+def register_all(sub: Any, handlers: dict[str, Any], only: str | None = None) -> None:
+    """Add the subcommands to the ``ndd-stream`` parser; with ``only`` one of
+    :data:`LIGHT_COMMANDS`, those alone (the others' parsers import the demo, the web view
+    and the evaluation)."""
     p = sub.add_parser("worker", help="run the streaming service (a Faust worker)",
                        description="Consume raw news from Kafka, decide, route to the unique, "
                        "duplicate and DLQ topics. Configured by NDD_* variables or a "
@@ -143,6 +149,8 @@ def register_all(sub: Any, handlers: dict[str, Any]) -> None:
     p.add_argument("-n", "--max-messages", type=int, default=None, help="stop after N records")
     p.add_argument("--timeout", type=float, default=None, help="stop after S idle seconds")
     handlers["tail"] = _cmd_tail
+    if only in LIGHT_COMMANDS:
+        return
 
     try:
         from ndd_stream.cli.demo import register as register_demo

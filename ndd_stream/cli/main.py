@@ -100,9 +100,11 @@ def _cmd_dedup(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def make_parser(only: str | None = None) -> tuple[argparse.ArgumentParser, dict[str, Handler]]:
-    """The parser and each subcommand's handler; ``only="dedup"`` builds that one alone
-    (the other subcommands' parsers import their modules: about a third of a second that
-    a ``dedup`` of a file would otherwise pay on every run)."""
+    """The parser and each subcommand's handler; ``only`` names the subcommand to run:
+    ``"dedup"`` builds that one alone, and the service's commands (worker, topics, produce,
+    tail, settings) leave out those whose parsers import their modules (the demo, the web
+    view, ``eval``): about a third of a second that a ``dedup`` of a file, or a worker's
+    start, would otherwise pay on every run."""
     parser = argparse.ArgumentParser(
         prog="ndd-stream",
         description="Streaming near-duplicate filter for news (DDD, q-gram doc_q, 24 h window).",
@@ -125,7 +127,7 @@ def make_parser(only: str | None = None) -> tuple[argparse.ArgumentParser, dict[
     handlers["dedup"] = _cmd_dedup
 
     for register in _extra_commands() if only != "dedup" else []:
-        register(sub, handlers)
+        register(sub, handlers, only)
     for command in sub.choices.values():
         # --config after the subcommand, too (SUPPRESS: an absent one keeps the top-level one)
         command.add_argument("--config", type=Path, default=argparse.SUPPRESS, metavar="FILE",
@@ -134,9 +136,9 @@ def make_parser(only: str | None = None) -> tuple[argparse.ArgumentParser, dict[
     return parser, handlers
 
 
-def _extra_commands() -> list[Callable[[Any, dict[str, Handler]], None]]:
+def _extra_commands() -> list[Callable[[Any, dict[str, Handler], str | None], None]]:
     """Subcommands living in their own modules (worker, topics, produce, tail, demo, eval)."""
-    registrars: list[Callable[[Any, dict[str, Handler]], None]] = []
+    registrars: list[Callable[[Any, dict[str, Handler], str | None], None]] = []
     try:
         from ndd_stream.cli.commands import register_all
     except ImportError:
