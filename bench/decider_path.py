@@ -35,10 +35,11 @@ from ndd_stream.settings import Settings
 from ndd_stream.state.rocks import Checkpoint
 from ndd_stream.worker.deciding import PartitionDecider
 from ndd_stream.worker.metrics import WorkerMetrics, count_outcome
+from ndd_stream.worker.pool import TRANSACTION_ITEMS
 from ndd_stream.worker.records import Source
 from ndd_stream.worker.startup import output_topics
 
-PIECE = 1024  # decisions a piece, as TRANSACTION_ITEMS under exactly-once
+PIECE = TRANSACTION_ITEMS  # decisions a piece under exactly-once
 
 
 class _TimedDetector(Detector):
